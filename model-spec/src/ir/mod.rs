@@ -1,0 +1,16 @@
+//! aotune's intermediate representation: typed values and ops, a verifier,
+//! shape inference and a stable printer.
+
+mod graph;
+mod op;
+mod print;
+mod shape;
+mod types;
+mod verify;
+
+pub use graph::{Graph, Node, NodeId, Patch, Value, ValueId, ValueKind};
+pub use op::{Activation, BinaryOp, Conv2d, Epilogue, Op, Pool2d, UnaryOp};
+pub use print::print_graph;
+pub use shape::{broadcast, infer_shape, MAX_ELEMENTS};
+pub use types::{numel, round_tf32, DType, Layout, Precision};
+pub use verify::{debug_verify, is_row_major_bytes, verify, VerifyError};

@@ -1,0 +1,401 @@
+//! The typed operator set of aotune's IR.
+//!
+//! Imported ONNX operators keep every attribute the importer accepted. The
+//! fused operators ([`Op::FusedConv`], [`Op::Dense`], [`Op::Convert`]) exist
+//! only after passes have run; the CPU reference executes both kinds, so an
+//! optimized graph can be checked against the graph it came from.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Geometry of a 2-D convolution (logical NCHW input, OIHW weight).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Conv2d {
+    /// Kernel height and width (R, S).
+    pub kernel: [usize; 2],
+    pub strides: [usize; 2],
+    /// Padding (top, left, bottom, right), already resolved from `auto_pad`.
+    pub pads: [usize; 4],
+    pub dilations: [usize; 2],
+    pub groups: usize,
+}
+
+impl Conv2d {
+    /// Output spatial size for an input of `h` × `w`, or `None` when the
+    /// (dilated) kernel does not fit.
+    pub fn output_hw(&self, h: usize, w: usize) -> Option<[usize; 2]> {
+        let out = |size: usize, axis: usize| {
+            let padded = size + self.pads[axis] + self.pads[axis + 2];
+            let span = self.dilations[axis] * (self.kernel[axis] - 1) + 1;
+            (padded >= span && self.strides[axis] > 0)
+                .then(|| (padded - span) / self.strides[axis] + 1)
+        };
+        Some([out(h, 0)?, out(w, 1)?])
+    }
+}
+
+/// Geometry of a 2-D max or average pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Pool2d {
+    pub kernel: [usize; 2],
+    pub strides: [usize; 2],
+    /// Padding (top, left, bottom, right), already resolved from `auto_pad`.
+    pub pads: [usize; 4],
+    pub dilations: [usize; 2],
+    pub ceil_mode: bool,
+}
+
+impl Pool2d {
+    /// Output spatial size, following ONNX: with `ceil_mode` a last window is
+    /// dropped when it would start entirely inside the end padding.
+    pub fn output_hw(&self, h: usize, w: usize) -> Option<[usize; 2]> {
+        let out = |size: usize, axis: usize| {
+            let padded = size + self.pads[axis] + self.pads[axis + 2];
+            let span = self.dilations[axis] * (self.kernel[axis] - 1) + 1;
+            let stride = self.strides[axis];
+            if padded < span || stride == 0 {
+                return None;
+            }
+            let mut n = if self.ceil_mode {
+                (padded - span).div_ceil(stride) + 1
+            } else {
+                (padded - span) / stride + 1
+            };
+            if self.ceil_mode && (n - 1) * stride >= size + self.pads[axis] {
+                n -= 1;
+            }
+            Some(n)
+        };
+        Some([out(h, 0)?, out(w, 1)?])
+    }
+}
+
+/// Pointwise activation applied at the end of an epilogue.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum Activation {
+    None,
+    Relu,
+    /// Clamp to `[min, max]` (ReLU6 is `Clip { min: 0, max: 6 }`).
+    Clip { min: f32, max: f32 },
+}
+
+impl Activation {
+    pub fn apply(self, x: f32) -> f32 {
+        match self {
+            Activation::None => x,
+            Activation::Relu => x.max(0.0),
+            Activation::Clip { min, max } => x.max(min).min(max),
+        }
+    }
+}
+
+impl Eq for Activation {}
+impl std::hash::Hash for Activation {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        std::mem::discriminant(self).hash(state);
+        if let Activation::Clip { min, max } = self {
+            min.to_bits().hash(state);
+            max.to_bits().hash(state);
+        }
+    }
+}
+
+impl fmt::Display for Activation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Activation::None => f.write_str("none"),
+            Activation::Relu => f.write_str("relu"),
+            Activation::Clip { min, max } => write!(f, "clip({min},{max})"),
+        }
+    }
+}
+
+/// What a fused convolution or dense layer does after the matrix product:
+/// `act(acc + bias + residual)`, in f32, then one rounding to the output type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Epilogue {
+    /// A per-output-channel bias is the op's third input.
+    pub bias: bool,
+    /// A residual of the output's shape is the op's last input.
+    pub residual: bool,
+    pub activation: Activation,
+}
+
+impl Epilogue {
+    pub const NONE: Epilogue = Epilogue {
+        bias: false,
+        residual: false,
+        activation: Activation::None,
+    };
+}
+
+impl fmt::Display for Epilogue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        if self.bias {
+            parts.push("bias".to_string());
+        }
+        if self.residual {
+            parts.push("residual".to_string());
+        }
+        if self.activation != Activation::None {
+            parts.push(self.activation.to_string());
+        }
+        if parts.is_empty() {
+            f.write_str("none")
+        } else {
+            f.write_str(&parts.join("+"))
+        }
+    }
+}
+
+/// Elementwise binary operators with numpy broadcasting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+impl BinaryOp {
+    pub fn apply(self, a: f32, b: f32) -> f32 {
+        match self {
+            BinaryOp::Add => a + b,
+            BinaryOp::Sub => a - b,
+            BinaryOp::Mul => a * b,
+            BinaryOp::Div => a / b,
+        }
+    }
+}
+
+/// Elementwise unary operators.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum UnaryOp {
+    Relu,
+    Sigmoid,
+    Clip { min: f32, max: f32 },
+}
+
+impl UnaryOp {
+    pub fn apply(self, x: f32) -> f32 {
+        match self {
+            UnaryOp::Relu => x.max(0.0),
+            UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+            UnaryOp::Clip { min, max } => x.max(min).min(max),
+        }
+    }
+}
+
+/// One operator of the IR. Inputs are listed in ONNX order; the comment on
+/// each variant gives them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Op {
+    /// Inputs: x [N,C,H,W], w [K,C/g,R,S], optional bias [K].
+    Conv(Conv2d),
+    /// Inputs: x, scale, bias, mean, var (each [C]).
+    BatchNorm { epsilon: f32 },
+    Unary(UnaryOp),
+    /// Inputs: a, b (broadcast).
+    Binary(BinaryOp),
+    /// Inputs: one or more tensors, broadcast and summed.
+    Sum,
+    MaxPool(Pool2d),
+    AveragePool {
+        pool: Pool2d,
+        count_include_pad: bool,
+    },
+    GlobalAveragePool,
+    GlobalMaxPool,
+    /// Mean over `axes` (sorted, non-negative).
+    ReduceMean { axes: Vec<usize>, keepdims: bool },
+    Flatten { axis: usize },
+    /// Target shape as given in ONNX (0 copies the input dim unless `allowzero`, -1 infers).
+    Reshape { shape: Vec<i64>, allowzero: bool },
+    /// Inputs: a, b, optional c. `y = alpha * op(a) * op(b) + beta * c`.
+    Gemm {
+        alpha: f32,
+        beta: f32,
+        trans_a: bool,
+        trans_b: bool,
+    },
+    /// Inputs: a, b with numpy matmul semantics (1-D promotion, batch broadcast).
+    MatMul,
+    Identity,
+    Concat { axis: usize },
+    Softmax { axis: usize },
+    /// Convolution with a fused epilogue. Inputs: x, w, [bias], [residual].
+    /// Layouts and dtypes are those of the input and output values.
+    FusedConv { conv: Conv2d, epilogue: Epilogue },
+    /// `y[M,N] = act(x[M,K] · w[N,K]ᵀ + bias + residual)`. Inputs: x, w, [bias], [residual].
+    Dense { epilogue: Epilogue },
+    /// Copies its input to its output, converting layout and dtype between the
+    /// two values' declared ones (shapes are equal).
+    Convert,
+}
+
+impl Op {
+    /// Short kind name used in printing, task keys and errors.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Op::Conv(_) => "Conv",
+            Op::BatchNorm { .. } => "BatchNormalization",
+            Op::Unary(UnaryOp::Relu) => "Relu",
+            Op::Unary(UnaryOp::Sigmoid) => "Sigmoid",
+            Op::Unary(UnaryOp::Clip { .. }) => "Clip",
+            Op::Binary(BinaryOp::Add) => "Add",
+            Op::Binary(BinaryOp::Sub) => "Sub",
+            Op::Binary(BinaryOp::Mul) => "Mul",
+            Op::Binary(BinaryOp::Div) => "Div",
+            Op::Sum => "Sum",
+            Op::MaxPool(_) => "MaxPool",
+            Op::AveragePool { .. } => "AveragePool",
+            Op::GlobalAveragePool => "GlobalAveragePool",
+            Op::GlobalMaxPool => "GlobalMaxPool",
+            Op::ReduceMean { .. } => "ReduceMean",
+            Op::Flatten { .. } => "Flatten",
+            Op::Reshape { .. } => "Reshape",
+            Op::Gemm { .. } => "Gemm",
+            Op::MatMul => "MatMul",
+            Op::Identity => "Identity",
+            Op::Concat { .. } => "Concat",
+            Op::Softmax { .. } => "Softmax",
+            Op::FusedConv { .. } => "FusedConv",
+            Op::Dense { .. } => "Dense",
+            Op::Convert => "Convert",
+        }
+    }
+
+    /// True for ops that only reinterpret their input's bytes (no kernel needed
+    /// when the input is row-major): the memory plan may alias them.
+    pub fn is_view(&self) -> bool {
+        matches!(
+            self,
+            Op::Flatten { .. } | Op::Reshape { .. } | Op::Identity
+        )
+    }
+
+    /// Attributes in a stable, human-readable form (used by the printer and task keys).
+    pub fn attrs(&self) -> String {
+        fn conv(c: &Conv2d) -> String {
+            format!(
+                "k={}x{} s={}x{} p={},{},{},{} d={}x{} g={}",
+                c.kernel[0],
+                c.kernel[1],
+                c.strides[0],
+                c.strides[1],
+                c.pads[0],
+                c.pads[1],
+                c.pads[2],
+                c.pads[3],
+                c.dilations[0],
+                c.dilations[1],
+                c.groups
+            )
+        }
+        fn pool(p: &Pool2d) -> String {
+            format!(
+                "k={}x{} s={}x{} p={},{},{},{} d={}x{}{}",
+                p.kernel[0],
+                p.kernel[1],
+                p.strides[0],
+                p.strides[1],
+                p.pads[0],
+                p.pads[1],
+                p.pads[2],
+                p.pads[3],
+                p.dilations[0],
+                p.dilations[1],
+                if p.ceil_mode { " ceil" } else { "" }
+            )
+        }
+        match self {
+            Op::Conv(c) => conv(c),
+            Op::FusedConv { conv: c, epilogue } => format!("{} epilogue={epilogue}", conv(c)),
+            Op::BatchNorm { epsilon } => format!("eps={epsilon:e}"),
+            Op::Unary(UnaryOp::Clip { min, max }) => format!("min={min} max={max}"),
+            Op::Unary(_) | Op::Binary(_) | Op::Sum | Op::MatMul | Op::Identity | Op::Convert => {
+                String::new()
+            }
+            Op::GlobalAveragePool | Op::GlobalMaxPool => String::new(),
+            Op::MaxPool(p) => pool(p),
+            Op::AveragePool {
+                pool: p,
+                count_include_pad,
+            } => format!(
+                "{}{}",
+                pool(p),
+                if *count_include_pad {
+                    " count_include_pad"
+                } else {
+                    ""
+                }
+            ),
+            Op::ReduceMean { axes, keepdims } => format!("axes={axes:?} keepdims={keepdims}"),
+            Op::Flatten { axis } => format!("axis={axis}"),
+            Op::Reshape { shape, allowzero } => {
+                format!("shape={shape:?}{}", if *allowzero { " allowzero" } else { "" })
+            }
+            Op::Gemm {
+                alpha,
+                beta,
+                trans_a,
+                trans_b,
+            } => format!("alpha={alpha} beta={beta} transA={trans_a} transB={trans_b}"),
+            Op::Concat { axis } => format!("axis={axis}"),
+            Op::Softmax { axis } => format!("axis={axis}"),
+            Op::Dense { epilogue } => format!("epilogue={epilogue}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resnet_stem_output_size() {
+        let stem = Conv2d {
+            kernel: [7, 7],
+            strides: [2, 2],
+            pads: [3, 3, 3, 3],
+            dilations: [1, 1],
+            groups: 1,
+        };
+        assert_eq!(stem.output_hw(224, 224), Some([112, 112]));
+    }
+
+    #[test]
+    fn pool_ceil_mode_drops_window_starting_in_padding() {
+        // ONNX test_maxpool_2d_ceil_output_size_reduce_by_one: 2x2 input,
+        // kernel 1, stride 2, ceil → 1x1.
+        let p = Pool2d {
+            kernel: [1, 1],
+            strides: [2, 2],
+            pads: [0; 4],
+            dilations: [1, 1],
+            ceil_mode: true,
+        };
+        assert_eq!(p.output_hw(2, 2), Some([1, 1]));
+        let q = Pool2d {
+            kernel: [3, 3],
+            strides: [2, 2],
+            pads: [0; 4],
+            dilations: [1, 1],
+            ceil_mode: true,
+        };
+        assert_eq!(q.output_hw(4, 4), Some([2, 2]));
+    }
+
+    #[test]
+    fn kernel_larger_than_input_has_no_output() {
+        let c = Conv2d {
+            kernel: [5, 5],
+            strides: [1, 1],
+            pads: [0; 4],
+            dilations: [1, 1],
+            groups: 1,
+        };
+        assert_eq!(c.output_hw(3, 3), None);
+    }
+}

@@ -1,0 +1,198 @@
+//! Element types, layouts and precisions of IR values.
+//!
+//! A value's `shape` is always its *logical* ONNX shape (NCHW for images, OIHW
+//! for conv weights); its [`Layout`] says how that logical shape is laid out in
+//! memory. Keeping the logical shape fixed means shape inference, printing and
+//! the CPU reference never need to know which layout a pass chose.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Storage type of a value in memory. Arithmetic always accumulates in f32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum DType {
+    F32,
+    F16,
+    BF16,
+}
+
+impl DType {
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DType::F32 => 4,
+            DType::F16 | DType::BF16 => 2,
+        }
+    }
+
+    /// Rounds an f32 to what this storage type can hold (round to nearest even).
+    pub fn round(self, x: f32) -> f32 {
+        match self {
+            DType::F32 => x,
+            DType::F16 => half::f16::from_f32(x).to_f32(),
+            DType::BF16 => half::bf16::from_f32(x).to_f32(),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Physical order of a value's elements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Layout {
+    /// Row-major in the logical shape's order (NCHW, OIHW, plain matrices).
+    RowMajor,
+    /// For rank-4 values only: dimension 1 moved last, i.e. NHWC for
+    /// activations and OHWI (KRSC) for convolution weights.
+    ChannelsLast,
+}
+
+impl Layout {
+    /// The physical dimension order as a permutation of logical axes.
+    pub fn physical_order(self, rank: usize) -> Vec<usize> {
+        match self {
+            Layout::RowMajor => (0..rank).collect(),
+            Layout::ChannelsLast => {
+                let mut order = vec![0];
+                order.extend(2..rank);
+                order.push(1);
+                order
+            }
+        }
+    }
+
+    /// Element strides of each *logical* axis for a value of `shape`.
+    pub fn strides(self, shape: &[usize]) -> Vec<usize> {
+        let order = self.physical_order(shape.len());
+        let mut strides = vec![0; shape.len()];
+        let mut acc = 1;
+        for &axis in order.iter().rev() {
+            strides[axis] = acc;
+            acc *= shape[axis];
+        }
+        strides
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Layout::RowMajor => "row-major",
+            Layout::ChannelsLast => "channels-last",
+        }
+    }
+}
+
+/// Numeric mode of a compiled model: storage type of activations and weights,
+/// and what the tensor cores may do with f32 operands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Precision {
+    /// f32 storage, strict f32 FMA arithmetic.
+    Fp32,
+    /// f32 storage, matrix products with operands rounded to tf32 (10-bit mantissa).
+    Tf32,
+    /// f16 storage of activations and weights, f32 accumulation, f32 output.
+    Fp16,
+    /// bf16 storage of activations and weights, f32 accumulation, f32 output.
+    Bf16,
+}
+
+impl Precision {
+    pub const ALL: [Precision; 4] = [
+        Precision::Fp32,
+        Precision::Tf32,
+        Precision::Fp16,
+        Precision::Bf16,
+    ];
+
+    /// Storage type of activations and weights under this precision.
+    pub fn storage(self) -> DType {
+        match self {
+            Precision::Fp32 | Precision::Tf32 => DType::F32,
+            Precision::Fp16 => DType::F16,
+            Precision::Bf16 => DType::BF16,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Tf32 => "tf32",
+            Precision::Fp16 => "fp16",
+            Precision::Bf16 => "bf16",
+        }
+    }
+}
+
+impl fmt::Display for Precision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Precision {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Precision::ALL
+            .into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("unknown precision '{s}': expected one of fp32, tf32, fp16, bf16"))
+    }
+}
+
+/// Rounds an f32 to tf32 (round to nearest, ties away, as cvt.rna.tf32.f32 does).
+pub fn round_tf32(x: f32) -> f32 {
+    if !x.is_finite() {
+        return x;
+    }
+    let bits = x.to_bits();
+    let rounded = bits.wrapping_add(0x1000) & 0xffff_e000;
+    f32::from_bits(rounded)
+}
+
+/// Number of elements of a shape.
+pub fn numel(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channels_last_strides_are_nhwc() {
+        // logical [N, C, H, W] = [2, 3, 4, 5]; NHWC strides: n=60, h=15, w=3, c=1
+        assert_eq!(
+            Layout::ChannelsLast.strides(&[2, 3, 4, 5]),
+            vec![60, 1, 15, 3]
+        );
+        assert_eq!(Layout::RowMajor.strides(&[2, 3, 4, 5]), vec![60, 20, 5, 1]);
+    }
+
+    #[test]
+    fn tf32_rounding_keeps_ten_mantissa_bits() {
+        let x = 1.0 + f32::EPSILON * 3.0;
+        assert_eq!(round_tf32(x), 1.0);
+        assert_eq!(round_tf32(1.5), 1.5);
+        assert_eq!(round_tf32(-2.0), -2.0);
+        let y = round_tf32(0.1);
+        assert_eq!(y.to_bits() & 0x1fff, 0);
+        assert!((y - 0.1).abs() < 1e-3 * 0.1);
+    }
+
+    #[test]
+    fn precision_parses_case_insensitively() {
+        assert_eq!("FP16".parse::<Precision>(), Ok(Precision::Fp16));
+        assert!("fp8".parse::<Precision>().is_err());
+    }
+}

@@ -1,0 +1,152 @@
+//! Structural checks of a [`Graph`], run after import and after every pass in
+//! debug and test builds (tinygrad's `spec.py` idea): topological order, one
+//! producer per activation, shapes equal to what inference derives, layouts
+//! only where ops understand them, constant payloads of the right size.
+
+use super::graph::{Graph, ValueId, ValueKind};
+use super::op::Op;
+use super::shape::infer_shape;
+use super::types::Layout;
+
+/// A broken IR invariant, naming the node or value at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("IR verification failed at {location}: {message}")]
+pub struct VerifyError {
+    pub location: String,
+    pub message: String,
+}
+
+fn fail(location: impl Into<String>, message: impl Into<String>) -> VerifyError {
+    VerifyError {
+        location: location.into(),
+        message: message.into(),
+    }
+}
+
+/// Ops that read their input through its layout (everything else needs
+/// row-major bytes, or bytes whose physical order equals the logical one).
+fn layout_aware(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::FusedConv { .. }
+            | Op::Conv(_)
+            | Op::MaxPool(_)
+            | Op::AveragePool { .. }
+            | Op::GlobalAveragePool
+            | Op::GlobalMaxPool
+            | Op::Convert
+            | Op::BatchNorm { .. }
+            | Op::Unary(_)
+    )
+}
+
+/// True when the value's bytes are in logical row-major order.
+pub fn is_row_major_bytes(shape: &[usize], layout: Layout) -> bool {
+    match layout {
+        Layout::RowMajor => true,
+        Layout::ChannelsLast => {
+            shape.len() != 4 || shape[1] == 1 || shape[2] * shape[3] == 1
+        }
+    }
+}
+
+pub fn verify(graph: &Graph) -> Result<(), VerifyError> {
+    let n_values = graph.values.len();
+    let check_id = |id: ValueId, location: &str| {
+        if id.index() >= n_values {
+            Err(fail(location, format!("refers to missing value %{}", id.0)))
+        } else {
+            Ok(())
+        }
+    };
+    let mut defined = vec![false; n_values];
+    for (i, value) in graph.values.iter().enumerate() {
+        let location = format!("value %{i} '{}'", value.name);
+        if value.layout == Layout::ChannelsLast && value.shape.len() != 4 {
+            return Err(fail(location, "channels-last layout on a value that is not 4-D"));
+        }
+        match &value.kind {
+            ValueKind::Constant(data) => {
+                if data.len() != value.numel() {
+                    return Err(fail(
+                        location,
+                        format!("constant holds {} elements, shape {:?} needs {}", data.len(), value.shape, value.numel()),
+                    ));
+                }
+                defined[i] = true;
+            }
+            ValueKind::Input => {
+                if !graph.inputs.contains(&super::graph::ValueId(i as u32)) {
+                    return Err(fail(location, "input value not listed in graph inputs"));
+                }
+                defined[i] = true;
+            }
+            ValueKind::Activation => {}
+        }
+    }
+    for &input in &graph.inputs {
+        check_id(input, "graph inputs")?;
+        if graph.value(input).kind != ValueKind::Input {
+            return Err(fail("graph inputs", format!("%{} is not an input value", input.0)));
+        }
+    }
+    for (i, node) in graph.nodes.iter().enumerate() {
+        let location = format!("node {i} '{}' ({})", node.name, node.op.kind());
+        for &input in &node.inputs {
+            check_id(input, &location)?;
+            if !defined[input.index()] {
+                return Err(fail(&location, format!("input %{} is used before it is produced", input.0)));
+            }
+        }
+        check_id(node.output, &location)?;
+        let out = graph.value(node.output);
+        if out.kind != ValueKind::Activation {
+            return Err(fail(&location, format!("output %{} is not an activation", node.output.0)));
+        }
+        if defined[node.output.index()] {
+            return Err(fail(&location, format!("output %{} is produced twice", node.output.0)));
+        }
+        defined[node.output.index()] = true;
+        let shapes: Vec<&[usize]> = node.inputs.iter().map(|&v| graph.value(v).shape.as_slice()).collect();
+        let inferred = infer_shape(&node.op, &shapes).map_err(|m| fail(&location, m))?;
+        if inferred != out.shape {
+            return Err(fail(
+                &location,
+                format!("output shape {:?} differs from inferred {inferred:?}", out.shape),
+            ));
+        }
+        if !layout_aware(&node.op) {
+            for &input in &node.inputs {
+                let v = graph.value(input);
+                if !is_row_major_bytes(&v.shape, v.layout) {
+                    return Err(fail(
+                        &location,
+                        format!("input %{} is {} but {} needs row-major data", input.0, v.layout.name(), node.op.kind()),
+                    ));
+                }
+            }
+        }
+        if node.op.is_view() {
+            let x = graph.value(node.inputs[0]);
+            if x.dtype != out.dtype {
+                return Err(fail(&location, "a view op cannot change the dtype"));
+            }
+        }
+    }
+    for &output in &graph.outputs {
+        check_id(output, "graph outputs")?;
+        if !defined[output.index()] {
+            return Err(fail("graph outputs", format!("%{} is never produced", output.0)));
+        }
+    }
+    Ok(())
+}
+
+/// Runs [`verify`] in debug and test builds; a no-op in release builds.
+pub fn debug_verify(graph: &Graph, after: &str) {
+    if cfg!(debug_assertions) {
+        if let Err(e) = verify(graph) {
+            panic!("after {after}: {e}\n{}", super::print::print_graph(graph));
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! aotune's compiler. No GPU needed.
+//!
+//! The stages, in the order [`compile`] calls them: ONNX import ([`onnx`]),
+//! IR ([`ir`]), passes ([`passes`]), memory plan ([`plan`]), tasks
+//! ([`schedule`]). [`reference`] executes graphs on the CPU; [`zoo`] writes
+//! ResNet models as ONNX.
+
+pub mod ir;
+pub mod onnx;
+pub mod passes;
+pub mod plan;
+pub mod reference;
+pub mod schedule;
+pub mod zoo;
