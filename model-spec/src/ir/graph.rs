@@ -129,7 +129,7 @@ impl Graph {
         ValueId((self.values.len() - 1) as u32)
     }
 
-    pub fn node_ids(&self) -> impl Iterator<Item = NodeId> {
+    pub fn node_ids(&self) -> impl DoubleEndedIterator<Item = NodeId> + ExactSizeIterator {
         (0..self.nodes.len() as u32).map(NodeId)
     }
 

@@ -14,3 +14,6 @@ pub use print::print_graph;
 pub use shape::{broadcast, infer_shape, MAX_ELEMENTS};
 pub use types::{numel, round_tf32, DType, Layout, Precision};
 pub use verify::{debug_verify, is_row_major_bytes, verify, VerifyError};
+
+#[cfg(test)]
+mod verify_tests;

@@ -1,1 +1,7 @@
-//! (in progress)
+//! Tasks and kernel configurations. A task is one distinct kernel workload
+//! with a canonical, hashed key and a weight; kernel configs and their
+//! search spaces join it with the GPU path.
+
+mod task;
+
+pub use task::{extract_tasks, is_free, node_flops, render_tasks, task_key, Task, TaskKey};

@@ -1,0 +1,39 @@
+# The commands behind README.md. `make run` runs the main job on the default
+# model; `make test` runs every test (what CI runs).
+
+MODEL ?= models/resnet50.onnx
+PRECISION ?= fp32
+BATCH ?= 1
+CARGO ?= cargo
+
+.PHONY: run test model lint fmt fuzz dump clean-models
+
+run: $(MODEL)
+	$(CARGO) run --release --bin aotune -- run $(MODEL) --batch $(BATCH) --precision $(PRECISION)
+
+dump: $(MODEL)
+	$(CARGO) run --release --bin aotune -- dump $(MODEL) --batch $(BATCH) --precision $(PRECISION)
+
+model: $(MODEL)
+
+$(MODEL):
+	$(CARGO) run --release -p aotune-spec --bin aotune-zoo -- resnet50 -o $(MODEL)
+
+test:
+	$(CARGO) test --workspace --profile ci
+
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
+
+# Fuzz the importer (cargo install cargo-fuzz; see fuzz/README.md).
+FUZZ_SECONDS ?= 600
+fuzz:
+	fuzz/seed-corpus.sh
+	RUSTC_BOOTSTRAP=1 cargo fuzz run import fuzz/corpus/import -- -max_total_time=$(FUZZ_SECONDS)
+
+clean-models:
+	rm -f models/*.onnx

@@ -1,0 +1,149 @@
+//! Tests of the verifier, the patch rewriter and the printer on small graphs.
+
+use super::*;
+
+/// x [1,2,4,4] → relu → y, plus an unused constant.
+fn chain() -> Graph {
+    let values = vec![
+        Value {
+            kind: ValueKind::Input,
+            ..Value::activation("x", vec![1, 2, 4, 4])
+        },
+        Value::activation("r", vec![1, 2, 4, 4]),
+        Value::activation("y", vec![1, 2, 4, 4]),
+    ];
+    Graph {
+        values,
+        nodes: vec![
+            Node {
+                name: "relu".into(),
+                op: Op::Unary(UnaryOp::Relu),
+                inputs: vec![ValueId(0)],
+                output: ValueId(1),
+            },
+            Node {
+                name: "sig".into(),
+                op: Op::Unary(UnaryOp::Sigmoid),
+                inputs: vec![ValueId(1)],
+                output: ValueId(2),
+            },
+        ],
+        inputs: vec![ValueId(0)],
+        outputs: vec![ValueId(2)],
+        precision: Precision::Fp32,
+    }
+}
+
+#[test]
+fn valid_chain_verifies_and_prints() {
+    let g = chain();
+    verify(&g).unwrap();
+    let text = print_graph(&g);
+    assert_eq!(
+        text,
+        "graph precision=fp32\n  input %0: f32[1,2,4,4]  # x\n  %1: f32[1,2,4,4] = Relu(%0)  # relu\n  %2: f32[1,2,4,4] = Sigmoid(%1)  # sig\n  return %2\n"
+    );
+}
+
+#[test]
+fn use_before_definition_is_caught() {
+    let mut g = chain();
+    g.nodes.swap(0, 1);
+    let err = verify(&g).unwrap_err();
+    assert!(err.message.contains("used before"), "{err}");
+    assert!(err.location.contains("sig"), "{err}");
+}
+
+#[test]
+fn wrong_shape_is_caught() {
+    let mut g = chain();
+    g.values[1].shape = vec![1, 2, 4, 5];
+    let err = verify(&g).unwrap_err();
+    assert!(err.message.contains("differs from inferred"), "{err}");
+}
+
+#[test]
+fn double_producer_is_caught() {
+    let mut g = chain();
+    g.nodes[1].output = ValueId(1);
+    assert!(verify(&g).unwrap_err().message.contains("produced twice"));
+}
+
+#[test]
+fn channels_last_needs_rank_four() {
+    let mut g = chain();
+    g.values.push(Value {
+        layout: Layout::ChannelsLast,
+        ..Value::constant("c", vec![4], vec![0.0; 4])
+    });
+    assert!(verify(&g).unwrap_err().message.contains("not 4-D"));
+}
+
+#[test]
+fn row_major_consumer_of_channels_last_value_is_caught() {
+    let mut g = chain();
+    g.values[1].layout = Layout::ChannelsLast;
+    g.values.push(Value::activation("f", vec![1, 32]));
+    g.nodes.push(Node {
+        name: "flatten".into(),
+        op: Op::Flatten { axis: 1 },
+        inputs: vec![ValueId(1)],
+        output: ValueId(3),
+    });
+    assert!(verify(&g).unwrap_err().message.contains("needs row-major"));
+}
+
+#[test]
+fn constant_payload_must_match_shape() {
+    let mut g = chain();
+    g.values.push(Value::constant("c", vec![2, 2], vec![0.0; 3]));
+    assert!(verify(&g).unwrap_err().message.contains("3 elements"));
+}
+
+#[test]
+fn patch_replaces_removes_and_substitutes() {
+    let mut g = chain();
+    // Replace the sigmoid by a clip reading x directly, drop the relu.
+    let mut patch = Patch::new(&g);
+    let out = patch.add_value(Value::activation("clipped", vec![1, 2, 4, 4]));
+    patch.replace_node(
+        NodeId(1),
+        Node {
+            name: "clip".into(),
+            op: Op::Unary(UnaryOp::Clip { min: 0.0, max: 6.0 }),
+            inputs: vec![ValueId(0)],
+            output: out,
+        },
+    );
+    patch.remove_node(NodeId(0));
+    patch.substitute(ValueId(2), out);
+    patch.apply(&mut g);
+    verify(&g).unwrap();
+    assert_eq!(g.nodes.len(), 1);
+    assert_eq!(g.values.len(), 2, "dead values are compacted away");
+    assert_eq!(g.outputs, vec![g.nodes[0].output]);
+    assert!(print_graph(&g).contains("Clip(%0) min=0 max=6"));
+}
+
+#[test]
+fn substitution_chains_resolve_in_any_order() {
+    let mut g = chain();
+    let mut patch = Patch::new(&g);
+    patch.remove_node(NodeId(0));
+    patch.remove_node(NodeId(1));
+    let copy = patch.add_value(Value::activation("copy", vec![1, 2, 4, 4]));
+    patch.insert_before(
+        NodeId(0),
+        Node {
+            name: "id".into(),
+            op: Op::Identity,
+            inputs: vec![ValueId(0)],
+            output: copy,
+        },
+    );
+    patch.substitute(ValueId(2), ValueId(1));
+    patch.substitute(ValueId(1), copy);
+    patch.apply(&mut g);
+    verify(&g).unwrap();
+    assert_eq!(g.outputs, vec![g.nodes[0].output]);
+}

@@ -1,0 +1,172 @@
+//! onnx-ir graph → aotune [`Graph`].
+//!
+//! Walks onnx-ir's nodes in order, turns constant arguments into constant
+//! values, maps each node to a typed [`Op`] (see [`super::ops`]) and derives
+//! every output shape with [`ir::infer_shape`]. Names are only for messages:
+//! values are keyed by onnx-ir's argument names within this walk, never later.
+
+use super::error::ImportError;
+use super::ops::{convert_node, Converted};
+use crate::ir::{self, Graph, Node, Precision, Value, ValueId, ValueKind};
+use onnx_ir::{ArgType, Argument, OnnxGraph, TensorDataExt};
+use std::collections::HashMap;
+
+/// Builder state while walking the onnx-ir graph.
+pub struct GraphBuilder {
+    pub graph: Graph,
+    by_name: HashMap<String, ValueId>,
+    constants: usize,
+}
+
+impl GraphBuilder {
+    fn new() -> Self {
+        GraphBuilder {
+            graph: Graph {
+                values: Vec::new(),
+                nodes: Vec::new(),
+                inputs: Vec::new(),
+                outputs: Vec::new(),
+                precision: Precision::Fp32,
+            },
+            by_name: HashMap::new(),
+            constants: 0,
+        }
+    }
+
+    /// The value an onnx-ir argument refers to: a constant (created on first
+    /// use) or an earlier graph input or node output.
+    pub fn value_of(&mut self, arg: &Argument, node: &str, op: &str) -> Result<ValueId, ImportError> {
+        let bad = |message: String| ImportError::BadNodeInput {
+            node: node.to_string(),
+            op: op.to_string(),
+            input: if arg.name.is_empty() { "(constant)".into() } else { format!("'{}'", arg.name) },
+            message,
+        };
+        if let Some(data) = arg.value() {
+            let shape: Vec<usize> = data.shape().iter().copied().collect();
+            let values = data
+                .to_f32_vec()
+                .map_err(|e| bad(format!("constant cannot be read as numbers: {e:?}")))?;
+            if values.len() != ir::numel(&shape) {
+                return Err(bad(format!(
+                    "constant has {} elements for shape {shape:?}",
+                    values.len()
+                )));
+            }
+            self.constants += 1;
+            let name = if arg.name.is_empty() {
+                format!("const{}", self.constants)
+            } else {
+                arg.name.clone()
+            };
+            return Ok(self.graph.add_value(Value::constant(name, shape, values)));
+        }
+        self.by_name.get(&arg.name).copied().ok_or_else(|| {
+            bad("is neither a graph input, an initializer, nor the output of an earlier node \
+                 (missing initializer or graph not topologically sorted)"
+                .into())
+        })
+    }
+
+    /// Logical shape of a value already in the graph.
+    pub fn shape(&self, id: ValueId) -> &[usize] {
+        &self.graph.value(id).shape
+    }
+
+    /// Constant data of a value, if it is one.
+    pub fn constant(&self, id: ValueId) -> Option<&[f32]> {
+        self.graph.value(id).constant_data().map(|d| d.as_slice())
+    }
+
+    /// Adds a node computing `op` on `inputs`, inferring its output shape.
+    pub fn push(
+        &mut self,
+        name: &str,
+        op: ir::Op,
+        inputs: Vec<ValueId>,
+        output_name: &str,
+    ) -> Result<ValueId, ImportError> {
+        let shapes: Vec<&[usize]> = inputs.iter().map(|&v| self.shape(v)).collect();
+        let shape = ir::infer_shape(&op, &shapes).map_err(|message| ImportError::Shape {
+            node: name.to_string(),
+            op: op.kind().to_string(),
+            message,
+        })?;
+        let output = self.graph.add_value(Value::activation(output_name, shape));
+        self.graph.nodes.push(Node {
+            name: name.to_string(),
+            op,
+            inputs,
+            output,
+        });
+        Ok(output)
+    }
+
+    /// Makes `id` known under an onnx-ir argument name.
+    pub fn bind(&mut self, name: &str, id: ValueId) {
+        self.by_name.insert(name.to_string(), id);
+    }
+}
+
+fn tensor_shape(arg: &Argument) -> Result<Vec<usize>, String> {
+    match &arg.ty {
+        ArgType::Tensor(t) => t.static_shape_known().ok_or_else(|| {
+            format!("has a symbolic shape {t} after batch resolution; export with static shapes")
+        }),
+        // A rank-0 float tensor (onnx-ir calls it a native scalar).
+        ArgType::ScalarNative(_) => Ok(Vec::new()),
+        ArgType::ScalarTensor(_) => Ok(vec![1]),
+        ArgType::Shape(_) => Err("is a shape value, not a float tensor".into()),
+    }
+}
+
+/// Converts a parsed onnx-ir graph. `opset` is the default-domain opset.
+pub fn convert_graph(onnx: &OnnxGraph, opset: i64) -> Result<Graph, ImportError> {
+    let mut b = GraphBuilder::new();
+    for input in &onnx.inputs {
+        let bad = |message: String| ImportError::BadInput {
+            input: input.name.clone(),
+            message,
+        };
+        let shape = tensor_shape(input).map_err(bad)?;
+        if input.ty.elem_type() != onnx_ir::DType::F32 {
+            return Err(bad(format!("has dtype {:?}; aotune accepts float32 inputs", input.ty.elem_type())));
+        }
+        let id = b.graph.add_value(Value {
+            kind: ValueKind::Input,
+            ..Value::activation(input.name.clone(), shape)
+        });
+        b.graph.inputs.push(id);
+        b.bind(&input.name, id);
+    }
+    for node in &onnx.nodes {
+        match convert_node(&mut b, node, opset)? {
+            Converted::Value(id) => {
+                let out = node.outputs().first().ok_or_else(|| ImportError::Shape {
+                    node: node.name().to_string(),
+                    op: node.node_type().to_string(),
+                    message: "node has no output".into(),
+                })?;
+                b.bind(&out.name, id);
+            }
+            Converted::Nothing => {}
+        }
+    }
+    for output in &onnx.outputs {
+        let id = if let Some(&id) = b.by_name.get(&output.name) {
+            id
+        } else {
+            // A graph output that is a constant (folded by onnx-ir) or unknown.
+            b.value_of(output, "(graph outputs)", "output")?
+        };
+        let id = if b.graph.value(id).kind != ValueKind::Activation {
+            // Outputs must be produced by a node: copy inputs/constants through Identity.
+            let name = format!("{}_copy", output.name);
+            b.push(&name, ir::Op::Identity, vec![id], &output.name)?
+        } else {
+            id
+        };
+        b.graph.outputs.push(id);
+    }
+    Ok(b.graph)
+}

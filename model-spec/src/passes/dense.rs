@@ -1,0 +1,331 @@
+//! Fully connected layers: canonicalizes the head's global pool and lowers
+//! `Gemm`/`MatMul` with a constant weight to `Dense`.
+//!
+//! [`canonicalize_global_pool`] rewrites `ReduceMean(axes=[2,3])` on a 4-D
+//! value into `GlobalAveragePool` (the dynamo exporter's spelling of the
+//! head's pool); with `keepdims=0` a `Flatten(axis=1)` view restores the
+//! `[N,C]` shape. [`lower_dense`] rewrites `Gemm(A, B, C)` with constant 2-D
+//! `B` and `transA=0` into `Dense(x=A, w)`: the weight is stored `[N,K]`
+//! row-major (transposed when `transB=0`) with `alpha` multiplied in, and
+//! `beta·C` becomes a constant f32 bias when `C` is a constant that
+//! broadcasts along M (shapes `[]`, `[1]`, `[N]`, `[1,1]`, `[1,N]`), or the
+//! residual input when `C` has the output's shape `[M,N]` (a non-constant C
+//! only when `beta = 1`); any other `C` leaves the Gemm alone, and `beta = 0`
+//! drops C. `MatMul(A[M,K], B[K,N])` with constant B is the same with
+//! `alpha = 1` and no C. A Dense without bias then absorbs an `Add` of such a
+//! broadcastable constant (the MatMul + Add export pattern), and a `Relu` or
+//! `Clip` reading only the Dense's output becomes its activation; the Dense
+//! takes the last absorbed node's place and output value. The
+//! Flatten/Reshape between pool and Gemm stays: it is a view.
+
+use super::{PassError, PassSummary, Uses};
+use crate::ir::{
+    debug_verify, Activation, BinaryOp, DType, Epilogue, Graph, Node, Op, Patch,
+    UnaryOp, Value, ValueId, ValueKind,
+};
+use std::sync::Arc;
+
+/// Turns `ReduceMean(axes=[2,3])` over a 4-D value into `GlobalAveragePool`.
+pub fn canonicalize_global_pool(graph: &mut Graph) -> Result<PassSummary, PassError> {
+    const PASS: &str = "canonicalize_global_pool";
+    let mut patch = Patch::new(graph);
+    let mut rewritten = 0;
+    for id in graph.node_ids() {
+        let node = graph.node(id);
+        let Op::ReduceMean { axes, keepdims } = &node.op else {
+            continue;
+        };
+        let Some(&x) = node.inputs.first() else {
+            continue;
+        };
+        let input = graph.value(x);
+        if input.shape.len() != 4 || axes != &[2, 3] {
+            continue;
+        }
+        let pool = |output| Node {
+            name: node.name.clone(),
+            op: Op::GlobalAveragePool,
+            inputs: vec![x],
+            output,
+        };
+        if *keepdims {
+            patch.replace_node(id, pool(node.output));
+        } else {
+            let pooled = patch.add_value(Value {
+                name: format!("{}_pooled", node.name),
+                shape: vec![input.shape[0], input.shape[1], 1, 1],
+                ..graph.value(node.output).clone()
+            });
+            patch.insert_before(id, pool(pooled));
+            patch.replace_node(
+                id,
+                Node {
+                    name: format!("{}_flatten", node.name),
+                    op: Op::Flatten { axis: 1 },
+                    inputs: vec![pooled],
+                    output: node.output,
+                },
+            );
+        }
+        rewritten += 1;
+    }
+    patch.apply(graph);
+    debug_verify(graph, PASS);
+    let mut summary = PassSummary::new(PASS);
+    summary.add(rewritten, "ReduceMean → GlobalAveragePool");
+    Ok(summary)
+}
+
+const PASS: &str = "dense";
+
+/// Lowers Gemm/MatMul with a constant weight to Dense, absorbing a bias Add
+/// and a ReLU/Clip that follow.
+pub fn lower_dense(graph: &mut Graph) -> Result<PassSummary, PassError> {
+    let uses = Uses::of(graph);
+    let mut patch = Patch::new(graph);
+    let (mut gemms, mut matmuls, mut adds, mut activations) = (0, 0, 0, 0);
+    for id in graph.node_ids() {
+        let node = graph.node(id);
+        let Some(lowered) = lower(graph, node) else {
+            continue;
+        };
+        match node.op {
+            Op::MatMul => matmuls += 1,
+            _ => gemms += 1,
+        }
+        let Lowered {
+            weight,
+            mut bias,
+            residual,
+        } = lowered;
+        let n = graph.value(node.output).shape[1];
+        let weight = patch.add_value(weight);
+        let residual = match residual {
+            Some(Operand::Value(v)) => Some(v),
+            Some(Operand::New(v)) => Some(patch.add_value(v)),
+            None => None,
+        };
+        let mut last = id;
+        // A bias Add right after a Dense that has none.
+        if let Some(add) = uses.sole_user(node.output) {
+            let add_node = graph.node(add);
+            if bias.is_none() && add_node.op == Op::Binary(BinaryOp::Add) {
+                let other = add_node.inputs.iter().find(|&&v| v != node.output);
+                let constant = other.and_then(|&c| row_bias(graph.value(c), 1.0, n));
+                let same = same_storage(graph.value(node.output), graph.value(add_node.output));
+                if let (Some(constant), true) = (constant, same) {
+                    bias = Some(constant);
+                    patch.remove_node(last);
+                    last = add;
+                    adds += 1;
+                }
+            }
+        }
+        let value = graph.node(last).output;
+        let mut activation = Activation::None;
+        if let Some(user) = uses.sole_user(value) {
+            let act = graph.node(user);
+            let found = match act.op {
+                Op::Unary(UnaryOp::Relu) => Some(Activation::Relu),
+                Op::Unary(UnaryOp::Clip { min, max }) => Some(Activation::Clip { min, max }),
+                _ => None,
+            };
+            if let (Some(found), true) = (found, same_storage(graph.value(value), graph.value(act.output))) {
+                activation = found;
+                patch.remove_node(last);
+                last = user;
+                activations += 1;
+            }
+        }
+        let epilogue = Epilogue {
+            bias: bias.is_some(),
+            residual: residual.is_some(),
+            activation,
+        };
+        let mut inputs = vec![node.inputs[0], weight];
+        if let Some(data) = bias {
+            inputs.push(patch.add_value(bias_value(node, data)));
+        }
+        inputs.extend(residual);
+        patch.replace_node(
+            last,
+            Node {
+                name: node.name.clone(),
+                op: Op::Dense { epilogue },
+                inputs,
+                output: graph.node(last).output,
+            },
+        );
+    }
+    patch.apply(graph);
+    debug_verify(graph, PASS);
+    let mut summary = PassSummary::new(PASS);
+    summary.add(gemms, "Gemm → Dense");
+    summary.add(matmuls, "MatMul → Dense");
+    summary.add(adds, "bias Add absorbed");
+    summary.add(activations, "activation absorbed");
+    Ok(summary)
+}
+
+/// A residual input: an existing value, or a constant made by the pass.
+enum Operand {
+    Value(ValueId),
+    New(Value),
+}
+
+/// What a Gemm/MatMul becomes; the bias is per-column data `[N]`.
+struct Lowered {
+    weight: Value,
+    bias: Option<Vec<f32>>,
+    residual: Option<Operand>,
+}
+
+fn same_storage(a: &Value, b: &Value) -> bool {
+    a.dtype == b.dtype && a.layout == b.layout
+}
+
+/// `beta·C` as one value per output column, when constant `c` broadcasts
+/// along M to `[M, n]` (shapes `[]`, `[1]`, `[n]`, `[1,1]`, `[1,n]`).
+fn row_bias(c: &Value, beta: f32, n: usize) -> Option<Vec<f32>> {
+    let data = c.constant_data()?;
+    let columns = match c.shape.as_slice() {
+        [] | [1] | [1, 1] => 1,
+        [d] | [1, d] if *d == n => n,
+        _ => return None,
+    };
+    Some(
+        (0..n)
+            .map(|j| ((beta as f64) * (data[j % columns] as f64)) as f32)
+            .collect(),
+    )
+}
+
+/// The Dense's bias: f32, whatever the weight's dtype (the epilogue adds it in f32).
+fn bias_value(node: &Node, data: Vec<f32>) -> Value {
+    Value {
+        dtype: DType::F32,
+        ..Value::constant(format!("{}.bias", node.name), vec![data.len()], data)
+    }
+}
+
+/// The Dense form of `node`, when it is a Gemm/MatMul this pass handles.
+fn lower(graph: &Graph, node: &Node) -> Option<Lowered> {
+    let (alpha, beta, trans_b, c) = match node.op {
+        Op::Gemm {
+            alpha,
+            beta,
+            trans_a: false,
+            trans_b,
+        } => (alpha, beta, trans_b, node.inputs.get(2).copied()),
+        Op::MatMul => (1.0, 0.0, false, None),
+        _ => return None,
+    };
+    let (&a, &b) = (node.inputs.first()?, node.inputs.get(1)?);
+    let (a, b, output) = (graph.value(a), graph.value(b), graph.value(node.output));
+    let data = b.constant_data()?;
+    if a.shape.len() != 2 || b.shape.len() != 2 || output.shape.len() != 2 {
+        return None;
+    }
+    let (m, n) = (output.shape[0], output.shape[1]);
+    let k = a.shape[1];
+    let (bias, residual) = match c.filter(|_| beta != 0.0) {
+        None => (None, None),
+        Some(c) => {
+            let value = graph.value(c);
+            if let Some(bias) = row_bias(value, beta, n) {
+                (Some(bias), None)
+            } else if value.shape != [m, n] || !same_storage(value, output) {
+                return None;
+            } else if beta == 1.0 {
+                (None, Some(Operand::Value(c)))
+            } else {
+                let scaled = value
+                    .constant_data()?
+                    .iter()
+                    .map(|&x| value.dtype.round(beta * x))
+                    .collect();
+                let constant = Value {
+                    name: format!("{}.residual", node.name),
+                    kind: ValueKind::Constant(Arc::new(scaled)),
+                    ..value.clone()
+                };
+                (None, Some(Operand::New(constant)))
+            }
+        }
+    };
+    // w[j][p] = alpha · op(B)[p][j], stored [N, K].
+    let weight: Vec<f32> = (0..n)
+        .flat_map(|j| (0..k).map(move |p| (j, p)))
+        .map(|(j, p)| {
+            let x = if trans_b { data[j * k + p] } else { data[p * n + j] };
+            if alpha == 1.0 {
+                x
+            } else {
+                b.dtype.round(alpha * x)
+            }
+        })
+        .collect();
+    let weight = Value {
+        name: b.name.clone(),
+        shape: vec![n, k],
+        kind: ValueKind::Constant(Arc::new(weight)),
+        ..b.clone()
+    };
+    Some(Lowered {
+        weight,
+        bias,
+        residual,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::print_graph;
+    use crate::passes::test_graphs::Builder;
+
+    #[test]
+    fn reduce_mean_becomes_global_average_pool() {
+        let mut b = Builder::new();
+        let x = b.input("x", &[2, 3, 4, 5]);
+        let keep = b.node(
+            "mean_keep",
+            Op::ReduceMean {
+                axes: vec![2, 3],
+                keepdims: true,
+            },
+            &[x],
+        );
+        let drop = b.node(
+            "mean_drop",
+            Op::ReduceMean {
+                axes: vec![2, 3],
+                keepdims: false,
+            },
+            &[x],
+        );
+        let other = b.node(
+            "mean_c",
+            Op::ReduceMean {
+                axes: vec![1],
+                keepdims: true,
+            },
+            &[x],
+        );
+        b.output(keep);
+        b.output(drop);
+        b.output(other);
+        let mut g = b.finish();
+        let summary = canonicalize_global_pool(&mut g).unwrap();
+        assert_eq!(summary.count("ReduceMean → GlobalAveragePool"), 2);
+        insta::assert_snapshot!(print_graph(&g), @r"
+            graph precision=fp32
+              input %0: f32[2,3,4,5]  # x
+              %1: f32[2,3,1,1] = GlobalAveragePool(%0)  # mean_keep
+              %4: f32[2,3,1,1] = GlobalAveragePool(%0)  # mean_drop
+              %2: f32[2,3] = Flatten(%4) axis=1  # mean_drop_flatten
+              %3: f32[2,1,4,5] = ReduceMean(%0) axes=[1] keepdims=true  # mean_c
+              return %1, %2, %3
+        ");
+    }
+}

@@ -1,0 +1,271 @@
+//! Storage types for a numeric mode: f16/bf16 activations and weights with
+//! f32 inputs, outputs, biases and accumulation.
+//!
+//! [`apply_precision`] records the mode in `Graph::precision`. For `Fp32`
+//! and `Tf32` nothing else changes (tf32 only tells the matrix kernels how to
+//! round their operands). For `Fp16`/`Bf16`, with `s = precision.storage()`:
+//! - constants read as a Conv/FusedConv/Dense weight (input 1) become `s`,
+//!   their data rounded with [`crate::ir::DType::round`] (in place when every
+//!   use is a weight use, else as a new constant);
+//! - biases and every other constant (BatchNorm parameters, elementwise
+//!   operands) stay f32: epilogues and elementwise kernels read them in f32,
+//!   and a bias is tiny next to its weight, so rounding it buys nothing;
+//! - graph inputs stay f32 (the user passes f32) and are read only by
+//!   Converts: a Convert already reading an input (layout.rs's NHWC one) just
+//!   gets an `s` output like every activation; other readers get a shared
+//!   row-major `Convert` to `s`, inserted before the first of them;
+//! - every activation becomes `s`, except that a view op (Flatten, Reshape,
+//!   Identity) keeps its input's dtype, and graph outputs are f32: a graph
+//!   output produced by `FusedConv`, `Dense` or `Convert` and read by no node
+//!   simply stays f32 (the epilogue rounds once, to f32); any other producer
+//!   writes a new `s` value, read by its node readers, and a Convert after it
+//!   fills the f32 output.
+//!
+//! Nodes whose inputs or output change are replaced in place, with input
+//! Converts before them and the output Convert after them.
+
+use super::{PassError, PassSummary, Uses};
+use crate::ir::{
+    debug_verify, DType, Graph, Node, NodeId, Op, Patch, Precision, Value, ValueId, ValueKind,
+};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+const PASS: &str = "precision";
+
+/// Sets `graph.precision` and, for fp16/bf16, the storage types it implies.
+pub fn apply_precision(graph: &mut Graph, precision: Precision) -> Result<PassSummary, PassError> {
+    graph.precision = precision;
+    let storage = precision.storage();
+    let mut summary = PassSummary::new(PASS);
+    if storage == DType::F32 {
+        debug_verify(graph, PASS);
+        summary.add(0, "activations");
+        return Ok(summary);
+    }
+    let mut walk = Walk {
+        graph: &*graph,
+        storage,
+        uses: Uses::of(graph),
+        patch: Patch::new(graph),
+        dtype: HashMap::new(),
+        weight_copy: HashMap::new(),
+        input_copy: HashMap::new(),
+        output_twin: HashMap::new(),
+        activations: 0,
+        weights: 0,
+        converts: 0,
+    };
+    walk.round_weights_in_place();
+    for id in graph.node_ids() {
+        walk.visit(id);
+    }
+    let Walk {
+        patch,
+        activations,
+        weights,
+        converts,
+        ..
+    } = walk;
+    patch.apply(graph);
+    debug_verify(graph, PASS);
+    summary.add(activations, format!("activations {storage}"));
+    summary.add(weights, format!("weights {storage}"));
+    summary.add(converts, "Convert inserted");
+    Ok(summary)
+}
+
+/// Input slot `slot` of `op` holds a weight stored in the storage type.
+fn is_weight_slot(op: &Op, slot: usize) -> bool {
+    slot == 1 && matches!(op, Op::Conv(_) | Op::FusedConv { .. } | Op::Dense { .. })
+}
+
+struct Walk<'g> {
+    graph: &'g Graph,
+    storage: DType,
+    uses: Uses,
+    patch: Patch,
+    /// New dtype of original values that changed, and of values the pass made.
+    dtype: HashMap<ValueId, DType>,
+    /// Rounded copy of a weight constant that also has non-weight uses.
+    weight_copy: HashMap<ValueId, ValueId>,
+    /// Storage-type Convert output of a graph input.
+    input_copy: HashMap<ValueId, ValueId>,
+    /// Storage-type value written in place of an f32 graph output.
+    output_twin: HashMap<ValueId, ValueId>,
+    activations: usize,
+    weights: usize,
+    converts: usize,
+}
+
+impl Walk<'_> {
+    fn dtype_of(&self, v: ValueId) -> DType {
+        self.dtype
+            .get(&v)
+            .copied()
+            .unwrap_or_else(|| self.graph.value(v).dtype)
+    }
+
+    fn rounded(&self, value: &Value, data: &[f32]) -> Value {
+        let storage = self.storage;
+        Value {
+            dtype: storage,
+            kind: ValueKind::Constant(Arc::new(data.iter().map(|&x| storage.round(x)).collect())),
+            ..value.clone()
+        }
+    }
+
+    /// Rounds, in place, the weight constants that are used only as weights.
+    fn round_weights_in_place(&mut self) {
+        let mut weight_use = HashSet::new();
+        let mut other_use = HashSet::new();
+        for node in &self.graph.nodes {
+            for (slot, &v) in node.inputs.iter().enumerate() {
+                if is_weight_slot(&node.op, slot) {
+                    weight_use.insert(v);
+                } else {
+                    other_use.insert(v);
+                }
+            }
+        }
+        let mut in_place: Vec<ValueId> = weight_use.difference(&other_use).copied().collect();
+        in_place.sort();
+        for v in in_place {
+            let value = self.graph.value(v);
+            let Some(data) = value.constant_data() else {
+                continue;
+            };
+            if value.dtype != self.storage {
+                let rounded = self.rounded(value, data);
+                self.patch.set_value(v, rounded);
+                self.dtype.insert(v, self.storage);
+                self.weights += 1;
+            }
+        }
+    }
+
+    /// The storage-type form of weight `w`.
+    fn weight(&mut self, w: ValueId) -> ValueId {
+        let value = self.graph.value(w);
+        let Some(data) = value.constant_data() else {
+            return w;
+        };
+        if self.dtype_of(w) == self.storage {
+            return w;
+        }
+        if let Some(&copy) = self.weight_copy.get(&w) {
+            return copy;
+        }
+        let rounded = self.rounded(value, data);
+        let copy = self.patch.add_value(rounded);
+        self.weight_copy.insert(w, copy);
+        self.dtype.insert(copy, self.storage);
+        self.weights += 1;
+        copy
+    }
+
+    /// Graph input `x` in the storage type, through a shared Convert queued
+    /// in `before`.
+    fn input(&mut self, x: ValueId, before: &mut Vec<Node>) -> ValueId {
+        if let Some(&copy) = self.input_copy.get(&x) {
+            return copy;
+        }
+        let value = self.graph.value(x);
+        let copy = self.patch.add_value(Value {
+            name: format!("{}_{}", value.name, self.storage),
+            dtype: self.storage,
+            kind: ValueKind::Activation,
+            ..value.clone()
+        });
+        before.push(Node {
+            name: format!("{}_to_{}", value.name, self.storage),
+            op: Op::Convert,
+            inputs: vec![x],
+            output: copy,
+        });
+        self.input_copy.insert(x, copy);
+        self.dtype.insert(copy, self.storage);
+        self.converts += 1;
+        copy
+    }
+
+    fn visit(&mut self, id: NodeId) {
+        let node = self.graph.node(id);
+        let mut before = Vec::new();
+        let mut inputs = node.inputs.clone();
+        for (slot, input) in inputs.iter_mut().enumerate() {
+            let value = self.graph.value(*input);
+            if is_weight_slot(&node.op, slot) {
+                *input = self.weight(*input);
+            } else if value.kind == ValueKind::Input {
+                if node.op != Op::Convert && value.dtype != self.storage {
+                    *input = self.input(*input, &mut before);
+                }
+            } else if let Some(&twin) = self.output_twin.get(input) {
+                *input = twin;
+            }
+        }
+
+        let output = self.graph.value(node.output);
+        let out_dtype = match inputs.first() {
+            Some(&x) if node.op.is_view() => self.dtype_of(x),
+            _ => self.storage,
+        };
+        let mut out = node.output;
+        let mut after = None;
+        if out_dtype != output.dtype {
+            self.activations += 1;
+            let writes_f32 = matches!(
+                node.op,
+                Op::FusedConv { .. } | Op::Dense { .. } | Op::Convert
+            );
+            if !self.uses.is_output(node.output) {
+                self.patch.set_value(
+                    node.output,
+                    Value {
+                        dtype: out_dtype,
+                        ..output.clone()
+                    },
+                );
+                self.dtype.insert(node.output, out_dtype);
+            } else if writes_f32 && self.uses.users(node.output).is_empty() {
+                // The epilogue (or Convert) writes the f32 graph output directly.
+                self.activations -= 1;
+            } else {
+                out = self.patch.add_value(Value {
+                    name: format!("{}_{out_dtype}", output.name),
+                    dtype: out_dtype,
+                    ..output.clone()
+                });
+                self.dtype.insert(out, out_dtype);
+                self.output_twin.insert(node.output, out);
+                self.converts += 1;
+                after = Some(Node {
+                    name: format!("{}_to_f32", output.name),
+                    op: Op::Convert,
+                    inputs: vec![out],
+                    output: node.output,
+                });
+            }
+        }
+
+        if before.is_empty() && inputs == node.inputs && after.is_none() {
+            return;
+        }
+        for convert in before {
+            self.patch.insert_before(id, convert);
+        }
+        self.patch.insert_before(
+            id,
+            Node {
+                inputs,
+                output: out,
+                ..node.clone()
+            },
+        );
+        if let Some(convert) = after {
+            self.patch.insert_before(id, convert);
+        }
+        self.patch.remove_node(id);
+    }
+}

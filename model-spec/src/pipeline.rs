@@ -1,0 +1,100 @@
+//! The compiler's stages, called in order from one place:
+//! import → passes → memory plan → tasks.
+//!
+//! The CLI, the build step and the tuner all call [`compile_file`] or
+//! [`compile_bytes`], so what the tuner measures is what the build emits.
+
+use crate::ir::{Graph, Precision};
+use crate::onnx::{import_bytes, ImportError, ImportOptions};
+use crate::passes::{optimize, PassError, PassOptions, PassReport};
+use crate::plan::{plan_memory, MemoryPlan, PlanError};
+use crate::schedule::{extract_tasks, Task};
+use std::path::Path;
+
+/// What to compile for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompileOptions {
+    /// Value of a symbolic batch dimension (`None`: 1, or the exported batch).
+    pub batch: Option<usize>,
+    pub precision: Precision,
+    /// Lay activations out NHWC and pre-pack conv weights OHWI.
+    pub channels_last: bool,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        CompileOptions {
+            batch: None,
+            precision: Precision::Fp32,
+            channels_last: true,
+        }
+    }
+}
+
+/// Everything the compiler derived from one model.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    /// The imported graph before any pass (the reference for checks).
+    pub imported: Graph,
+    pub opset: i64,
+    /// The batch size a symbolic batch was resolved to, if the model had one.
+    pub batch: Option<usize>,
+    /// The optimized graph.
+    pub graph: Graph,
+    pub report: PassReport,
+    pub plan: MemoryPlan,
+    pub tasks: Vec<Task>,
+}
+
+/// Why compilation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    #[error(transparent)]
+    Import(#[from] ImportError),
+    #[error(transparent)]
+    Pass(#[from] PassError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+}
+
+pub fn compile_file(path: &Path, options: &CompileOptions) -> Result<Compiled, CompileError> {
+    let bytes = std::fs::read(path).map_err(|source| ImportError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    compile_bytes(&bytes, &path.display().to_string(), options)
+}
+
+pub fn compile_bytes(
+    bytes: &[u8],
+    source_name: &str,
+    options: &CompileOptions,
+) -> Result<Compiled, CompileError> {
+    let imported = import_bytes(
+        bytes,
+        source_name,
+        &ImportOptions {
+            batch: options.batch,
+            constant_inputs: Vec::new(),
+        },
+    )?;
+    let mut graph = imported.graph.clone();
+    let report = optimize(
+        &mut graph,
+        &PassOptions {
+            precision: options.precision,
+            channels_last: options.channels_last,
+        },
+    )?;
+    let plan = plan_memory(&graph)?;
+    let tasks = extract_tasks(&graph);
+    Ok(Compiled {
+        imported: imported.graph,
+        opset: imported.opset,
+        batch: imported.batch,
+        graph,
+        report,
+        plan,
+        tasks,
+    })
+}

@@ -1,0 +1,397 @@
+//! Lifetimes of planned values and their alias groups.
+//!
+//! Steps are numbered as the executor runs them: step 0 is the copy of the
+//! graph inputs into the arena, step `i + 1` runs node `i`, and step
+//! `nodes.len() + 1` is the copy of the graph outputs out of it. Every
+//! non-constant value gets an interval `[first, last]`: `first` is the step
+//! that writes it (0 for inputs, `i + 1` for the output of node `i`), `last`
+//! the last step that reads it (the output copy for graph outputs; `first`
+//! itself for a value nobody reads, which still needs room to be written).
+//! A node's inputs and output are live at the same step, so they never share
+//! memory: the planner assumes no kernel works in place.
+//!
+//! One forward pass over the nodes also forms the alias groups. The output of
+//! a view op (Flatten, Reshape, Identity) joins its input's group when the
+//! bytes need no reordering: both row-major in memory, same dtype, same byte
+//! count. A group is placed as one block whose lifetime is the union of its
+//! members' and whose size is the largest member's, rounded up to the
+//! alignment. Malformed graphs (dangling ids, reads before writes, values
+//! written twice) are errors, never panics.
+
+use super::error::PlanError;
+use crate::ir::{is_row_major_bytes, Graph, Value, ValueId, ValueKind};
+
+/// A planned value: one per graph input and per node output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LiveValue {
+    pub value: ValueId,
+    /// Bytes in the value's storage type.
+    pub bytes: usize,
+    pub first: usize,
+    pub last: usize,
+    /// Index into [`Liveness::groups`].
+    pub group: usize,
+    /// Root of the group when this value is an aliasing view.
+    pub alias_of: Option<ValueId>,
+}
+
+/// An alias group, placed as one block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Group {
+    /// The value whose producer writes the group's bytes.
+    pub root: ValueId,
+    /// Largest member, rounded up to the alignment.
+    pub size: usize,
+    pub first: usize,
+    pub last: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Liveness {
+    /// Sorted by value id.
+    pub values: Vec<LiveValue>,
+    /// In order of their roots' first step.
+    pub groups: Vec<Group>,
+}
+
+/// Bytes of a value in its storage type, or `None` when they do not fit an
+/// address (`isize::MAX`, the largest allocation Rust or CUDA will make).
+pub(crate) fn checked_bytes(value: &Value) -> Option<usize> {
+    value
+        .shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .and_then(|n| n.checked_mul(value.dtype.size()))
+        .filter(|&b| b <= isize::MAX as usize)
+}
+
+/// `x` rounded up to a multiple of `alignment` (a power of two).
+pub(crate) fn align_up(x: usize, alignment: usize) -> Option<usize> {
+    x.checked_add(alignment - 1).map(|y| y & !(alignment - 1))
+}
+
+/// True when `out`, produced by a view op from `x`, may share `x`'s bytes.
+pub(crate) fn may_alias(x: &Value, out: &Value) -> bool {
+    x.dtype == out.dtype
+        && checked_bytes(x) == checked_bytes(out)
+        && is_row_major_bytes(&x.shape, x.layout)
+        && is_row_major_bytes(&out.shape, out.layout)
+}
+
+fn too_large(graph: &Graph, id: ValueId) -> PlanError {
+    let v = graph.value(id);
+    let dims: Vec<String> = v.shape.iter().map(|d| d.to_string()).collect();
+    PlanError::TooLarge {
+        value: id,
+        name: v.name.clone(),
+        detail: format!("{}[{}]", v.dtype, dims.join(",")),
+    }
+}
+
+fn invalid(location: impl Into<String>, message: impl Into<String>) -> PlanError {
+    PlanError::InvalidGraph {
+        location: location.into(),
+        message: message.into(),
+    }
+}
+
+/// Computes lifetimes and alias groups. `alignment` must be a power of two.
+pub(crate) fn analyze(graph: &Graph, alignment: usize) -> Result<Liveness, PlanError> {
+    let n_values = graph.values.len();
+    let output_copy = graph.nodes.len() + 1;
+    // Index into `values` of each planned value.
+    let mut slot: Vec<Option<usize>> = vec![None; n_values];
+    let mut values: Vec<LiveValue> = Vec::new();
+    let mut roots: Vec<ValueId> = Vec::new();
+
+    let known = |id: ValueId, location: &dyn Fn() -> String| {
+        if id.index() < n_values {
+            Ok(())
+        } else {
+            Err(invalid(
+                location(),
+                format!("refers to missing value %{}", id.0),
+            ))
+        }
+    };
+
+    let mut new_value = |id: ValueId,
+                         first: usize,
+                         alias: Option<usize>,
+                         slot: &mut Vec<Option<usize>>,
+                         values: &mut Vec<LiveValue>|
+     -> Result<(), PlanError> {
+        let bytes = checked_bytes(graph.value(id)).ok_or_else(|| too_large(graph, id))?;
+        align_up(bytes, alignment).ok_or_else(|| too_large(graph, id))?;
+        let (group, alias_of) = match alias {
+            Some(source) => {
+                let group = values[source].group;
+                (group, Some(roots[group]))
+            }
+            None => {
+                roots.push(id);
+                (roots.len() - 1, None)
+            }
+        };
+        slot[id.index()] = Some(values.len());
+        values.push(LiveValue {
+            value: id,
+            bytes,
+            first,
+            last: first,
+            group,
+            alias_of,
+        });
+        Ok(())
+    };
+
+    for &input in &graph.inputs {
+        known(input, &|| "graph inputs".to_string())?;
+        if slot[input.index()].is_some() {
+            continue; // listed twice: one buffer
+        }
+        if graph.value(input).kind != ValueKind::Input {
+            return Err(invalid(
+                "graph inputs",
+                format!(
+                    "%{} '{}' is not an input value",
+                    input.0,
+                    graph.value(input).name
+                ),
+            ));
+        }
+        new_value(input, 0, None, &mut slot, &mut values)?;
+    }
+
+    for (i, node) in graph.nodes.iter().enumerate() {
+        let step = i + 1;
+        let location = || format!("node {i} '{}' ({})", node.name, node.op.kind());
+        for &input in &node.inputs {
+            known(input, &location)?;
+            if graph.value(input).is_constant() {
+                continue;
+            }
+            let s = slot[input.index()].ok_or_else(|| {
+                invalid(
+                    location(),
+                    format!(
+                        "reads %{} '{}' before it is produced",
+                        input.0,
+                        graph.value(input).name
+                    ),
+                )
+            })?;
+            values[s].last = values[s].last.max(step);
+        }
+        let out = node.output;
+        known(out, &location)?;
+        if graph.value(out).kind != ValueKind::Activation || slot[out.index()].is_some() {
+            return Err(invalid(
+                location(),
+                format!(
+                    "output %{} '{}' is not a fresh activation (an input, a constant, or produced twice)",
+                    out.0,
+                    graph.value(out).name
+                ),
+            ));
+        }
+        let alias = match node.inputs.as_slice() {
+            [x] if node.op.is_view() && may_alias(graph.value(*x), graph.value(out)) => {
+                slot[x.index()]
+            }
+            _ => None,
+        };
+        new_value(out, step, alias, &mut slot, &mut values)?;
+    }
+
+    for &output in &graph.outputs {
+        known(output, &|| "graph outputs".to_string())?;
+        if graph.value(output).is_constant() {
+            continue; // weights live outside the arena
+        }
+        let s = slot[output.index()].ok_or_else(|| {
+            invalid(
+                "graph outputs",
+                format!(
+                    "%{} '{}' is never produced",
+                    output.0,
+                    graph.value(output).name
+                ),
+            )
+        })?;
+        values[s].last = output_copy;
+    }
+
+    let mut groups: Vec<Group> = roots
+        .iter()
+        .map(|&root| Group {
+            root,
+            size: 0,
+            first: usize::MAX,
+            last: 0,
+        })
+        .collect();
+    for v in &values {
+        let g = &mut groups[v.group];
+        // Cannot fail: checked when the value was added.
+        let size = align_up(v.bytes, alignment).unwrap_or(usize::MAX);
+        g.size = g.size.max(size);
+        g.first = g.first.min(v.first);
+        g.last = g.last.max(v.last);
+    }
+    values.sort_by_key(|v| v.value);
+    Ok(Liveness { values, groups })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{verify, BinaryOp, DType, Layout, Node, Op, Precision, UnaryOp};
+
+    fn node(name: &str, op: Op, inputs: &[u32], output: u32) -> Node {
+        Node {
+            name: name.into(),
+            op,
+            inputs: inputs.iter().map(|&i| ValueId(i)).collect(),
+            output: ValueId(output),
+        }
+    }
+
+    fn input(name: &str, shape: Vec<usize>) -> Value {
+        Value {
+            kind: ValueKind::Input,
+            ..Value::activation(name, shape)
+        }
+    }
+
+    #[test]
+    fn lifetimes_follow_reads() {
+        // %0 → relu %1 → relu %2; add(%0, %2) → %3 (output)
+        let graph = Graph {
+            values: vec![
+                input("x", vec![4]),
+                Value::activation("a", vec![4]),
+                Value::activation("b", vec![4]),
+                Value::activation("y", vec![4]),
+            ],
+            nodes: vec![
+                node("r1", Op::Unary(UnaryOp::Relu), &[0], 1),
+                node("r2", Op::Unary(UnaryOp::Relu), &[1], 2),
+                node("add", Op::Binary(BinaryOp::Add), &[0, 2], 3),
+            ],
+            inputs: vec![ValueId(0)],
+            outputs: vec![ValueId(3)],
+            precision: Precision::Fp32,
+        };
+        verify(&graph).unwrap();
+        let live = analyze(&graph, 1).unwrap();
+        let spans: Vec<(usize, usize)> = live.values.iter().map(|v| (v.first, v.last)).collect();
+        assert_eq!(spans, vec![(0, 3), (1, 2), (2, 3), (3, 4)]);
+        assert_eq!(live.groups.len(), 4);
+    }
+
+    #[test]
+    fn view_joins_its_input_group_and_extends_it() {
+        // %0 → relu %1 → flatten %2 → relu %3 (output)
+        let graph = Graph {
+            values: vec![
+                input("x", vec![1, 2, 2, 2]),
+                Value::activation("a", vec![1, 2, 2, 2]),
+                Value::activation("f", vec![1, 8]),
+                Value::activation("y", vec![1, 8]),
+            ],
+            nodes: vec![
+                node("r1", Op::Unary(UnaryOp::Relu), &[0], 1),
+                node("flat", Op::Flatten { axis: 1 }, &[1], 2),
+                node("r2", Op::Unary(UnaryOp::Relu), &[2], 3),
+            ],
+            inputs: vec![ValueId(0)],
+            outputs: vec![ValueId(3)],
+            precision: Precision::Fp32,
+        };
+        verify(&graph).unwrap();
+        let live = analyze(&graph, 16).unwrap();
+        assert_eq!(live.values[2].alias_of, Some(ValueId(1)));
+        assert_eq!(live.values[1].group, live.values[2].group);
+        let group = &live.groups[live.values[1].group];
+        assert_eq!((group.first, group.last, group.size), (1, 3, 32));
+    }
+
+    #[test]
+    fn view_of_reordered_bytes_is_not_aliased() {
+        // A channels-last input with H*W > 1 cannot be flattened in place.
+        // (The verifier rejects this graph; the planner must still be safe.)
+        let mut x = input("x", vec![1, 2, 2, 2]);
+        x.layout = Layout::ChannelsLast;
+        let graph = Graph {
+            values: vec![x, Value::activation("f", vec![1, 8])],
+            nodes: vec![node("flat", Op::Flatten { axis: 1 }, &[0], 1)],
+            inputs: vec![ValueId(0)],
+            outputs: vec![ValueId(1)],
+            precision: Precision::Fp32,
+        };
+        let live = analyze(&graph, 1).unwrap();
+        assert_eq!(live.values[1].alias_of, None);
+        assert_eq!(live.groups.len(), 2);
+    }
+
+    #[test]
+    fn dtype_sets_bytes() {
+        let mut x = input("x", vec![3, 5]);
+        x.dtype = DType::F16;
+        let graph = Graph {
+            values: vec![x],
+            nodes: vec![],
+            inputs: vec![ValueId(0)],
+            outputs: vec![ValueId(0)],
+            precision: Precision::Fp16,
+        };
+        let live = analyze(&graph, 256).unwrap();
+        assert_eq!(live.values[0].bytes, 30);
+        assert_eq!(live.groups[0].size, 256);
+        assert_eq!((live.values[0].first, live.values[0].last), (0, 1));
+    }
+
+    #[test]
+    fn malformed_graphs_are_errors() {
+        let graph = Graph {
+            values: vec![input("x", vec![4]), Value::activation("a", vec![4])],
+            nodes: vec![node("r", Op::Unary(UnaryOp::Relu), &[1], 1)],
+            inputs: vec![ValueId(0)],
+            outputs: vec![ValueId(1)],
+            precision: Precision::Fp32,
+        };
+        let err = analyze(&graph, 1).unwrap_err();
+        assert!(err.to_string().contains("before it is produced"), "{err}");
+
+        let dangling = Graph {
+            outputs: vec![ValueId(7)],
+            nodes: vec![],
+            ..graph
+        };
+        assert!(matches!(
+            analyze(&dangling, 1),
+            Err(PlanError::InvalidGraph { .. })
+        ));
+    }
+
+    #[test]
+    fn unaddressable_value_is_named() {
+        let graph = Graph {
+            values: vec![input("huge", vec![1 << 40, 1 << 40])],
+            nodes: vec![],
+            inputs: vec![ValueId(0)],
+            outputs: vec![ValueId(0)],
+            precision: Precision::Fp32,
+        };
+        let err = analyze(&graph, 256).unwrap_err();
+        assert!(matches!(
+            err,
+            PlanError::TooLarge {
+                value: ValueId(0),
+                ..
+            }
+        ));
+        assert!(err.to_string().contains("'huge'"), "{err}");
+    }
+}

@@ -1,0 +1,52 @@
+//! `aotune dump`: what the compiler made of a model.
+
+use super::model_args::ModelArgs;
+use aotune_spec::ir::print_graph;
+use aotune_spec::plan::render_plan;
+use aotune_spec::schedule::render_tasks;
+use clap::{Args, ValueEnum};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Section {
+    All,
+    /// The imported graph, before any pass.
+    Raw,
+    /// The optimized IR.
+    Ir,
+    /// What each pass changed.
+    Passes,
+    /// Distinct kernel workloads with weight and FLOPs.
+    Tasks,
+    /// The memory plan (the content of plan.txt).
+    Plan,
+}
+
+#[derive(Debug, Args)]
+pub struct DumpArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// What to print.
+    #[arg(long, value_enum, default_value = "all")]
+    pub section: Section,
+}
+
+pub fn dump(args: DumpArgs) -> anyhow::Result<()> {
+    let compiled = args.model.compile()?;
+    let want = |s: Section| args.section == s || (args.section == Section::All && s != Section::Raw);
+    if want(Section::Raw) {
+        println!("# imported graph\n{}", print_graph(&compiled.imported));
+    }
+    if want(Section::Ir) {
+        println!("# optimized graph\n{}", print_graph(&compiled.graph));
+    }
+    if want(Section::Passes) {
+        println!("# passes\n{}", compiled.report);
+    }
+    if want(Section::Tasks) {
+        println!("# tasks\n{}", render_tasks(&compiled.tasks));
+    }
+    if want(Section::Plan) {
+        println!("# memory plan\n{}", render_plan(&compiled.graph, &compiled.plan));
+    }
+    Ok(())
+}

@@ -1,0 +1,41 @@
+//! Arguments every model-compiling subcommand shares.
+
+use aotune_spec::ir::Precision;
+use aotune_spec::{compile_file, CompileOptions, Compiled};
+use anyhow::Context;
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct ModelArgs {
+    /// The ONNX model.
+    pub model: PathBuf,
+    /// Batch size for a symbolic batch dimension [default: 1, or the exported batch].
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Numeric mode: fp32 (strict), tf32, fp16 or bf16 (f32 accumulation, f32 output).
+    #[arg(long, default_value = "fp32")]
+    pub precision: Precision,
+    /// Keep activations in ONNX's NCHW layout instead of NHWC.
+    #[arg(long)]
+    pub no_channels_last: bool,
+}
+
+impl ModelArgs {
+    pub fn compile(&self) -> anyhow::Result<Compiled> {
+        if !self.model.exists() {
+            anyhow::bail!(
+                "model '{}' does not exist (make the default one with `make model` or \
+                 `cargo run --release -p aotune-spec --bin aotune-zoo -- resnet50 -o models/resnet50.onnx`)",
+                self.model.display()
+            );
+        }
+        let options = CompileOptions {
+            batch: self.batch,
+            precision: self.precision,
+            channels_last: !self.no_channels_last,
+        };
+        compile_file(&self.model, &options)
+            .with_context(|| format!("compiling '{}'", self.model.display()))
+    }
+}

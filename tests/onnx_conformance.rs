@@ -1,0 +1,121 @@
+//! ONNX's own operator conformance cases (`../shared/onnx-node-tests/`) on
+//! the CPU reference: every case whose op the importer accepts must match
+//! the expected outputs; the rest are listed as skipped with the reason.
+
+mod common;
+
+use aotune_spec::onnx::{import_bytes, read_tensor_file, ImportError, ImportOptions};
+use aotune_spec::reference::{run, RunOptions};
+use std::path::Path;
+
+enum Outcome {
+    Passed,
+    Skipped(String),
+    Failed(String),
+}
+
+fn run_case(dir: &Path) -> Outcome {
+    let model = match std::fs::read(dir.join("model.onnx")) {
+        Ok(b) => b,
+        Err(e) => return Outcome::Failed(format!("cannot read model.onnx: {e}")),
+    };
+    let data = dir.join("test_data_set_0");
+    let mut inputs = Vec::new();
+    let mut constants = Vec::new();
+    for i in 0.. {
+        let path = data.join(format!("input_{i}.pb"));
+        let Ok(bytes) = std::fs::read(&path) else { break };
+        match read_tensor_file(&bytes, &path.display().to_string()) {
+            // Integer inputs (shapes, axes) are compile-time constants for aotune.
+            Ok(t) if !t.is_float => constants.push(t.proto),
+            Ok(t) => inputs.push(t),
+            Err(e) => return Outcome::Skipped(format!("input {i}: {e}")),
+        }
+    }
+    let mut expected = Vec::new();
+    for i in 0.. {
+        let path = data.join(format!("output_{i}.pb"));
+        let Ok(bytes) = std::fs::read(&path) else { break };
+        match read_tensor_file(&bytes, &path.display().to_string()) {
+            Ok(t) => expected.push(t),
+            Err(e) => return Outcome::Skipped(format!("output {i}: {e}")),
+        }
+    }
+    let options = ImportOptions {
+        batch: None,
+        constant_inputs: constants,
+    };
+    let imported = match import_bytes(&model, &dir.display().to_string(), &options) {
+        Ok(g) => g,
+        Err(
+            e @ (ImportError::UnsupportedOp { .. }
+            | ImportError::UnsupportedAttribute { .. }
+            | ImportError::Unsupported { .. }),
+        ) => return Outcome::Skipped(e.to_string()),
+        Err(e) => return Outcome::Failed(format!("import: {e}")),
+    };
+    let graph = &imported.graph;
+    if graph.outputs.len() != expected.len() {
+        return Outcome::Skipped(format!(
+            "model has {} outputs, test data {} (multi-output op variants are not supported)",
+            graph.outputs.len(),
+            expected.len()
+        ));
+    }
+    let feeds: Vec<&[f32]> = inputs.iter().map(|t| t.values.as_slice()).collect();
+    let got = match run(graph, &feeds, &RunOptions::default()) {
+        Ok(o) => o,
+        Err(e) => return Outcome::Failed(format!("run: {e}")),
+    };
+    for (k, (g, want)) in got.iter().zip(&expected).enumerate() {
+        let shape = &graph.value(graph.outputs[k]).shape;
+        if *shape != want.dims && !(want.dims.is_empty() && g.len() == 1) {
+            return Outcome::Failed(format!("output {k}: shape {shape:?}, expected {:?}", want.dims));
+        }
+        for (i, (&a, &b)) in g.iter().zip(&want.values).enumerate() {
+            let ok = (a - b).abs() <= 1e-5 + 1e-4 * b.abs() || (a.is_nan() && b.is_nan()) || a == b;
+            if !ok {
+                return Outcome::Failed(format!("output {k}[{i}] = {a}, expected {b}"));
+            }
+        }
+    }
+    Outcome::Passed
+}
+
+#[test]
+fn onnx_node_conformance() {
+    let Some(shared) = common::shared_dir() else {
+        common::skip("onnx_node_conformance", "../shared (ONNX node tests) is not present");
+        return;
+    };
+    let root = shared.join("onnx-node-tests");
+    let mut cases: Vec<_> = std::fs::read_dir(&root)
+        .expect("onnx-node-tests")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("model.onnx").is_file())
+        .collect();
+    cases.sort();
+    let (mut passed, mut skipped, mut failed) = (0, Vec::new(), Vec::new());
+    for case in &cases {
+        let name = case.file_name().unwrap().to_string_lossy().to_string();
+        match run_case(case) {
+            Outcome::Passed => passed += 1,
+            Outcome::Skipped(why) => skipped.push((name, why)),
+            Outcome::Failed(why) => failed.push((name, why)),
+        }
+    }
+    for (name, why) in &skipped {
+        println!("skipped {name}: {why}");
+    }
+    for (name, why) in &failed {
+        println!("FAILED {name}: {why}");
+    }
+    println!(
+        "ONNX node conformance: ran {}, passed {passed}, failed {}, skipped {}",
+        passed + failed.len(),
+        failed.len(),
+        skipped.len()
+    );
+    assert!(failed.is_empty(), "{} conformance cases failed (listed above)", failed.len());
+    assert!(passed >= 60, "only {passed} conformance cases ran and passed");
+}
