@@ -12,7 +12,8 @@ use serde_json::Value as Json;
 use std::path::Path;
 
 fn refilled_model(dir: &Path) -> Vec<u8> {
-    let fill: Json = serde_json::from_slice(&std::fs::read(dir.join("fill.json")).unwrap()).unwrap();
+    let fill: Json =
+        serde_json::from_slice(&std::fs::read(dir.join("fill.json")).unwrap()).unwrap();
     let fills: Vec<WeightFill> = fill["tensors"]
         .as_array()
         .unwrap()
@@ -29,13 +30,19 @@ fn refilled_model(dir: &Path) -> Vec<u8> {
 }
 
 /// Runs every case of one fixture; returns (batch, rel. L2) per case.
-fn check_fixture(name: &str, precision: Precision, tolerance: f64, raw_too: bool) -> Vec<(usize, f64)> {
+fn check_fixture(
+    name: &str,
+    precision: Precision,
+    tolerance: f64,
+    raw_too: bool,
+) -> Vec<(usize, f64)> {
     let Some(shared) = common::shared_dir() else {
         common::skip(name, "../shared/fixtures is not present");
         return Vec::new();
     };
     let dir = shared.join("fixtures").join(name);
-    let meta: Json = serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
+    let meta: Json =
+        serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
     let model = refilled_model(&dir);
     let symbolic = meta["input_shape"][0].is_string();
     let mut results = Vec::new();
@@ -46,16 +53,26 @@ fn check_fixture(name: &str, precision: Precision, tolerance: f64, raw_too: bool
             precision,
             channels_last: true,
         };
-        let compiled = compile_bytes(&model, name, &options).unwrap_or_else(|e| panic!("{name} b{batch}: {e}"));
+        let compiled = compile_bytes(&model, name, &options)
+            .unwrap_or_else(|e| panic!("{name} b{batch}: {e}"));
         let input = common::read_f32(&dir.join(case["input"].as_str().unwrap()));
         let want = common::read_f32(&dir.join(case["output"].as_str().unwrap()));
-        let got = run_planned(&compiled.graph, &compiled.plan, &[&input], &RunOptions::default()).unwrap();
+        let got = run_planned(
+            &compiled.graph,
+            &compiled.plan,
+            &[&input],
+            &RunOptions::default(),
+        )
+        .unwrap();
         let err = rel_l2(&got[0], &want);
         println!(
             "{name} batch {batch} {precision}: rel. L2 {err:.3e} (arena {} B, lower bound {} B)",
             compiled.plan.arena_bytes, compiled.plan.lower_bound
         );
-        assert!(err <= tolerance, "{name} batch {batch} {precision}: rel. L2 {err:.3e} > {tolerance:e}");
+        assert!(
+            err <= tolerance,
+            "{name} batch {batch} {precision}: rel. L2 {err:.3e} > {tolerance:e}"
+        );
         let classes = want.len() / batch;
         for b in 0..batch {
             let row = b * classes..(b + 1) * classes;

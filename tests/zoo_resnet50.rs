@@ -31,15 +31,27 @@ fn optimized_graph_matches_imported_graph() {
     )
     .unwrap();
     let raw = run(&compiled.imported, &[&input], &RunOptions::default()).unwrap();
-    let optimized = run_planned(&compiled.graph, &compiled.plan, &[&input], &RunOptions::default()).unwrap();
+    let optimized = run_planned(
+        &compiled.graph,
+        &compiled.plan,
+        &[&input],
+        &RunOptions::default(),
+    )
+    .unwrap();
     let raw_err = rel_l2(&raw[0], &exact[0]);
     let opt_err = rel_l2(&optimized[0], &raw[0]);
     let opt_exact = rel_l2(&optimized[0], &exact[0]);
     println!("zoo resnet50: raw vs f64 {raw_err:.2e}, optimized vs raw {opt_err:.2e}, optimized vs f64 {opt_exact:.2e}");
-    assert!(opt_err <= 1e-5, "optimized vs imported rel. L2 {opt_err:.3e}");
+    assert!(
+        opt_err <= 1e-5,
+        "optimized vs imported rel. L2 {opt_err:.3e}"
+    );
     assert!(opt_exact <= 1e-5);
     let max_abs = optimized[0].iter().fold(0f32, |m, &x| m.max(x.abs()));
-    assert!(max_abs > 0.0 && max_abs < 1e3, "logits out of range: {max_abs}");
+    assert!(
+        max_abs > 0.0 && max_abs < 1e3,
+        "logits out of range: {max_abs}"
+    );
 }
 
 #[test]
@@ -49,13 +61,20 @@ fn fp16_and_bf16_storage_stay_close_to_fp32() {
         let c = compile(1, Precision::Fp32);
         run(&c.imported, &[&input], &RunOptions::default()).unwrap()
     };
-    for (precision, tolerance) in [(Precision::Fp16, 1e-2), (Precision::Bf16, 5e-2), (Precision::Tf32, 2e-3)] {
+    for (precision, tolerance) in [
+        (Precision::Fp16, 1e-2),
+        (Precision::Bf16, 5e-2),
+        (Precision::Tf32, 2e-3),
+    ] {
         let c = compile(1, precision);
         let got = run_planned(&c.graph, &c.plan, &[&input], &RunOptions::default()).unwrap();
         let err = rel_l2(&got[0], &reference[0]);
         println!("zoo resnet50 {precision}: rel. L2 vs fp32 {err:.3e}");
         assert!(err <= tolerance, "{precision}: {err:.3e} > {tolerance:e}");
-        assert!(err > 0.0, "{precision} changed nothing: the precision pass did not apply");
+        assert!(
+            err > 0.0,
+            "{precision} changed nothing: the precision pass did not apply"
+        );
     }
 }
 
@@ -70,7 +89,13 @@ fn structure_plan_and_tasks() {
         16
     );
     assert_eq!(count(&|op| matches!(op, Op::Dense { .. })), 1);
-    assert_eq!(count(&|op| matches!(op, Op::BatchNorm { .. } | Op::Conv(_) | Op::Binary(_) | Op::Unary(_))), 0);
+    assert_eq!(
+        count(&|op| matches!(
+            op,
+            Op::BatchNorm { .. } | Op::Conv(_) | Op::Binary(_) | Op::Unary(_)
+        )),
+        0
+    );
     let plan = &compiled.plan;
     let ratio = plan.arena_bytes as f64 / plan.lower_bound as f64;
     println!(
@@ -84,13 +109,17 @@ fn structure_plan_and_tasks() {
     for batch_precision in [(1, Precision::Fp32), (8, Precision::Fp16)] {
         let c = compile(batch_precision.0, batch_precision.1);
         let r = c.plan.arena_bytes as f64 / c.plan.lower_bound as f64;
-        println!("zoo resnet50 b{} {}: arena/lower bound {r:.4}", batch_precision.0, batch_precision.1);
+        println!(
+            "zoo resnet50 b{} {}: arena/lower bound {r:.4}",
+            batch_precision.0, batch_precision.1
+        );
         assert!(r <= 1.10);
     }
     // Distinct conv workloads of ResNet-50: the task weights add up to the launches.
     let launches: usize = compiled.tasks.iter().map(|t| t.weight).sum();
     assert!(compiled.tasks.len() < launches);
     assert!(compiled.tasks.iter().all(|t| t.weight >= 1 && t.flops > 0));
-    let hashes: std::collections::BTreeSet<String> = compiled.tasks.iter().map(|t| t.key.hash_hex()).collect();
+    let hashes: std::collections::BTreeSet<String> =
+        compiled.tasks.iter().map(|t| t.key.hash_hex()).collect();
     assert_eq!(hashes.len(), compiled.tasks.len(), "task hashes collide");
 }

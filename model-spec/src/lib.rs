@@ -8,7 +8,10 @@
 pub mod ir;
 pub mod onnx;
 pub mod passes;
+mod pipeline;
 pub mod plan;
 pub mod reference;
 pub mod schedule;
 pub mod zoo;
+
+pub use pipeline::{compile_bytes, compile_file, CompileError, CompileOptions, Compiled};

@@ -32,7 +32,8 @@ pub struct DumpArgs {
 
 pub fn dump(args: DumpArgs) -> anyhow::Result<()> {
     let compiled = args.model.compile()?;
-    let want = |s: Section| args.section == s || (args.section == Section::All && s != Section::Raw);
+    let want =
+        |s: Section| args.section == s || (args.section == Section::All && s != Section::Raw);
     if want(Section::Raw) {
         println!("# imported graph\n{}", print_graph(&compiled.imported));
     }
@@ -46,7 +47,10 @@ pub fn dump(args: DumpArgs) -> anyhow::Result<()> {
         println!("# tasks\n{}", render_tasks(&compiled.tasks));
     }
     if want(Section::Plan) {
-        println!("# memory plan\n{}", render_plan(&compiled.graph, &compiled.plan));
+        println!(
+            "# memory plan\n{}",
+            render_plan(&compiled.graph, &compiled.plan)
+        );
     }
     Ok(())
 }

@@ -1,8 +1,8 @@
 //! Arguments every model-compiling subcommand shares.
 
+use anyhow::Context;
 use aotune_spec::ir::Precision;
 use aotune_spec::{compile_file, CompileOptions, Compiled};
-use anyhow::Context;
 use clap::Args;
 use std::path::PathBuf;
 

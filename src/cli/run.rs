@@ -1,8 +1,8 @@
 //! `aotune run`: the CPU reference executor on a compiled model.
 
 use super::model_args::ModelArgs;
-use aotune_spec::reference::{run_planned, Accumulate, RunOptions};
 use anyhow::{bail, Context};
+use aotune_spec::reference::{run_planned, Accumulate, RunOptions};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -26,8 +26,14 @@ pub struct RunArgs {
     pub runs: usize,
 }
 
-fn read_input(path: &PathBuf, want: usize, shape: &[usize], name: &str) -> anyhow::Result<Vec<f32>> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading input '{}'", path.display()))?;
+fn read_input(
+    path: &PathBuf,
+    want: usize,
+    shape: &[usize],
+    name: &str,
+) -> anyhow::Result<Vec<f32>> {
+    let bytes =
+        std::fs::read(path).with_context(|| format!("reading input '{}'", path.display()))?;
     if bytes.len() != want * 4 {
         bail!(
             "input '{}' holds {} bytes; model input '{name}' {shape:?} needs {} f32 values ({} bytes)",
@@ -50,7 +56,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         bail!(
             "`aotune run` feeds one input; this model has {} ({})",
             graph.inputs.len(),
-            graph.inputs.iter().map(|&i| graph.value(i).name.clone()).collect::<Vec<_>>().join(", ")
+            graph
+                .inputs
+                .iter()
+                .map(|&i| graph.value(i).name.clone())
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     let input_value = graph.value(graph.inputs[0]);
@@ -58,12 +69,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let input = match &args.input {
         Some(path) => read_input(path, n, &input_value.shape, &input_value.name)?,
         None => {
-            eprintln!("no --input given: using a deterministic pseudo-random input {:?}", input_value.shape);
+            eprintln!(
+                "no --input given: using a deterministic pseudo-random input {:?}",
+                input_value.shape
+            );
             aotune_spec::zoo::fill(0x1234_5678, 0.0, 1.0, n)
         }
     };
     let options = RunOptions {
-        accumulate: if args.f64 { Accumulate::F64 } else { Accumulate::F32 },
+        accumulate: if args.f64 {
+            Accumulate::F64
+        } else {
+            Accumulate::F32
+        },
         ..RunOptions::default()
     };
     let mut times = Vec::new();
@@ -89,7 +107,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         for (row, chunk) in output.chunks(cols).enumerate().take(4) {
             let mut idx: Vec<usize> = (0..cols).collect();
             idx.sort_by(|&a, &b| chunk[b].total_cmp(&chunk[a]));
-            let top: Vec<String> = idx[..5].iter().map(|&i| format!("{i}:{:.4}", chunk[i])).collect();
+            let top: Vec<String> = idx[..5]
+                .iter()
+                .map(|&i| format!("{i}:{:.4}", chunk[i]))
+                .collect();
             println!("  image {row}: top-5 {}", top.join("  "));
         }
     }
@@ -106,7 +127,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     );
     if let Some(path) = &args.output {
         let bytes: Vec<u8> = output.iter().flat_map(|v| v.to_le_bytes()).collect();
-        std::fs::write(path, bytes).with_context(|| format!("writing output '{}'", path.display()))?;
+        std::fs::write(path, bytes)
+            .with_context(|| format!("writing output '{}'", path.display()))?;
         eprintln!("wrote {} f32 values to {}", output.len(), path.display());
     }
     Ok(())

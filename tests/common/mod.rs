@@ -29,6 +29,12 @@ pub fn read_f32(path: &std::path::Path) -> Vec<f32> {
 pub fn argmax(row: &[f32]) -> usize {
     row.iter()
         .enumerate()
-        .fold((0, f32::NEG_INFINITY), |best, (i, &x)| if x > best.1 { (i, x) } else { best })
+        .fold((0, f32::NEG_INFINITY), |best, (i, &x)| {
+            if x > best.1 {
+                (i, x)
+            } else {
+                best
+            }
+        })
         .0
 }

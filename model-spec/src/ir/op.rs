@@ -76,7 +76,10 @@ pub enum Activation {
     None,
     Relu,
     /// Clamp to `[min, max]` (ReLU6 is `Clip { min: 0, max: 6 }`).
-    Clip { min: f32, max: f32 },
+    Clip {
+        min: f32,
+        max: f32,
+    },
 }
 
 impl Activation {
@@ -194,7 +197,9 @@ pub enum Op {
     /// Inputs: x [N,C,H,W], w [K,C/g,R,S], optional bias [K].
     Conv(Conv2d),
     /// Inputs: x, scale, bias, mean, var (each [C]).
-    BatchNorm { epsilon: f32 },
+    BatchNorm {
+        epsilon: f32,
+    },
     Unary(UnaryOp),
     /// Inputs: a, b (broadcast).
     Binary(BinaryOp),
@@ -208,10 +213,18 @@ pub enum Op {
     GlobalAveragePool,
     GlobalMaxPool,
     /// Mean over `axes` (sorted, non-negative).
-    ReduceMean { axes: Vec<usize>, keepdims: bool },
-    Flatten { axis: usize },
+    ReduceMean {
+        axes: Vec<usize>,
+        keepdims: bool,
+    },
+    Flatten {
+        axis: usize,
+    },
     /// Target shape as given in ONNX (0 copies the input dim unless `allowzero`, -1 infers).
-    Reshape { shape: Vec<i64>, allowzero: bool },
+    Reshape {
+        shape: Vec<i64>,
+        allowzero: bool,
+    },
     /// Inputs: a, b, optional c. `y = alpha * op(a) * op(b) + beta * c`.
     Gemm {
         alpha: f32,
@@ -222,13 +235,22 @@ pub enum Op {
     /// Inputs: a, b with numpy matmul semantics (1-D promotion, batch broadcast).
     MatMul,
     Identity,
-    Concat { axis: usize },
-    Softmax { axis: usize },
+    Concat {
+        axis: usize,
+    },
+    Softmax {
+        axis: usize,
+    },
     /// Convolution with a fused epilogue. Inputs: x, w, [bias], [residual].
     /// Layouts and dtypes are those of the input and output values.
-    FusedConv { conv: Conv2d, epilogue: Epilogue },
+    FusedConv {
+        conv: Conv2d,
+        epilogue: Epilogue,
+    },
     /// `y[M,N] = act(x[M,K] · w[N,K]ᵀ + bias + residual)`. Inputs: x, w, [bias], [residual].
-    Dense { epilogue: Epilogue },
+    Dense {
+        epilogue: Epilogue,
+    },
     /// Copies its input to its output, converting layout and dtype between the
     /// two values' declared ones (shapes are equal).
     Convert,
@@ -269,10 +291,7 @@ impl Op {
     /// True for ops that only reinterpret their input's bytes (no kernel needed
     /// when the input is row-major): the memory plan may alias them.
     pub fn is_view(&self) -> bool {
-        matches!(
-            self,
-            Op::Flatten { .. } | Op::Reshape { .. } | Op::Identity
-        )
+        matches!(self, Op::Flatten { .. } | Op::Reshape { .. } | Op::Identity)
     }
 
     /// Attributes in a stable, human-readable form (used by the printer and task keys).
@@ -334,7 +353,10 @@ impl Op {
             Op::ReduceMean { axes, keepdims } => format!("axes={axes:?} keepdims={keepdims}"),
             Op::Flatten { axis } => format!("axis={axis}"),
             Op::Reshape { shape, allowzero } => {
-                format!("shape={shape:?}{}", if *allowzero { " allowzero" } else { "" })
+                format!(
+                    "shape={shape:?}{}",
+                    if *allowzero { " allowzero" } else { "" }
+                )
             }
             Op::Gemm {
                 alpha,

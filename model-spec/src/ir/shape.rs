@@ -49,8 +49,16 @@ pub fn broadcast(a: &[usize], b: &[usize]) -> Result<Vec<usize>, String> {
     let rank = a.len().max(b.len());
     let mut out = vec![0; rank];
     for i in 0..rank {
-        let da = if i + a.len() >= rank { a[i + a.len() - rank] } else { 1 };
-        let db = if i + b.len() >= rank { b[i + b.len() - rank] } else { 1 };
+        let da = if i + a.len() >= rank {
+            a[i + a.len() - rank]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= rank {
+            b[i + b.len() - rank]
+        } else {
+            1
+        };
         out[i] = match (da, db) {
             (x, y) if x == y => x,
             (1, y) => y,
@@ -119,11 +127,9 @@ fn reshape_shape(input: &[usize], target: &[i64], allowzero: bool) -> Result<Vec
                 out.push(1);
             }
             -1 => return Err(format!("reshape target {target:?} has more than one -1")),
-            0 if !allowzero => out.push(
-                *input
-                    .get(i)
-                    .ok_or_else(|| format!("reshape target {target:?}: 0 at axis {i} has no input dim"))?,
-            ),
+            0 if !allowzero => out.push(*input.get(i).ok_or_else(|| {
+                format!("reshape target {target:?}: 0 at axis {i} has no input dim")
+            })?),
             d if d >= 0 => out.push(d as usize),
             d => return Err(format!("reshape target {target:?} has invalid dim {d}")),
         }
@@ -135,7 +141,9 @@ fn reshape_shape(input: &[usize], target: &[i64], allowzero: bool) -> Result<Vec
         }
         out[i] = total / known;
     } else if known != total {
-        return Err(format!("cannot reshape {input:?} ({total} elements) to {target:?}"));
+        return Err(format!(
+            "cannot reshape {input:?} ({total} elements) to {target:?}"
+        ));
     }
     Ok(out)
 }
@@ -144,8 +152,16 @@ fn matmul_shape(a: &[usize], b: &[usize]) -> Result<Vec<usize>, String> {
     if a.is_empty() || b.is_empty() {
         return Err("MatMul inputs must have rank ≥ 1".into());
     }
-    let a2: Vec<usize> = if a.len() == 1 { vec![1, a[0]] } else { a.to_vec() };
-    let b2: Vec<usize> = if b.len() == 1 { vec![b[0], 1] } else { b.to_vec() };
+    let a2: Vec<usize> = if a.len() == 1 {
+        vec![1, a[0]]
+    } else {
+        a.to_vec()
+    };
+    let b2: Vec<usize> = if b.len() == 1 {
+        vec![b[0], 1]
+    } else {
+        b.to_vec()
+    };
     let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
     let (k2, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
     if k != k2 {
@@ -185,14 +201,19 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
             arity(inputs, want, want)?;
             let (x, w) = (inputs[0], inputs[1]);
             if x.len() != 2 || w.len() != 2 || x[1] != w[1] {
-                return Err(format!("Dense needs x [M,K] and w [N,K], got {x:?} and {w:?}"));
+                return Err(format!(
+                    "Dense needs x [M,K] and w [N,K], got {x:?} and {w:?}"
+                ));
             }
             let out = vec![x[0], w[0]];
             if epilogue.bias && inputs[2] != [w[0]] {
                 return Err(format!("Dense bias {:?} must be [{}]", inputs[2], w[0]));
             }
             if epilogue.residual && inputs[want - 1] != out.as_slice() {
-                return Err(format!("Dense residual {:?} must be {out:?}", inputs[want - 1]));
+                return Err(format!(
+                    "Dense residual {:?} must be {out:?}",
+                    inputs[want - 1]
+                ));
             }
             Ok(out)
         }
@@ -266,7 +287,10 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
             if *axis > x.len() {
                 return Err(format!("Flatten axis {axis} out of range for {x:?}"));
             }
-            Ok(vec![x[..*axis].iter().product(), x[*axis..].iter().product()])
+            Ok(vec![
+                x[..*axis].iter().product(),
+                x[*axis..].iter().product(),
+            ])
         }
         Op::Reshape { shape, allowzero } => {
             arity(inputs, 1, 1)?;
@@ -313,7 +337,9 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
                         .enumerate()
                         .all(|(i, (a, b))| i == *axis || a == b);
                 if !same_rest {
-                    return Err(format!("Concat inputs {first:?} and {s:?} differ off axis {axis}"));
+                    return Err(format!(
+                        "Concat inputs {first:?} and {s:?} differ off axis {axis}"
+                    ));
                 }
                 out[*axis] += s[*axis];
             }
@@ -322,7 +348,10 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
         Op::Softmax { axis } => {
             arity(inputs, 1, 1)?;
             if *axis >= inputs[0].len() {
-                return Err(format!("Softmax axis {axis} out of range for {:?}", inputs[0]));
+                return Err(format!(
+                    "Softmax axis {axis} out of range for {:?}",
+                    inputs[0]
+                ));
             }
             Ok(inputs[0].to_vec())
         }
@@ -343,7 +372,10 @@ mod tests {
     #[test]
     fn reshape_handles_zero_and_minus_one() {
         assert_eq!(reshape_shape(&[2, 3, 4], &[0, -1], false), Ok(vec![2, 12]));
-        assert_eq!(reshape_shape(&[2, 3, 4], &[4, 0, 2], false), Ok(vec![4, 3, 2]));
+        assert_eq!(
+            reshape_shape(&[2, 3, 4], &[4, 0, 2], false),
+            Ok(vec![4, 3, 2])
+        );
         assert!(reshape_shape(&[2, 3, 4], &[5, -1], false).is_err());
     }
 

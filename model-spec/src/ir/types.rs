@@ -146,7 +146,9 @@ impl std::str::FromStr for Precision {
         Precision::ALL
             .into_iter()
             .find(|p| p.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| format!("unknown precision '{s}': expected one of fp32, tf32, fp16, bf16"))
+            .ok_or_else(|| {
+                format!("unknown precision '{s}': expected one of fp32, tf32, fp16, bf16")
+            })
     }
 }
 

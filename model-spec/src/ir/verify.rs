@@ -44,9 +44,7 @@ fn layout_aware(op: &Op) -> bool {
 pub fn is_row_major_bytes(shape: &[usize], layout: Layout) -> bool {
     match layout {
         Layout::RowMajor => true,
-        Layout::ChannelsLast => {
-            shape.len() != 4 || shape[1] == 1 || shape[2] * shape[3] == 1
-        }
+        Layout::ChannelsLast => shape.len() != 4 || shape[1] == 1 || shape[2] * shape[3] == 1,
     }
 }
 
@@ -63,14 +61,22 @@ pub fn verify(graph: &Graph) -> Result<(), VerifyError> {
     for (i, value) in graph.values.iter().enumerate() {
         let location = format!("value %{i} '{}'", value.name);
         if value.layout == Layout::ChannelsLast && value.shape.len() != 4 {
-            return Err(fail(location, "channels-last layout on a value that is not 4-D"));
+            return Err(fail(
+                location,
+                "channels-last layout on a value that is not 4-D",
+            ));
         }
         match &value.kind {
             ValueKind::Constant(data) => {
                 if data.len() != value.numel() {
                     return Err(fail(
                         location,
-                        format!("constant holds {} elements, shape {:?} needs {}", data.len(), value.shape, value.numel()),
+                        format!(
+                            "constant holds {} elements, shape {:?} needs {}",
+                            data.len(),
+                            value.shape,
+                            value.numel()
+                        ),
                     ));
                 }
                 defined[i] = true;
@@ -87,7 +93,10 @@ pub fn verify(graph: &Graph) -> Result<(), VerifyError> {
     for &input in &graph.inputs {
         check_id(input, "graph inputs")?;
         if graph.value(input).kind != ValueKind::Input {
-            return Err(fail("graph inputs", format!("%{} is not an input value", input.0)));
+            return Err(fail(
+                "graph inputs",
+                format!("%{} is not an input value", input.0),
+            ));
         }
     }
     for (i, node) in graph.nodes.iter().enumerate() {
@@ -95,24 +104,40 @@ pub fn verify(graph: &Graph) -> Result<(), VerifyError> {
         for &input in &node.inputs {
             check_id(input, &location)?;
             if !defined[input.index()] {
-                return Err(fail(&location, format!("input %{} is used before it is produced", input.0)));
+                return Err(fail(
+                    &location,
+                    format!("input %{} is used before it is produced", input.0),
+                ));
             }
         }
         check_id(node.output, &location)?;
         let out = graph.value(node.output);
         if out.kind != ValueKind::Activation {
-            return Err(fail(&location, format!("output %{} is not an activation", node.output.0)));
+            return Err(fail(
+                &location,
+                format!("output %{} is not an activation", node.output.0),
+            ));
         }
         if defined[node.output.index()] {
-            return Err(fail(&location, format!("output %{} is produced twice", node.output.0)));
+            return Err(fail(
+                &location,
+                format!("output %{} is produced twice", node.output.0),
+            ));
         }
         defined[node.output.index()] = true;
-        let shapes: Vec<&[usize]> = node.inputs.iter().map(|&v| graph.value(v).shape.as_slice()).collect();
+        let shapes: Vec<&[usize]> = node
+            .inputs
+            .iter()
+            .map(|&v| graph.value(v).shape.as_slice())
+            .collect();
         let inferred = infer_shape(&node.op, &shapes).map_err(|m| fail(&location, m))?;
         if inferred != out.shape {
             return Err(fail(
                 &location,
-                format!("output shape {:?} differs from inferred {inferred:?}", out.shape),
+                format!(
+                    "output shape {:?} differs from inferred {inferred:?}",
+                    out.shape
+                ),
             ));
         }
         if !layout_aware(&node.op) {
@@ -121,7 +146,12 @@ pub fn verify(graph: &Graph) -> Result<(), VerifyError> {
                 if !is_row_major_bytes(&v.shape, v.layout) {
                     return Err(fail(
                         &location,
-                        format!("input %{} is {} but {} needs row-major data", input.0, v.layout.name(), node.op.kind()),
+                        format!(
+                            "input %{} is {} but {} needs row-major data",
+                            input.0,
+                            v.layout.name(),
+                            node.op.kind()
+                        ),
                     ));
                 }
             }
@@ -136,7 +166,10 @@ pub fn verify(graph: &Graph) -> Result<(), VerifyError> {
     for &output in &graph.outputs {
         check_id(output, "graph outputs")?;
         if !defined[output.index()] {
-            return Err(fail("graph outputs", format!("%{} is never produced", output.0)));
+            return Err(fail(
+                "graph outputs",
+                format!("%{} is never produced", output.0),
+            ));
         }
     }
     Ok(())

@@ -96,7 +96,8 @@ fn row_major_consumer_of_channels_last_value_is_caught() {
 #[test]
 fn constant_payload_must_match_shape() {
     let mut g = chain();
-    g.values.push(Value::constant("c", vec![2, 2], vec![0.0; 3]));
+    g.values
+        .push(Value::constant("c", vec![2, 2], vec![0.0; 3]));
     assert!(verify(&g).unwrap_err().message.contains("3 elements"));
 }
 

@@ -1,7 +1,9 @@
 //! Bad models: each gives a typed error naming what is wrong, never a panic.
 
 use super::{import_bytes, ImportError, ImportOptions};
-use onnx_ir::{AttributeProto, AttributeType, Message, ModelProto, NodeProto, TensorProto, ValueInfoProto};
+use onnx_ir::{
+    AttributeProto, AttributeType, Message, ModelProto, NodeProto, TensorProto, ValueInfoProto,
+};
 
 enum Dim {
     Fixed(i64),
@@ -36,7 +38,13 @@ fn ints(name: &str, values: &[i64]) -> AttributeProto {
     }
 }
 
-fn node(op: &str, name: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<AttributeProto>) -> NodeProto {
+fn node(
+    op: &str,
+    name: &str,
+    inputs: &[&str],
+    outputs: &[&str],
+    attrs: Vec<AttributeProto>,
+) -> NodeProto {
     NodeProto {
         op_type: op.into(),
         name: name.into(),
@@ -53,13 +61,20 @@ fn weight(name: &str, dims: &[i64]) -> TensorProto {
         name: name.into(),
         dims: dims.to_vec(),
         data_type: 1,
-        raw_data: (0..n).flat_map(|i| ((i % 7) as f32 * 0.1).to_le_bytes()).collect::<Vec<u8>>().into(),
+        raw_data: (0..n)
+            .flat_map(|i| ((i % 7) as f32 * 0.1).to_le_bytes())
+            .collect::<Vec<u8>>()
+            .into(),
         ..Default::default()
     }
 }
 
 /// x [batch,3,8,8] → Conv(3→4, 3×3, pad 1) → Relu → y.
-fn tiny_model(input_dims: &[Dim], nodes: Vec<NodeProto>, initializers: Vec<TensorProto>) -> Vec<u8> {
+fn tiny_model(
+    input_dims: &[Dim],
+    nodes: Vec<NodeProto>,
+    initializers: Vec<TensorProto>,
+) -> Vec<u8> {
     let mut model = ModelProto {
         ir_version: 8,
         ..Default::default()
@@ -79,7 +94,13 @@ fn conv_relu(input: &[Dim]) -> Vec<u8> {
     tiny_model(
         input,
         vec![
-            node("Conv", "conv", &["x", "w"], &["c"], vec![ints("kernel_shape", &[3, 3]), ints("pads", &[1, 1, 1, 1])]),
+            node(
+                "Conv",
+                "conv",
+                &["x", "w"],
+                &["c"],
+                vec![ints("kernel_shape", &[3, 3]), ints("pads", &[1, 1, 1, 1])],
+            ),
             node("Relu", "relu", &["c"], &["y"], vec![]),
         ],
         vec![weight("w", &[4, 3, 3, 3])],
@@ -119,13 +140,21 @@ fn truncated_file() {
     let bytes = conv_relu(&[Fixed(1), Fixed(3), Fixed(8), Fixed(8)]);
     for cut in [1, bytes.len() / 3, bytes.len() / 2, bytes.len() - 1] {
         let err = import(&bytes[..cut], None).unwrap_err();
-        assert!(matches!(err, ImportError::Malformed { .. } | ImportError::BadNodeInput { .. }), "cut {cut}: {err}");
+        assert!(
+            matches!(
+                err,
+                ImportError::Malformed { .. } | ImportError::BadNodeInput { .. }
+            ),
+            "cut {cut}: {err}"
+        );
     }
 }
 
 #[test]
 fn random_bytes() {
-    let bytes: Vec<u8> = (0..4096u64).map(|i| (crate::zoo::splitmix64(i) >> 13) as u8).collect();
+    let bytes: Vec<u8> = (0..4096u64)
+        .map(|i| (crate::zoo::splitmix64(i) >> 13) as u8)
+        .collect();
     let err = import(&bytes, None).unwrap_err();
     assert!(matches!(err, ImportError::Malformed { .. }), "{err}");
 }
@@ -147,19 +176,31 @@ fn unsupported_op_names_node_and_op() {
 fn missing_initializer_is_named() {
     let bytes = tiny_model(
         &[Fixed(1), Fixed(3), Fixed(8), Fixed(8)],
-        vec![node("Conv", "conv", &["x", "w_missing"], &["y"], vec![ints("kernel_shape", &[3, 3])])],
+        vec![node(
+            "Conv",
+            "conv",
+            &["x", "w_missing"],
+            &["y"],
+            vec![ints("kernel_shape", &[3, 3])],
+        )],
         vec![],
     );
     let err = import(&bytes, None).unwrap_err();
     assert!(matches!(err, ImportError::BadNodeInput { .. }), "{err}");
-    assert!(err.to_string().contains("'w_missing'") && err.to_string().contains("'conv'"), "{err}");
+    assert!(
+        err.to_string().contains("'w_missing'") && err.to_string().contains("'conv'"),
+        "{err}"
+    );
 }
 
 #[test]
 fn wrong_input_rank() {
     let bytes = conv_relu(&[Fixed(1), Fixed(3), Fixed(8)]);
     let err = import(&bytes, None).unwrap_err();
-    assert!(err.to_string().contains("rank 4") && err.to_string().contains("got rank 3"), "{err}");
+    assert!(
+        err.to_string().contains("rank 4") && err.to_string().contains("got rank 3"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -179,7 +220,13 @@ fn absurdly_large_dims() {
     assert!(matches!(err, ImportError::BadInput { .. }), "{err}");
     let big_weight = tiny_model(
         &[Fixed(1), Fixed(3), Fixed(8), Fixed(8)],
-        vec![node("Conv", "conv", &["x", "w"], &["y"], vec![ints("kernel_shape", &[3, 3])])],
+        vec![node(
+            "Conv",
+            "conv",
+            &["x", "w"],
+            &["y"],
+            vec![ints("kernel_shape", &[3, 3])],
+        )],
         vec![TensorProto {
             name: "w".into(),
             dims: vec![1 << 31, 1 << 31, 3, 3],
@@ -211,7 +258,10 @@ fn cycle() {
 fn batch_override_without_symbolic_batch() {
     let bytes = conv_relu(&[Fixed(1), Fixed(3), Fixed(8), Fixed(8)]);
     let err = import(&bytes, Some(8)).unwrap_err();
-    assert!(matches!(err, ImportError::BatchNotSymbolic { requested: 8, .. }), "{err}");
+    assert!(
+        matches!(err, ImportError::BatchNotSymbolic { requested: 8, .. }),
+        "{err}"
+    );
     assert!(err.to_string().contains("x [1, 3, 8, 8]"), "{err}");
     // Asking for the batch the model already has is not an error.
     assert!(import(&bytes, Some(1)).is_ok());
@@ -226,8 +276,14 @@ fn symbolic_non_batch_dim() {
 
 #[test]
 fn integer_input() {
-    let mut model = ModelProto::parse_from_bytes(&conv_relu(&[Fixed(1), Fixed(3), Fixed(8), Fixed(8)])).unwrap();
-    model.graph.mut_or_insert_default().input[0].type_.mut_or_insert_default().mut_tensor_type().elem_type = 7;
+    let mut model =
+        ModelProto::parse_from_bytes(&conv_relu(&[Fixed(1), Fixed(3), Fixed(8), Fixed(8)]))
+            .unwrap();
+    model.graph.mut_or_insert_default().input[0]
+        .type_
+        .mut_or_insert_default()
+        .mut_tensor_type()
+        .elem_type = 7;
     let err = import(&model.write_to_bytes().unwrap(), None).unwrap_err();
     assert!(matches!(err, ImportError::BadInput { .. }), "{err}");
 }
@@ -241,8 +297,18 @@ fn unsupported_attribute_is_named() {
     ))
     .unwrap();
     // `lo` is a run-time input: Clip bounds must be constants.
-    model.graph.mut_or_insert_default().input.push(value_info("lo", &[]));
+    model
+        .graph
+        .mut_or_insert_default()
+        .input
+        .push(value_info("lo", &[]));
     let err = import(&model.write_to_bytes().unwrap(), None).unwrap_err();
-    assert!(matches!(err, ImportError::UnsupportedAttribute { .. }), "{err}");
-    assert!(err.to_string().contains("min") && err.to_string().contains("constant"), "{err}");
+    assert!(
+        matches!(err, ImportError::UnsupportedAttribute { .. }),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("min") && err.to_string().contains("constant"),
+        "{err}"
+    );
 }

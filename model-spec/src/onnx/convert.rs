@@ -35,11 +35,20 @@ impl GraphBuilder {
 
     /// The value an onnx-ir argument refers to: a constant (created on first
     /// use) or an earlier graph input or node output.
-    pub fn value_of(&mut self, arg: &Argument, node: &str, op: &str) -> Result<ValueId, ImportError> {
+    pub fn value_of(
+        &mut self,
+        arg: &Argument,
+        node: &str,
+        op: &str,
+    ) -> Result<ValueId, ImportError> {
         let bad = |message: String| ImportError::BadNodeInput {
             node: node.to_string(),
             op: op.to_string(),
-            input: if arg.name.is_empty() { "(constant)".into() } else { format!("'{}'", arg.name) },
+            input: if arg.name.is_empty() {
+                "(constant)".into()
+            } else {
+                format!("'{}'", arg.name)
+            },
             message,
         };
         if let Some(data) = arg.value() {
@@ -62,9 +71,11 @@ impl GraphBuilder {
             return Ok(self.graph.add_value(Value::constant(name, shape, values)));
         }
         self.by_name.get(&arg.name).copied().ok_or_else(|| {
-            bad("is neither a graph input, an initializer, nor the output of an earlier node \
+            bad(
+                "is neither a graph input, an initializer, nor the output of an earlier node \
                  (missing initializer or graph not topologically sorted)"
-                .into())
+                    .into(),
+            )
         })
     }
 
@@ -130,7 +141,10 @@ pub fn convert_graph(onnx: &OnnxGraph, opset: i64) -> Result<Graph, ImportError>
         };
         let shape = tensor_shape(input).map_err(bad)?;
         if input.ty.elem_type() != onnx_ir::DType::F32 {
-            return Err(bad(format!("has dtype {:?}; aotune accepts float32 inputs", input.ty.elem_type())));
+            return Err(bad(format!(
+                "has dtype {:?}; aotune accepts float32 inputs",
+                input.ty.elem_type()
+            )));
         }
         let id = b.graph.add_value(Value {
             kind: ValueKind::Input,

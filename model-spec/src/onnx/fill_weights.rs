@@ -36,7 +36,9 @@ pub fn fill_initializers(
         let numel = init
             .dims
             .iter()
-            .try_fold(1usize, |acc, &d| usize::try_from(d).ok().and_then(|d| acc.checked_mul(d)))
+            .try_fold(1usize, |acc, &d| {
+                usize::try_from(d).ok().and_then(|d| acc.checked_mul(d))
+            })
             .filter(|&n| n <= crate::ir::MAX_ELEMENTS)
             .ok_or_else(|| ImportError::BadInitializer {
                 name: f.name.clone(),

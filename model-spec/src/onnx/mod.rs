@@ -7,14 +7,14 @@
 //! [`ImportError`] naming the node, op and attribute or input.
 
 mod convert;
-mod fill_weights;
 mod error;
+mod fill_weights;
 mod ops;
 mod prepare;
 mod tensor_file;
 
-pub use fill_weights::{fill_initializers, WeightFill};
 pub use error::{ImportError, SUPPORTED_OPS};
+pub use fill_weights::{fill_initializers, WeightFill};
 pub use onnx_ir::TensorProto;
 pub use tensor_file::{read_tensor_file, TensorFile};
 
@@ -58,15 +58,18 @@ pub fn import_bytes(
 ) -> Result<Imported, ImportError> {
     let model = prepare::decode(bytes, source_name)?;
     let prepared = prepare::prepare(model, source_name, options.batch, &options.constant_inputs)?;
-    let bytes = onnx_ir::Message::write_to_bytes(&prepared.model).map_err(|e| ImportError::Malformed {
-        source_name: source_name.to_string(),
-        message: format!("cannot re-encode the prepared model: {e}"),
-    })?;
+    let bytes =
+        onnx_ir::Message::write_to_bytes(&prepared.model).map_err(|e| ImportError::Malformed {
+            source_name: source_name.to_string(),
+            message: format!("cannot re-encode the prepared model: {e}"),
+        })?;
     drop(prepared.model);
     // onnx-ir is third-party code on untrusted input: a panic inside it is
     // reported as an error on this file, never as a crash of the compiler.
     let parsed = std::panic::catch_unwind(|| {
-        onnx_ir::OnnxGraphBuilder::new().simplify(true).parse_bytes(&bytes)
+        onnx_ir::OnnxGraphBuilder::new()
+            .simplify(true)
+            .parse_bytes(&bytes)
     })
     .map_err(|panic| ImportError::ParserPanic {
         source_name: source_name.to_string(),

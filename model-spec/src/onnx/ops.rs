@@ -80,7 +80,10 @@ fn resolve_pads(
 fn spatial(b: &GraphBuilder, x: ValueId, ctx: &Ctx) -> Result<[usize; 2], ImportError> {
     let shape = b.shape(x);
     if shape.len() != 4 {
-        return Err(ctx.input("X", format!("must be 4-D (N, C, H, W), has shape {shape:?}")));
+        return Err(ctx.input(
+            "X",
+            format!("must be 4-D (N, C, H, W), has shape {shape:?}"),
+        ));
     }
     Ok([shape[2], shape[3]])
 }
@@ -127,7 +130,11 @@ fn single_output(node: &Node, ctx: &Ctx) -> Result<String, ImportError> {
 }
 
 /// Converts one onnx-ir node, appending to the builder.
-pub fn convert_node(b: &mut GraphBuilder, node: &Node, opset: i64) -> Result<Converted, ImportError> {
+pub fn convert_node(
+    b: &mut GraphBuilder,
+    node: &Node,
+    opset: i64,
+) -> Result<Converted, ImportError> {
     let ctx = Ctx {
         node: node.name(),
         op: node.node_type().to_string(),
@@ -148,7 +155,14 @@ pub fn convert_node(b: &mut GraphBuilder, node: &Node, opset: i64) -> Result<Con
             if c.groups == 0 {
                 return Err(ctx.attr("group", c.groups, "must be at least 1"));
             }
-            let pads = resolve_pads(&c.auto_pad, &c.padding, hw, c.kernel_size, c.stride, c.dilation);
+            let pads = resolve_pads(
+                &c.auto_pad,
+                &c.padding,
+                hw,
+                c.kernel_size,
+                c.stride,
+                c.dilation,
+            );
             let conv = Conv2d {
                 kernel: c.kernel_size,
                 strides: c.stride,
@@ -163,7 +177,12 @@ pub fn convert_node(b: &mut GraphBuilder, node: &Node, opset: i64) -> Result<Con
                 onnx_ir::node::batch_norm::BatchNormConfig::Static(c) => c.epsilon,
                 onnx_ir::node::batch_norm::BatchNormConfig::Runtime(c) => c.epsilon,
             };
-            (Op::BatchNorm { epsilon: epsilon as f32 }, inputs(b, args, &ctx, 5..=5)?)
+            (
+                Op::BatchNorm {
+                    epsilon: epsilon as f32,
+                },
+                inputs(b, args, &ctx, 5..=5)?,
+            )
         }
         Node::Relu(_) => (Op::Unary(UnaryOp::Relu), inputs(b, args, &ctx, 1..=1)?),
         Node::Sigmoid(_) => (Op::Unary(UnaryOp::Sigmoid), inputs(b, args, &ctx, 1..=1)?),
@@ -172,7 +191,9 @@ pub fn convert_node(b: &mut GraphBuilder, node: &Node, opset: i64) -> Result<Con
             let bound = |v: &Option<ClipInput>, name: &str, default: f32| match v {
                 None => Ok(default),
                 Some(ClipInput::Static(x)) => Ok(*x as f32),
-                Some(ClipInput::Runtime(_)) => Err(ctx.attr(name, "runtime input", "Clip bounds must be constants")),
+                Some(ClipInput::Runtime(_)) => {
+                    Err(ctx.attr(name, "runtime input", "Clip bounds must be constants"))
+                }
             };
             let min = bound(&n.config.min, "min", f32::NEG_INFINITY)?;
             let max = bound(&n.config.max, "max", f32::INFINITY)?;
@@ -192,9 +213,20 @@ pub fn convert_node(b: &mut GraphBuilder, node: &Node, opset: i64) -> Result<Con
             positive(&ctx, "dilations", c.dilation)?;
             positive(&ctx, "kernel_shape", c.kernel_size)?;
             if c.storage_order != 0 {
-                return Err(ctx.attr("storage_order", c.storage_order, "only row-major (0) is supported"));
+                return Err(ctx.attr(
+                    "storage_order",
+                    c.storage_order,
+                    "only row-major (0) is supported",
+                ));
             }
-            let pads = resolve_pads(&c.auto_pad, &c.padding, hw, c.kernel_size, c.strides, c.dilation);
+            let pads = resolve_pads(
+                &c.auto_pad,
+                &c.padding,
+                hw,
+                c.kernel_size,
+                c.strides,
+                c.dilation,
+            );
             let pool = Pool2d {
                 kernel: c.kernel_size,
                 strides: c.strides,
@@ -211,7 +243,14 @@ pub fn convert_node(b: &mut GraphBuilder, node: &Node, opset: i64) -> Result<Con
             positive(&ctx, "strides", c.strides)?;
             positive(&ctx, "dilations", c.dilation)?;
             positive(&ctx, "kernel_shape", c.kernel_size)?;
-            let pads = resolve_pads(&c.auto_pad, &c.padding, hw, c.kernel_size, c.strides, c.dilation);
+            let pads = resolve_pads(
+                &c.auto_pad,
+                &c.padding,
+                hw,
+                c.kernel_size,
+                c.strides,
+                c.dilation,
+            );
             let pool = Pool2d {
                 kernel: c.kernel_size,
                 strides: c.strides,
@@ -236,12 +275,21 @@ pub fn convert_node(b: &mut GraphBuilder, node: &Node, opset: i64) -> Result<Con
             let mut axes = match &n.config.axes {
                 ReduceAxes::Static(axes) => axes.clone(),
                 ReduceAxes::Runtime(_) => {
-                    return Err(ctx.attr("axes", "runtime input", "ReduceMean axes must be constants"))
+                    return Err(ctx.attr(
+                        "axes",
+                        "runtime input",
+                        "ReduceMean axes must be constants",
+                    ))
                 }
             };
             if axes.is_empty() {
                 if n.config.noop_with_empty_axes {
-                    return Ok(Converted::Value(b.push(ctx.node, Op::Identity, vec![x], &out_name)?));
+                    return Ok(Converted::Value(b.push(
+                        ctx.node,
+                        Op::Identity,
+                        vec![x],
+                        &out_name,
+                    )?));
                 }
                 axes = (0..rank).collect();
             }
@@ -255,17 +303,32 @@ pub fn convert_node(b: &mut GraphBuilder, node: &Node, opset: i64) -> Result<Con
                 vec![x],
             )
         }
-        Node::Flatten(n) => (Op::Flatten { axis: n.config.axis }, vec![b.value_of(&args[0], ctx.node, &ctx.op)?]),
+        Node::Flatten(n) => (
+            Op::Flatten {
+                axis: n.config.axis,
+            },
+            vec![b.value_of(&args[0], ctx.node, &ctx.op)?],
+        ),
         Node::Reshape(n) => {
             use onnx_ir::node::reshape::ReshapeInput;
             let shape = match &n.config.shape {
                 ReshapeInput::Static(s) => s.clone(),
                 ReshapeInput::Runtime(_) => {
-                    return Err(ctx.attr("shape", "runtime input", "the target shape must be a constant (an initializer)"))
+                    return Err(ctx.attr(
+                        "shape",
+                        "runtime input",
+                        "the target shape must be a constant (an initializer)",
+                    ))
                 }
             };
             let x = b.value_of(&args[0], ctx.node, &ctx.op)?;
-            (Op::Reshape { shape, allowzero: false }, vec![x])
+            (
+                Op::Reshape {
+                    shape,
+                    allowzero: false,
+                },
+                vec![x],
+            )
         }
         Node::Gemm(n) => {
             let c = &n.config;
@@ -296,7 +359,12 @@ pub fn convert_node(b: &mut GraphBuilder, node: &Node, opset: i64) -> Result<Con
         }
         Node::MatMul(_) => (Op::MatMul, inputs(b, args, &ctx, 2..=2)?),
         Node::Identity(_) => (Op::Identity, inputs(b, args, &ctx, 1..=1)?),
-        Node::Concat(n) => (Op::Concat { axis: n.config.axis }, inputs(b, args, &ctx, 1..=usize::MAX)?),
+        Node::Concat(n) => (
+            Op::Concat {
+                axis: n.config.axis,
+            },
+            inputs(b, args, &ctx, 1..=usize::MAX)?,
+        ),
         Node::Softmax(n) => {
             let ins = inputs(b, args, &ctx, 1..=1)?;
             let rank = b.shape(ins[0]).len();
@@ -307,13 +375,29 @@ pub fn convert_node(b: &mut GraphBuilder, node: &Node, opset: i64) -> Result<Con
                     "before opset 13 Softmax flattens to 2-D at the axis; only the last axis is supported there",
                 ));
             }
-            (Op::Softmax { axis: n.config.axis }, ins)
+            (
+                Op::Softmax {
+                    axis: n.config.axis,
+                },
+                ins,
+            )
         }
         Node::Conv1d(_) | Node::Conv3d(_) => {
-            return Err(ctx.attr("kernel_shape", "1-D or 3-D", "only 2-D convolutions are supported"))
+            return Err(ctx.attr(
+                "kernel_shape",
+                "1-D or 3-D",
+                "only 2-D convolutions are supported",
+            ))
         }
-        Node::MaxPool1d(_) | Node::MaxPool3d(_) | Node::AveragePool1d(_) | Node::AveragePool3d(_) => {
-            return Err(ctx.attr("kernel_shape", "1-D or 3-D", "only 2-D pooling is supported"))
+        Node::MaxPool1d(_)
+        | Node::MaxPool3d(_)
+        | Node::AveragePool1d(_)
+        | Node::AveragePool3d(_) => {
+            return Err(ctx.attr(
+                "kernel_shape",
+                "1-D or 3-D",
+                "only 2-D pooling is supported",
+            ))
         }
         Node::Custom(c) => {
             return Err(ImportError::UnsupportedOp {
@@ -356,15 +440,26 @@ fn linear_as_matmul(
             }
             _ => return Err(ctx.input("B", "a transposed Linear weight must be a 2-D constant")),
         };
-        weight = b
-            .graph
-            .add_value(crate::ir::Value::constant(format!("{}_weight_t", ctx.node), shape, data));
+        weight = b.graph.add_value(crate::ir::Value::constant(
+            format!("{}_weight_t", ctx.node),
+            shape,
+            data,
+        ));
     }
-    let matmul_name = if ins.len() == 3 { format!("{out_name}_matmul") } else { out_name.to_string() };
+    let matmul_name = if ins.len() == 3 {
+        format!("{out_name}_matmul")
+    } else {
+        out_name.to_string()
+    };
     let y = b.push(ctx.node, Op::MatMul, vec![ins[0], weight], &matmul_name)?;
     if ins.len() == 3 {
         let name = format!("{}_bias", ctx.node);
-        return Ok(Converted::Value(b.push(&name, Op::Binary(BinaryOp::Add), vec![y, ins[2]], out_name)?));
+        return Ok(Converted::Value(b.push(
+            &name,
+            Op::Binary(BinaryOp::Add),
+            vec![y, ins[2]],
+            out_name,
+        )?));
     }
     Ok(Converted::Value(y))
 }

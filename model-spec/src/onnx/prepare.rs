@@ -70,6 +70,7 @@ pub fn prepare(
         check_initializer(init)?;
     }
     check_nodes(graph, constants)?;
+    apply_missing_defaults(graph);
     // Bind constants: they become initializers and stop being graph inputs.
     for c in constants {
         check_initializer(c)?;
@@ -93,7 +94,9 @@ pub fn prepare(
         };
         let ty = input.type_.mut_or_insert_default();
         if !ty.has_tensor_type() {
-            return Err(bad("is not a tensor; aotune compiles tensor inputs only".into()));
+            return Err(bad(
+                "is not a tensor; aotune compiles tensor inputs only".into()
+            ));
         }
         let tensor = ty.mut_tensor_type();
         if tensor.elem_type != ONNX_FLOAT {
@@ -103,7 +106,9 @@ pub fn prepare(
             )));
         }
         if tensor.shape.is_none() {
-            return Err(bad("declares no shape; export the model with input shapes".into()));
+            return Err(bad(
+                "declares no shape; export the model with input shapes".into()
+            ));
         }
         let shape = tensor.shape.mut_or_insert_default();
         let mut elements: usize = 1;
@@ -148,7 +153,14 @@ pub fn prepare(
             .input
             .iter()
             .filter(|i| !initializer_names.contains(&i.name))
-            .filter_map(|i| i.type_.tensor_type().shape.dim.first().map(|d| d.dim_value()))
+            .filter_map(|i| {
+                i.type_
+                    .tensor_type()
+                    .shape
+                    .dim
+                    .first()
+                    .map(|d| d.dim_value())
+            })
             .collect();
         if fixed.iter().any(|&b| b != requested as i64) {
             let inputs = graph
@@ -186,7 +198,10 @@ fn check_initializer(init: &TensorProto) -> Result<(), ImportError> {
     let mut elements: usize = 1;
     for &d in &init.dims {
         if d < 0 {
-            return Err(bad(format!("has negative dimension {d} in {:?}", init.dims)));
+            return Err(bad(format!(
+                "has negative dimension {d} in {:?}",
+                init.dims
+            )));
         }
         elements = usize::try_from(d)
             .ok()
@@ -207,11 +222,37 @@ fn check_initializer(init: &TensorProto) -> Result<(), ImportError> {
 /// ONNX ops aotune converts, plus shape-computation ops that onnx-ir folds
 /// away once shapes are static (a survivor is rejected later, by name).
 const ACCEPTED_OPS: &[&str] = &[
-    "Conv", "BatchNormalization", "Relu", "Clip", "Sigmoid", "Add", "Sub", "Mul", "Div", "Sum",
-    "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "Flatten",
-    "Reshape", "Gemm", "MatMul", "Identity", "Concat", "Softmax",
+    "Conv",
+    "BatchNormalization",
+    "Relu",
+    "Clip",
+    "Sigmoid",
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Sum",
+    "MaxPool",
+    "AveragePool",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "ReduceMean",
+    "Flatten",
+    "Reshape",
+    "Gemm",
+    "MatMul",
+    "Identity",
+    "Concat",
+    "Softmax",
     // folded when their inputs are constants
-    "Constant", "Shape", "Gather", "Unsqueeze", "Squeeze", "Cast", "Slice", "ConstantOfShape",
+    "Constant",
+    "Shape",
+    "Gather",
+    "Unsqueeze",
+    "Squeeze",
+    "Cast",
+    "Slice",
+    "ConstantOfShape",
     "Dropout",
 ];
 
@@ -261,4 +302,21 @@ fn check_nodes(graph: &onnx_ir::GraphProto, constants: &[TensorProto]) -> Result
         }
     }
     Ok(())
+}
+
+/// Writes ONNX's default for attributes onnx-ir 0.22 defaults differently:
+/// BatchNormalization's `epsilon` is 1e-5 by the spec, 0 in onnx-ir.
+fn apply_missing_defaults(graph: &mut onnx_ir::GraphProto) {
+    for node in graph.node.iter_mut() {
+        if node.op_type == "BatchNormalization"
+            && !node.attribute.iter().any(|a| a.name == "epsilon")
+        {
+            node.attribute.push(onnx_ir::AttributeProto {
+                name: "epsilon".into(),
+                type_: onnx_ir::AttributeType::FLOAT.into(),
+                f: 1e-5,
+                ..Default::default()
+            });
+        }
+    }
 }

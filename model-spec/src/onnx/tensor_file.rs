@@ -28,7 +28,8 @@ pub fn read_tensor_file(bytes: &[u8], source_name: &str) -> Result<TensorFile, I
         source_name: source_name.to_string(),
         message,
     };
-    let proto = TensorProto::parse_from_bytes(bytes).map_err(|e| bad(format!("not a TensorProto: {e}")))?;
+    let proto =
+        TensorProto::parse_from_bytes(bytes).map_err(|e| bad(format!("not a TensorProto: {e}")))?;
     let dims = proto
         .dims
         .iter()
@@ -37,7 +38,12 @@ pub fn read_tensor_file(bytes: &[u8], source_name: &str) -> Result<TensorFile, I
     let numel: usize = dims.iter().product();
     let raw = &proto.raw_data;
     let (is_float, values): (bool, Vec<f32>) = match proto.data_type {
-        FLOAT if !raw.is_empty() => (true, raw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()),
+        FLOAT if !raw.is_empty() => (
+            true,
+            raw.chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        ),
         FLOAT => (true, proto.float_data.clone()),
         DOUBLE if !raw.is_empty() => (
             true,
@@ -53,12 +59,20 @@ pub fn read_tensor_file(bytes: &[u8], source_name: &str) -> Result<TensorFile, I
                 .collect(),
         ),
         INT64 => (false, proto.int64_data.iter().map(|&x| x as f32).collect()),
-        INT32 if !raw.is_empty() => (false, raw.chunks_exact(4).map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f32).collect()),
+        INT32 if !raw.is_empty() => (
+            false,
+            raw.chunks_exact(4)
+                .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f32)
+                .collect(),
+        ),
         INT32 => (false, proto.int32_data.iter().map(|&x| x as f32).collect()),
         other => return Err(bad(format!("unsupported tensor data type {other}"))),
     };
     if values.len() != numel {
-        return Err(bad(format!("holds {} elements, dims {dims:?} need {numel}", values.len())));
+        return Err(bad(format!(
+            "holds {} elements, dims {dims:?} need {numel}",
+            values.len()
+        )));
     }
     Ok(TensorFile {
         name: proto.name.clone(),

@@ -90,7 +90,10 @@ pub fn dce(graph: &mut Graph) -> Result<PassSummary, PassError> {
     let mut summary = PassSummary::new(PASS);
     summary.add(identities, "Identity removed");
     summary.add(dead, "dead nodes removed");
-    summary.add(constants_before - constants_after, "unused constants dropped");
+    summary.add(
+        constants_before - constants_after,
+        "unused constants dropped",
+    );
     Ok(summary)
 }
 

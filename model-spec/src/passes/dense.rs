@@ -18,10 +18,11 @@
 //! takes the last absorbed node's place and output value. The
 //! Flatten/Reshape between pool and Gemm stays: it is a view.
 
+use super::fuse_epilogue::activation_after;
 use super::{PassError, PassSummary, Uses};
 use crate::ir::{
-    debug_verify, Activation, BinaryOp, DType, Epilogue, Graph, Node, Op, Patch,
-    UnaryOp, Value, ValueId, ValueKind,
+    debug_verify, Activation, BinaryOp, DType, Epilogue, Graph, Node, Op, Patch, Value, ValueId,
+    ValueKind,
 };
 use std::sync::Arc;
 
@@ -99,12 +100,8 @@ pub fn lower_dense(graph: &mut Graph) -> Result<PassSummary, PassError> {
             residual,
         } = lowered;
         let n = graph.value(node.output).shape[1];
-        let weight = patch.add_value(weight);
-        let residual = match residual {
-            Some(Operand::Value(v)) => Some(v),
-            Some(Operand::New(v)) => Some(patch.add_value(v)),
-            None => None,
-        };
+        let weight = weight.add_to(&mut patch);
+        let residual = residual.map(|r| r.add_to(&mut patch));
         let mut last = id;
         // A bias Add right after a Dense that has none.
         if let Some(add) = uses.sole_user(node.output) {
@@ -123,19 +120,11 @@ pub fn lower_dense(graph: &mut Graph) -> Result<PassSummary, PassError> {
         }
         let value = graph.node(last).output;
         let mut activation = Activation::None;
-        if let Some(user) = uses.sole_user(value) {
-            let act = graph.node(user);
-            let found = match act.op {
-                Op::Unary(UnaryOp::Relu) => Some(Activation::Relu),
-                Op::Unary(UnaryOp::Clip { min, max }) => Some(Activation::Clip { min, max }),
-                _ => None,
-            };
-            if let (Some(found), true) = (found, same_storage(graph.value(value), graph.value(act.output))) {
-                activation = found;
-                patch.remove_node(last);
-                last = user;
-                activations += 1;
-            }
+        if let Some((user, found)) = activation_after(graph, &uses, value) {
+            activation = found;
+            patch.remove_node(last);
+            last = user;
+            activations += 1;
         }
         let epilogue = Epilogue {
             bias: bias.is_some(),
@@ -167,15 +156,24 @@ pub fn lower_dense(graph: &mut Graph) -> Result<PassSummary, PassError> {
     Ok(summary)
 }
 
-/// A residual input: an existing value, or a constant made by the pass.
+/// A Dense input: an existing value, or a constant made by the pass.
 enum Operand {
     Value(ValueId),
     New(Value),
 }
 
+impl Operand {
+    fn add_to(self, patch: &mut Patch) -> ValueId {
+        match self {
+            Operand::Value(v) => v,
+            Operand::New(value) => patch.add_value(value),
+        }
+    }
+}
+
 /// What a Gemm/MatMul becomes; the bias is per-column data `[N]`.
 struct Lowered {
-    weight: Value,
+    weight: Operand,
     bias: Option<Vec<f32>>,
     residual: Option<Operand>,
 }
@@ -253,11 +251,23 @@ fn lower(graph: &Graph, node: &Node) -> Option<Lowered> {
             }
         }
     };
+    if trans_b && alpha == 1.0 {
+        // B is already the [N, K] weight.
+        return Some(Lowered {
+            weight: Operand::Value(node.inputs[1]),
+            bias,
+            residual,
+        });
+    }
     // w[j][p] = alpha · op(B)[p][j], stored [N, K].
     let weight: Vec<f32> = (0..n)
         .flat_map(|j| (0..k).map(move |p| (j, p)))
         .map(|(j, p)| {
-            let x = if trans_b { data[j * k + p] } else { data[p * n + j] };
+            let x = if trans_b {
+                data[j * k + p]
+            } else {
+                data[p * n + j]
+            };
             if alpha == 1.0 {
                 x
             } else {
@@ -272,7 +282,7 @@ fn lower(graph: &Graph, node: &Node) -> Option<Lowered> {
         ..b.clone()
     };
     Some(Lowered {
-        weight,
+        weight: Operand::New(weight),
         bias,
         residual,
     })
@@ -281,8 +291,9 @@ fn lower(graph: &Graph, node: &Node) -> Option<Lowered> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::print_graph;
-    use crate::passes::test_graphs::Builder;
+    use crate::ir::{print_graph, UnaryOp};
+    use crate::passes::direct_eval;
+    use crate::passes::test_graphs::{rel_l2, Builder};
 
     #[test]
     fn reduce_mean_becomes_global_average_pool() {
@@ -319,13 +330,145 @@ mod tests {
         let summary = canonicalize_global_pool(&mut g).unwrap();
         assert_eq!(summary.count("ReduceMean → GlobalAveragePool"), 2);
         insta::assert_snapshot!(print_graph(&g), @r"
-            graph precision=fp32
-              input %0: f32[2,3,4,5]  # x
-              %1: f32[2,3,1,1] = GlobalAveragePool(%0)  # mean_keep
-              %4: f32[2,3,1,1] = GlobalAveragePool(%0)  # mean_drop
-              %2: f32[2,3] = Flatten(%4) axis=1  # mean_drop_flatten
-              %3: f32[2,1,4,5] = ReduceMean(%0) axes=[1] keepdims=true  # mean_c
-              return %1, %2, %3
+        graph precision=fp32
+          input %0: f32[2,3,4,5]  # x
+          %1: f32[2,3,1,1] = GlobalAveragePool(%0)  # mean_keep
+          %4: f32[2,3,1,1] = GlobalAveragePool(%0)  # mean_drop
+          %2: f32[2,3] = Flatten(%4) axis=1  # mean_drop_flatten
+          %3: f32[2,1,4,5] = ReduceMean(%0) axes=[1] keepdims=true  # mean_c
+          return %1, %2, %3
         ");
+    }
+
+    fn gemm(alpha: f32, beta: f32, trans_a: bool, trans_b: bool) -> Op {
+        Op::Gemm {
+            alpha,
+            beta,
+            trans_a,
+            trans_b,
+        }
+    }
+
+    #[test]
+    fn classifier_head_becomes_dense() {
+        let mut b = Builder::new();
+        let x = b.input("x", &[2, 3, 2, 2]);
+        let pooled = b.node("avgpool", Op::GlobalAveragePool, &[x]);
+        let flat = b.node("flatten", Op::Flatten { axis: 1 }, &[pooled]);
+        let w = b.constant("fc.weight", &[2, 3], vec![1.0, 2.0, 3.0, -1.0, -2.0, -3.0]);
+        let bias = b.constant("fc.bias", &[2], vec![0.5, -0.25]);
+        let y = b.node("fc", gemm(1.0, 1.0, false, true), &[flat, w, bias]);
+        let z = b.relu("relu", y);
+        b.output(z);
+        let mut g = b.finish();
+        let input: Vec<f32> = (0..24).map(|i| i as f32 / 8.0 - 1.5).collect();
+        let before = direct_eval::evaluate(&g, &[&input]);
+        insta::assert_snapshot!(print_graph(&g), @r"
+        graph precision=fp32
+          input %0: f32[2,3,2,2]  # x
+          const %3: f32[2,3]  # sum=0.000000e0
+          const %4: f32[2]  # sum=2.500000e-1
+          %1: f32[2,3,1,1] = GlobalAveragePool(%0)  # avgpool
+          %2: f32[2,3] = Flatten(%1) axis=1  # flatten
+          %5: f32[2,2] = Gemm(%2, %3, %4) alpha=1 beta=1 transA=false transB=true  # fc
+          %6: f32[2,2] = Relu(%5)  # relu
+          return %6
+        ");
+        let summary = lower_dense(&mut g).unwrap();
+        assert_eq!(
+            summary.to_string(),
+            "dense: 1 Gemm → Dense, 1 activation absorbed"
+        );
+        insta::assert_snapshot!(print_graph(&g), @r"
+        graph precision=fp32
+          input %0: f32[2,3,2,2]  # x
+          const %3: f32[2,3]  # sum=0.000000e0
+          const %5: f32[2]  # sum=2.500000e-1
+          %1: f32[2,3,1,1] = GlobalAveragePool(%0)  # avgpool
+          %2: f32[2,3] = Flatten(%1) axis=1  # flatten
+          %4: f32[2,2] = Dense(%2, %3, %5) epilogue=bias+relu  # fc
+          return %4
+        ");
+        let after = direct_eval::evaluate(&g, &[&input]);
+        assert_eq!(after, before);
+        // By hand: the channel means are -1.3125, -0.8125, -0.3125 and
+        // 0.1875, 0.6875, 1.1875, so the products with the weight rows are
+        // ∓3.875 and ±5.125; relu(-3.875 + 0.5), relu(3.875 - 0.25), ...
+        assert_eq!(after[0], [0.0, 3.625, 5.625, 0.0]);
+    }
+
+    #[test]
+    fn gemm_and_matmul_variants() {
+        let mut b = Builder::new();
+        let x = b.input("x", &[3, 4]);
+        let r = b.input("r", &[3, 2]);
+        let column = b.input("column", &[3, 1]);
+        // transB=0 with alpha and a [N] bias scaled by beta.
+        let w_kn = b.random("w_kn", &[4, 2], -1.0, 1.0);
+        let c_n = b.random("c_n", &[2], -1.0, 1.0);
+        let y1 = b.node("scaled", gemm(2.0, 0.5, false, false), &[x, w_kn, c_n]);
+        // C of the output's shape: the residual.
+        let w_nk = b.random("w_nk", &[2, 4], -1.0, 1.0);
+        let y2 = b.node("residual", gemm(1.0, 1.0, false, true), &[x, w_nk, r]);
+        // A [1,1] constant C broadcasts to a bias.
+        let c_11 = b.constant("c_11", &[1, 1], vec![0.25]);
+        let y3 = b.node("scalar_c", gemm(1.0, 2.0, false, true), &[x, w_nk, c_11]);
+        // C [M,1] at run time, and transA: left alone.
+        let y4 = b.node("column_c", gemm(1.0, 1.0, false, true), &[x, w_nk, column]);
+        let xt = b.input("xt", &[4, 3]);
+        let y5 = b.node("trans_a", gemm(1.0, 1.0, true, true), &[xt, w_nk]);
+        // MatMul + Add(bias) + Clip.
+        let m = b.node("matmul", Op::MatMul, &[x, w_kn]);
+        let add = b.node("add", Op::Binary(BinaryOp::Add), &[c_n, m]);
+        let clip = b.node(
+            "clip",
+            Op::Unary(UnaryOp::Clip {
+                min: -0.5,
+                max: 0.5,
+            }),
+            &[add],
+        );
+        for y in [y1, y2, y3, y4, y5, clip] {
+            b.output(y);
+        }
+        let inputs: Vec<Vec<f32>> = b
+            .graph
+            .inputs
+            .clone()
+            .into_iter()
+            .map(|v| b.data_for(v))
+            .collect();
+        let mut g = b.finish();
+        let inputs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
+        let before = direct_eval::evaluate(&g, &inputs);
+        let summary = lower_dense(&mut g).unwrap();
+        insta::assert_snapshot!(
+            summary.to_string(),
+            @"dense: 3 Gemm → Dense, 1 MatMul → Dense, 1 bias Add absorbed, 1 activation absorbed"
+        );
+        insta::assert_snapshot!(print_graph(&g), @r"
+        graph precision=fp32
+          input %0: f32[3,4]  # x
+          input %1: f32[3,2]  # r
+          input %2: f32[3,1]  # column
+          input %8: f32[4,3]  # xt
+          const %4: f32[2,4]  # sum=1.050691e0
+          const %11: f32[2,4]  # sum=-3.785522e0
+          const %12: f32[2]  # sum=3.484986e-1
+          const %13: f32[2]  # sum=1.000000e0
+          const %14: f32[2,4]  # sum=-1.892761e0
+          const %15: f32[2]  # sum=6.969972e-1
+          %3: f32[3,2] = Dense(%0, %11, %12) epilogue=bias  # scaled
+          %5: f32[3,2] = Dense(%0, %4, %1) epilogue=residual  # residual
+          %6: f32[3,2] = Dense(%0, %4, %13) epilogue=bias  # scalar_c
+          %7: f32[3,2] = Gemm(%0, %4, %2) alpha=1 beta=1 transA=false transB=true  # column_c
+          %9: f32[3,2] = Gemm(%8, %4) alpha=1 beta=1 transA=true transB=true  # trans_a
+          %10: f32[3,2] = Dense(%0, %14, %15) epilogue=bias+clip(-0.5,0.5)  # matmul
+          return %3, %5, %6, %7, %9, %10
+        ");
+        let after = direct_eval::evaluate(&g, &inputs);
+        for (a, b) in after.iter().zip(&before) {
+            assert!(rel_l2(a, b) <= 1e-6, "{a:?} vs {b:?}");
+        }
     }
 }

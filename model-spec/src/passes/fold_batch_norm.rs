@@ -224,23 +224,30 @@ mod tests {
           return %8
         ");
         let summary = fold_batch_norm(&mut g).unwrap();
-        assert_eq!(summary.to_string(), "fold_batch_norm: 1 BatchNormalization folded");
+        assert_eq!(
+            summary.to_string(),
+            "fold_batch_norm: 1 BatchNormalization folded"
+        );
         insta::assert_snapshot!(print_graph(&g), @r"
-            graph precision=fp32
-              input %0: f32[1,2,2,2]  # x
-              const %2: f32[2,2,1,1]  # sum=2.499931e0
-              const %3: f32[2]  # sum=-2.949950e0
-              %1: f32[1,2,2,2] = Conv(%0, %2, %3) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1  # conv
-              return %1
+        graph precision=fp32
+          input %0: f32[1,2,2,2]  # x
+          const %2: f32[2,2,1,1]  # sum=2.499931e0
+          const %3: f32[2]  # sum=-2.949950e0
+          %1: f32[1,2,2,2] = Conv(%0, %2, %3) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1  # conv
+          return %1
         ");
 
         // W'[k] = W[k]·s[k], b'[k] = (b[k] − mean[k])·s[k] + beta[k].
         let s: Vec<f64> = (0..2)
             .map(|k| bn_data[0][k] as f64 / (bn_data[3][k] as f64 + 1e-5).sqrt())
             .collect();
-        let want_w: Vec<f32> = (0..4).map(|i| (w_data[i] as f64 * s[i / 2]) as f32).collect();
+        let want_w: Vec<f32> = (0..4)
+            .map(|i| (w_data[i] as f64 * s[i / 2]) as f32)
+            .collect();
         let want_b: Vec<f32> = (0..2)
-            .map(|k| ((b_data[k] as f64 - bn_data[2][k] as f64) * s[k] + bn_data[1][k] as f64) as f32)
+            .map(|k| {
+                ((b_data[k] as f64 - bn_data[2][k] as f64) * s[k] + bn_data[1][k] as f64) as f32
+            })
             .collect();
         let conv = &g.nodes[0];
         assert_eq!(**g.value(conv.inputs[1]).constant_data().unwrap(), want_w);

@@ -18,8 +18,7 @@
 
 use super::{PassError, PassSummary, Uses};
 use crate::ir::{
-    debug_verify, Activation, BinaryOp, Epilogue, Graph, Node, NodeId, Op, Patch, UnaryOp,
-    ValueId,
+    debug_verify, Activation, BinaryOp, Epilogue, Graph, Node, NodeId, Op, Patch, UnaryOp, ValueId,
 };
 use std::collections::HashMap;
 
@@ -58,10 +57,7 @@ pub fn fuse_epilogue(graph: &mut Graph) -> Result<PassSummary, PassError> {
             last,
             Node {
                 name: node.name.clone(),
-                op: Op::FusedConv {
-                    conv,
-                    epilogue,
-                },
+                op: Op::FusedConv { conv, epilogue },
                 inputs,
                 output: graph.node(last).output,
             },
@@ -115,9 +111,13 @@ fn assign_residual_adds(graph: &Graph, uses: &Uses) -> HashMap<NodeId, (NodeId, 
     assigned
 }
 
-/// The Relu/Clip node that is the only reader of `value`, with the activation
-/// it becomes.
-fn activation_after(graph: &Graph, uses: &Uses, value: ValueId) -> Option<(NodeId, Activation)> {
+/// The Relu/Clip node that is the only reader of `value` (and keeps its
+/// dtype and layout), with the activation it becomes. Dense uses it too.
+pub(super) fn activation_after(
+    graph: &Graph,
+    uses: &Uses,
+    value: ValueId,
+) -> Option<(NodeId, Activation)> {
     let user = uses.sole_user(value)?;
     let node = graph.node(user);
     let activation = match node.op {
@@ -133,7 +133,8 @@ fn activation_after(graph: &Graph, uses: &Uses, value: ValueId) -> Option<(NodeI
 mod tests {
     use super::*;
     use crate::ir::print_graph;
-    use crate::passes::test_graphs::Builder;
+    use crate::passes::direct_eval;
+    use crate::passes::test_graphs::{rel_l2, Builder};
 
     #[test]
     fn downsample_block_fuses_add_into_later_conv() {
@@ -144,36 +145,40 @@ mod tests {
         let sum = b.node("add", Op::Binary(BinaryOp::Add), &[main, down]);
         let y = b.relu("relu", sum);
         b.output(y);
+        let input = b.data_for(x);
         let mut g = b.finish();
+        let before = direct_eval::evaluate(&g, &[&input]);
         insta::assert_snapshot!(print_graph(&g), @r"
-            graph precision=fp32
-              input %0: f32[1,4,4,4]  # x
-              const %1: f32[8,4,1,1]  # sum=2.475275e0
-              const %2: f32[8]  # sum=-1.988473e-1
-              const %4: f32[8,4,1,1]  # sum=-4.102297e-1
-              const %5: f32[8]  # sum=3.058203e-1
-              %3: f32[1,8,4,4] = Conv(%0, %1, %2) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1  # main
-              %6: f32[1,8,4,4] = Conv(%0, %4, %5) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1  # downsample
-              %7: f32[1,8,4,4] = Add(%3, %6)  # add
-              %8: f32[1,8,4,4] = Relu(%7)  # relu
-              return %8
+        graph precision=fp32
+          input %0: f32[1,4,4,4]  # x
+          const %1: f32[8,4,1,1]  # sum=2.475275e0
+          const %2: f32[8]  # sum=-1.988473e-1
+          const %4: f32[8,4,1,1]  # sum=-4.102297e-1
+          const %5: f32[8]  # sum=3.058203e-1
+          %3: f32[1,8,4,4] = Conv(%0, %1, %2) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1  # main
+          %6: f32[1,8,4,4] = Conv(%0, %4, %5) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1  # downsample
+          %7: f32[1,8,4,4] = Add(%3, %6)  # add
+          %8: f32[1,8,4,4] = Relu(%7)  # relu
+          return %8
         ");
         let summary = fuse_epilogue(&mut g).unwrap();
         insta::assert_snapshot!(print_graph(&g), @r"
-            graph precision=fp32
-              input %0: f32[1,4,4,4]  # x
-              const %1: f32[8,4,1,1]  # sum=2.475275e0
-              const %2: f32[8]  # sum=-1.988473e-1
-              const %4: f32[8,4,1,1]  # sum=-4.102297e-1
-              const %5: f32[8]  # sum=3.058203e-1
-              %3: f32[1,8,4,4] = FusedConv(%0, %1, %2) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias  # main
-              %6: f32[1,8,4,4] = FusedConv(%0, %4, %5, %3) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu  # downsample
-              return %6
+        graph precision=fp32
+          input %0: f32[1,4,4,4]  # x
+          const %1: f32[8,4,1,1]  # sum=2.475275e0
+          const %2: f32[8]  # sum=-1.988473e-1
+          const %4: f32[8,4,1,1]  # sum=-4.102297e-1
+          const %5: f32[8]  # sum=3.058203e-1
+          %3: f32[1,8,4,4] = FusedConv(%0, %1, %2) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias  # main
+          %6: f32[1,8,4,4] = FusedConv(%0, %4, %5, %3) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu  # downsample
+          return %6
         ");
         assert_eq!(
             summary.to_string(),
             "fuse_epilogue: 2 Conv fused, 2 with bias, 1 with residual Add, 1 with activation"
         );
+        let after = direct_eval::evaluate(&g, &[&input]);
+        assert!(rel_l2(&after[0], &before[0]) <= 1e-6);
     }
 
     #[test]
@@ -190,18 +195,24 @@ mod tests {
         let z = b.relu("side_relu", side);
         b.output(z);
         b.output(side);
+        let input = b.data_for(x);
         let mut g = b.finish();
+        let before = direct_eval::evaluate(&g, &[&input]);
         fuse_epilogue(&mut g).unwrap();
+        let after = direct_eval::evaluate(&g, &[&input]);
+        for (a, b) in after.iter().zip(&before) {
+            assert!(rel_l2(a, b) <= 1e-6);
+        }
         insta::assert_snapshot!(print_graph(&g), @r"
-            graph precision=fp32
-              input %0: f32[1,4,3,3]  # x
-              const %1: f32[4,4,3,3]  # sum=7.214265e-1
-              const %3: f32[4,4,1,1]  # sum=-8.307422e-1
-              const %4: f32[4]  # sum=1.224397e-1
-              %2: f32[1,4,3,3] = FusedConv(%0, %1, %0) k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=residual+clip(0,6)  # conv
-              %5: f32[1,4,3,3] = FusedConv(%2, %3, %4) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias  # side
-              %6: f32[1,4,3,3] = Relu(%5)  # side_relu
-              return %6, %5
+        graph precision=fp32
+          input %0: f32[1,4,3,3]  # x
+          const %1: f32[4,4,3,3]  # sum=7.214265e-1
+          const %3: f32[4,4,1,1]  # sum=-8.307422e-1
+          const %4: f32[4]  # sum=1.224397e-1
+          %2: f32[1,4,3,3] = FusedConv(%0, %1, %0) k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=residual+clip(0,6)  # conv
+          %5: f32[1,4,3,3] = FusedConv(%2, %3, %4) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias  # side
+          %6: f32[1,4,3,3] = Relu(%5)  # side_relu
+          return %6, %5
         ");
     }
 
@@ -220,16 +231,16 @@ mod tests {
         assert_eq!(summary.count("Conv fused"), 2);
         assert_eq!(summary.count("with residual Add"), 0);
         insta::assert_snapshot!(print_graph(&g), @r"
-            graph precision=fp32
-              input %0: f32[1,2,3,3]  # x
-              const %1: f32[2,2,1,1]  # sum=-1.138546e0
-              const %3: f32[2,1,1]  # sum=3.000000e0
-              const %5: f32[2,2,1,1]  # sum=-1.179603e0
-              %2: f32[1,2,3,3] = FusedConv(%0, %1) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=none  # conv
-              %4: f32[1,2,3,3] = Add(%2, %3)  # shift
-              %6: f32[1,2,3,3] = FusedConv(%4, %5) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=none  # twice
-              %7: f32[1,2,3,3] = Add(%6, %6)  # double
-              return %7
+        graph precision=fp32
+          input %0: f32[1,2,3,3]  # x
+          const %1: f32[2,2,1,1]  # sum=-1.138546e0
+          const %3: f32[2,1,1]  # sum=3.000000e0
+          const %5: f32[2,2,1,1]  # sum=-1.179603e0
+          %2: f32[1,2,3,3] = FusedConv(%0, %1) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=none  # conv
+          %4: f32[1,2,3,3] = Add(%2, %3)  # shift
+          %6: f32[1,2,3,3] = FusedConv(%4, %5) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=none  # twice
+          %7: f32[1,2,3,3] = Add(%6, %6)  # double
+          return %7
         ");
     }
 }

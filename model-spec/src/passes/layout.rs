@@ -185,10 +185,7 @@ impl Walk<'_> {
                 }
                 out_layout = Layout::ChannelsLast;
             }
-            Op::MaxPool(_)
-            | Op::AveragePool { .. }
-            | Op::GlobalAveragePool
-            | Op::GlobalMaxPool => {
+            Op::MaxPool(_) | Op::AveragePool { .. } | Op::GlobalAveragePool | Op::GlobalMaxPool => {
                 if output.shape.len() == 4 {
                     inputs[0] = self.channels_last(inputs[0]);
                     out_layout = Layout::ChannelsLast;
@@ -272,4 +269,147 @@ fn oihw_to_ohwi(data: &[f32], shape: &[usize]) -> Vec<f32> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{print_graph, BinaryOp, Conv2d, Epilogue, UnaryOp};
+    use crate::passes::test_graphs::{rel_l2, Builder};
+    use crate::passes::{direct_eval, fuse_epilogue, lower_dense};
+
+    #[test]
+    fn ohwi_packing_moves_input_channels_last() {
+        // [O=1, I=2, H=1, W=2]: OIHW (i0w0, i0w1, i1w0, i1w1) → OHWI (i0w0, i1w0, i0w1, i1w1).
+        assert_eq!(
+            oihw_to_ohwi(&[1.0, 2.0, 3.0, 4.0], &[1, 2, 1, 2]),
+            [1.0, 3.0, 2.0, 4.0]
+        );
+    }
+
+    #[test]
+    fn stem_block_and_head_go_channels_last() {
+        let mut b = Builder::new();
+        let x = b.input("x", &[1, 3, 8, 8]);
+        let stem = b.conv("stem", x, 4, 3, 2, true);
+        let stem = b.relu("stem.relu", stem);
+        let pool = crate::ir::Pool2d {
+            kernel: [2, 2],
+            strides: [2, 2],
+            pads: [0; 4],
+            dilations: [1, 1],
+            ceil_mode: false,
+        };
+        let pooled = b.node("maxpool", Op::MaxPool(pool), &[stem]);
+        let conv = b.conv("block", pooled, 4, 3, 1, true);
+        let sum = b.node("add", Op::Binary(BinaryOp::Add), &[conv, pooled]);
+        let gap = b.node("avgpool", Op::GlobalAveragePool, &[sum]);
+        let flat = b.node("flatten", Op::Flatten { axis: 1 }, &[gap]);
+        let w = b.random("fc.weight", &[3, 4], -1.0, 1.0);
+        let gemm = Op::Gemm {
+            alpha: 1.0,
+            beta: 1.0,
+            trans_a: false,
+            trans_b: true,
+        };
+        let logits = b.node("fc", gemm, &[flat, w]);
+        b.output(logits);
+        let input = b.data_for(x);
+        let mut g = b.finish();
+        fuse_epilogue(&mut g).unwrap();
+        lower_dense(&mut g).unwrap();
+        let before = direct_eval::evaluate(&g, &[&input]);
+        insta::assert_snapshot!(print_graph(&g), @r"
+        graph precision=fp32
+          input %0: f32[1,3,8,8]  # x
+          const %1: f32[4,3,3,3]  # sum=-1.077759e-2
+          const %2: f32[4]  # sum=-1.827125e-1
+          const %5: f32[4,4,3,3]  # sum=1.654195e0
+          const %6: f32[4]  # sum=-2.027063e-1
+          const %10: f32[3,4]  # sum=-1.988657e0
+          %3: f32[1,4,4,4] = FusedConv(%0, %1, %2) k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu  # stem
+          %4: f32[1,4,2,2] = MaxPool(%3) k=2x2 s=2x2 p=0,0,0,0 d=1x1  # maxpool
+          %7: f32[1,4,2,2] = FusedConv(%4, %5, %6, %4) k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+residual  # block
+          %8: f32[1,4,1,1] = GlobalAveragePool(%7)  # avgpool
+          %9: f32[1,4] = Flatten(%8) axis=1  # flatten
+          %11: f32[1,3] = Dense(%9, %10) epilogue=none  # fc
+          return %11
+        ");
+        let summary = to_channels_last(&mut g).unwrap();
+        insta::assert_snapshot!(print_graph(&g), @r"
+        graph precision=fp32
+          input %0: f32[1,3,8,8]  # x
+          const %1: f32[4]  # sum=-1.827125e-1
+          const %4: f32[4]  # sum=-2.027063e-1
+          const %8: f32[3,4]  # sum=-1.988657e0
+          const %11: f32[4,3,3,3] cl  # sum=-1.077759e-2
+          const %12: f32[4,4,3,3] cl  # sum=1.654195e0
+          %10: f32[1,3,8,8] cl = Convert(%0)  # x_to_nhwc
+          %2: f32[1,4,4,4] cl = FusedConv(%10, %11, %1) k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu  # stem
+          %3: f32[1,4,2,2] cl = MaxPool(%2) k=2x2 s=2x2 p=0,0,0,0 d=1x1  # maxpool
+          %5: f32[1,4,2,2] cl = FusedConv(%3, %12, %4, %3) k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+residual  # block
+          %6: f32[1,4,1,1] cl = GlobalAveragePool(%5)  # avgpool
+          %7: f32[1,4] = Flatten(%6) axis=1  # flatten
+          %9: f32[1,3] = Dense(%7, %8) epilogue=none  # fc
+          return %9
+        ");
+        insta::assert_snapshot!(summary.to_string(), @r"layout: 4 activations channels-last, 2 weights packed OHWI, 1 Convert to NHWC");
+        let after = direct_eval::evaluate(&g, &[&input]);
+        assert!(rel_l2(&after[0], &before[0]) <= 1e-6);
+    }
+
+    #[test]
+    fn row_major_readers_and_outputs_get_converts() {
+        // a = conv(x, w) with a runtime weight; s = sigmoid(a) is a graph
+        // output; m = a·s and d = a − s need row-major bytes.
+        let mut b = Builder::new();
+        let x = b.input("x", &[1, 2, 3, 3]);
+        let w = b.input("w", &[2, 2, 1, 1]);
+        let conv = Conv2d {
+            kernel: [1, 1],
+            strides: [1, 1],
+            pads: [0; 4],
+            dilations: [1, 1],
+            groups: 1,
+        };
+        let fused = Op::FusedConv {
+            conv,
+            epilogue: Epilogue::NONE,
+        };
+        let a = b.node("conv", fused, &[x, w]);
+        let s = b.node("sigmoid", Op::Unary(UnaryOp::Sigmoid), &[a]);
+        let m = b.node("mul", Op::Binary(BinaryOp::Mul), &[a, s]);
+        let d = b.node("sub", Op::Binary(BinaryOp::Sub), &[a, s]);
+        b.output(s);
+        b.output(m);
+        b.output(d);
+        let inputs = [b.data_for(x), b.data_for(w)];
+        let mut g = b.finish();
+        let inputs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
+        let before = direct_eval::evaluate(&g, &inputs);
+        let summary = to_channels_last(&mut g).unwrap();
+        insta::assert_snapshot!(print_graph(&g), @r"
+        graph precision=fp32
+          input %0: f32[1,2,3,3]  # x
+          input %1: f32[2,2,1,1]  # w
+          %6: f32[1,2,3,3] cl = Convert(%0)  # x_to_nhwc
+          %7: f32[2,2,1,1] cl = Convert(%1)  # w_to_nhwc
+          %2: f32[1,2,3,3] cl = FusedConv(%6, %7) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=none  # conv
+          %8: f32[1,2,3,3] cl = Sigmoid(%2)  # sigmoid
+          %3: f32[1,2,3,3] = Convert(%8)  # sigmoid_out_to_nchw
+          %9: f32[1,2,3,3] = Convert(%2)  # conv_out_to_nchw
+          %4: f32[1,2,3,3] = Mul(%9, %3)  # mul
+          %5: f32[1,2,3,3] = Sub(%9, %3)  # sub
+          return %3, %4, %5
+        ");
+        assert_eq!(summary.count("Convert to NHWC"), 2);
+        assert_eq!(summary.count("Convert to NCHW"), 2);
+        assert_eq!(direct_eval::evaluate(&g, &inputs), before);
+        for &v in g.inputs.iter().chain(&g.outputs) {
+            assert_eq!(g.value(v).layout, Layout::RowMajor);
+        }
+        // A second run finds nothing to do.
+        let again = to_channels_last(&mut g).unwrap();
+        assert!(again.is_noop(), "{again}");
+    }
 }

@@ -11,6 +11,8 @@
 
 mod dce;
 mod dense;
+#[cfg(test)]
+mod direct_eval;
 mod fold_batch_norm;
 mod fuse_epilogue;
 mod layout;
@@ -153,7 +155,9 @@ pub fn optimize(graph: &mut Graph, options: &PassOptions) -> Result<PassReport, 
     if options.channels_last {
         report.passes.push(to_channels_last(graph)?);
     }
-    report.passes.push(apply_precision(graph, options.precision)?);
+    report
+        .passes
+        .push(apply_precision(graph, options.precision)?);
     report.passes.push(dce(graph)?);
     Ok(report)
 }
@@ -189,5 +193,367 @@ impl Uses {
             [user] if !self.is_output(value) => Some(*user),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_graphs::{op_counts, rel_l2, Builder};
+    use super::*;
+    use crate::ir::{DType, Epilogue, Layout, Op, ValueKind};
+    use crate::reference::{self, RunOptions};
+
+    /// The optimized graph's output against the original's, both on the CPU
+    /// reference (which reads every value through its layout and dtype).
+    fn reference_error(original: &Graph, optimized: &Graph, input: &[f32]) -> f64 {
+        let opts = RunOptions::default();
+        let want = reference::run(original, &[input], &opts).unwrap();
+        let got = reference::run(optimized, &[input], &opts).unwrap();
+        reference::rel_l2(&got[0], &want[0])
+    }
+
+    /// The op counts ResNet-50 must come out of [`optimize`] with.
+    const RESNET50_OPTIMIZED: [(&str, usize); 6] = [
+        ("Convert", 1),
+        ("Dense", 1),
+        ("Flatten", 1),
+        ("FusedConv", 53),
+        ("GlobalAveragePool", 1),
+        ("MaxPool", 1),
+    ];
+
+    /// Checks `opt` is exactly Convert(input → NHWC), 53 FusedConv (16 with a
+    /// residual), MaxPool, GlobalAveragePool, Flatten, Dense, laid out NHWC
+    /// up to the Flatten.
+    fn check_resnet50(opt: &Graph) {
+        assert_eq!(op_counts(opt), RESNET50_OPTIMIZED);
+        assert_eq!(residual_convs(opt), 16);
+        assert_eq!(opt.nodes[0].op, Op::Convert);
+        assert_eq!(opt.nodes[0].inputs, opt.inputs);
+        for node in &opt.nodes {
+            let out = opt.value(node.output);
+            let expected = match node.op {
+                Op::Flatten { .. } | Op::Dense { .. } => Layout::RowMajor,
+                _ => Layout::ChannelsLast,
+            };
+            assert_eq!(out.layout, expected, "{}", node.name);
+        }
+    }
+
+    fn residual_convs(graph: &Graph) -> usize {
+        graph
+            .nodes
+            .iter()
+            .filter(|n| {
+                matches!(
+                    n.op,
+                    Op::FusedConv {
+                        epilogue: Epilogue { residual: true, .. },
+                        ..
+                    }
+                )
+            })
+            .count()
+    }
+
+    fn optimized(graph: &Graph, precision: Precision) -> (Graph, PassReport) {
+        let mut graph = graph.clone();
+        let options = PassOptions {
+            precision,
+            ..PassOptions::default()
+        };
+        let report = optimize(&mut graph, &options).unwrap();
+        (graph, report)
+    }
+
+    /// Checks the f16/bf16 storage contract: f32 at the edges and in biases,
+    /// the storage type everywhere else.
+    fn check_storage(graph: &Graph, storage: DType) {
+        for &v in graph.inputs.iter().chain(&graph.outputs) {
+            assert_eq!(graph.value(v).dtype, DType::F32, "{}", graph.value(v).name);
+            assert_eq!(graph.value(v).layout, Layout::RowMajor);
+        }
+        for node in &graph.nodes {
+            let weight_and_bias = match node.op {
+                Op::FusedConv { epilogue, .. } | Op::Dense { epilogue } => {
+                    Some((node.inputs[1], epilogue.bias.then(|| node.inputs[2])))
+                }
+                _ => None,
+            };
+            if let Some((w, bias)) = weight_and_bias {
+                assert_eq!(graph.value(w).dtype, storage, "{} weight", node.name);
+                if let Some(b) = bias {
+                    assert_eq!(graph.value(b).dtype, DType::F32, "{} bias", node.name);
+                }
+            }
+            let out = graph.value(node.output);
+            if !graph.outputs.contains(&node.output) {
+                assert_eq!(out.dtype, storage, "{}", node.name);
+            }
+            for &input in &node.inputs {
+                if graph.value(input).kind == ValueKind::Input {
+                    assert_eq!(node.op, Op::Convert, "{} reads a graph input", node.name);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn resnet_like_fp32_structure_and_numerics() {
+        let (graph, input) = Builder::resnet_like(2, 32, 10, false);
+        let (opt, report) = optimized(&graph, Precision::Fp32);
+        assert_eq!(
+            op_counts(&opt),
+            [
+                ("Convert", 1),
+                ("Dense", 1),
+                ("Flatten", 1),
+                ("FusedConv", 8),
+                ("GlobalAveragePool", 1),
+                ("MaxPool", 1),
+            ]
+        );
+        assert_eq!(residual_convs(&opt), 2);
+        assert_eq!(opt.nodes[0].op, Op::Convert);
+        assert_eq!(opt.nodes[0].inputs, opt.inputs);
+        insta::assert_snapshot!(report.to_string(), @r"
+        dce: no change
+        fold_batch_norm: 8 BatchNormalization folded
+        canonicalize_global_pool: no change
+        fuse_epilogue: 8 Conv fused, 8 with bias, 2 with residual Add, 7 with activation
+        dense: 1 Gemm → Dense
+        layout: 10 activations channels-last, 8 weights packed OHWI, 1 Convert to NHWC
+        precision: no change
+        dce: no change
+        ");
+        let want = direct_eval::evaluate(&graph, &[&input]);
+        let got = direct_eval::evaluate(&opt, &[&input]);
+        let error = rel_l2(&got[0], &want[0]);
+        assert!(error <= 1e-5, "rel. L2 {error:e}");
+        let error = reference_error(&graph, &opt, &input);
+        assert!(error <= 1e-5, "reference: rel. L2 {error:e}");
+    }
+
+    #[test]
+    fn resnet_like_fp16_and_bf16_numerics() {
+        for dynamo in [false, true] {
+            let (graph, input) = Builder::resnet_like(1, 24, 10, dynamo);
+            let want = direct_eval::evaluate(&graph, &[&input]);
+            for precision in [Precision::Fp16, Precision::Bf16] {
+                let (opt, _) = optimized(&graph, precision);
+                assert_eq!(opt.precision, precision);
+                check_storage(&opt, precision.storage());
+                let kinds: Vec<&str> = opt.nodes.iter().map(|n| n.op.kind()).collect();
+                let head = if dynamo { "Reshape" } else { "Flatten" };
+                assert_eq!(
+                    kinds[kinds.len() - 3..],
+                    ["GlobalAveragePool", head, "Dense"]
+                );
+                let got = direct_eval::evaluate(&opt, &[&input]);
+                let error = rel_l2(&got[0], &want[0]);
+                let bound = if precision == Precision::Fp16 {
+                    1e-2
+                } else {
+                    3e-2
+                };
+                assert!(
+                    error <= bound,
+                    "{precision} dynamo={dynamo}: rel. L2 {error:e}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn resnet50_becomes_convert_fused_convs_pools_and_dense() {
+        let (graph, input) = Builder::resnet50(32);
+        assert_eq!(
+            op_counts(&graph),
+            [
+                ("Add", 16),
+                ("BatchNormalization", 53),
+                ("Conv", 53),
+                ("Flatten", 1),
+                ("Gemm", 1),
+                ("GlobalAveragePool", 1),
+                ("MaxPool", 1),
+                ("Relu", 49),
+            ]
+        );
+        for precision in [Precision::Fp32, Precision::Fp16] {
+            let (opt, report) = optimized(&graph, precision);
+            check_resnet50(&opt);
+            assert_eq!(
+                report.count("fold_batch_norm", "BatchNormalization folded"),
+                53
+            );
+        }
+        // Numerics on the reference, batch 1 at 32x32.
+        let (opt, _) = optimized(&graph, Precision::Fp32);
+        let error = reference_error(&graph, &opt, &input);
+        assert!(error <= 1e-5, "reference: rel. L2 {error:e}");
+    }
+
+    #[test]
+    fn zoo_resnet50_import_optimizes_to_the_expected_structure() {
+        let model = crate::zoo::resnet_onnx(crate::zoo::ResNetDepth::R50, crate::zoo::DEFAULT_SEED);
+        let options = crate::onnx::ImportOptions::default();
+        let imported = crate::onnx::import_bytes(&model, "zoo resnet50", &options).unwrap();
+        let (opt, report) = optimized(&imported.graph, Precision::Fp16);
+        check_resnet50(&opt);
+        check_storage(&opt, DType::F16);
+        insta::assert_snapshot!(report.to_string(), @r"
+        dce: no change
+        fold_batch_norm: 53 BatchNormalization folded
+        canonicalize_global_pool: no change
+        fuse_epilogue: 53 Conv fused, 53 with bias, 16 with residual Add, 49 with activation
+        dense: 1 Gemm → Dense
+        layout: 55 activations channels-last, 53 weights packed OHWI, 1 Convert to NHWC
+        precision: 57 activations f16, 54 weights f16
+        dce: no change
+        ");
+    }
+
+    /// A random DAG over `[1,4,6,6]` values: convs, BatchNorms, activations,
+    /// Adds/Sums (possibly of one value twice), Identities and max pools,
+    /// with some intermediate values returned too and, sometimes, the head.
+    fn random_graph(seed: u64) -> (Graph, Vec<f32>) {
+        let mut b = Builder::new();
+        for _ in 0..seed {
+            b.uniform(0.0, 1.0);
+        }
+        let x = b.input("x", &[1, 4, 6, 6]);
+        let mut values = vec![x];
+        let pick = |b: &mut Builder, values: &[crate::ir::ValueId]| {
+            values[(b.uniform(0.0, values.len() as f32) as usize).min(values.len() - 1)]
+        };
+        for step in 0..8 {
+            let v = pick(&mut b, &values);
+            let name = format!("n{step}");
+            let kind = (b.uniform(0.0, 8.0) as usize).min(7);
+            let out = match kind {
+                0 | 1 => {
+                    let bias = kind == 1;
+                    b.conv(&name, v, 4, 3, 1, bias)
+                }
+                2 => b.batch_norm(&name, v),
+                3 => b.relu(&name, v),
+                4 => {
+                    let clip = crate::ir::UnaryOp::Clip {
+                        min: -0.5,
+                        max: 0.5,
+                    };
+                    b.node(&name, Op::Unary(clip), &[v])
+                }
+                5 => {
+                    let w = pick(&mut b, &values);
+                    let op = if step % 2 == 0 {
+                        Op::Sum
+                    } else {
+                        Op::Binary(crate::ir::BinaryOp::Add)
+                    };
+                    b.node(&name, op, &[v, w])
+                }
+                6 => b.node(&name, Op::Identity, &[v]),
+                _ => {
+                    let pool = crate::ir::Pool2d {
+                        kernel: [3, 3],
+                        strides: [1, 1],
+                        pads: [1; 4],
+                        dilations: [1, 1],
+                        ceil_mode: false,
+                    };
+                    b.node(&name, Op::MaxPool(pool), &[v])
+                }
+            };
+            values.push(out);
+        }
+        let last = *values.last().unwrap_or(&x);
+        if b.uniform(0.0, 1.0) < 0.5 {
+            b.output(last);
+        } else {
+            let dynamo = b.uniform(0.0, 1.0) < 0.5;
+            let head = b.head(last, 3, dynamo);
+            b.output(head);
+        }
+        for _ in 0..2 {
+            if b.uniform(0.0, 1.0) < 0.4 {
+                let extra = pick(&mut b, &values);
+                b.output(extra);
+            }
+        }
+        let input = b.data_for(x);
+        (b.finish(), input)
+    }
+
+    /// Every random graph, optimized at every precision with and without
+    /// NHWC, computes what it computed before, on both the direct loops and
+    /// the CPU reference (which reads values through their physical layout).
+    #[test]
+    fn random_graphs_keep_their_outputs() {
+        let opts = RunOptions::default();
+        for seed in 0..150 {
+            let (graph, input) = random_graph(seed);
+            let want = direct_eval::evaluate(&graph, &[&input]);
+            let want_reference = reference::run(&graph, &[&input], &opts).unwrap();
+            for precision in Precision::ALL {
+                for channels_last in [true, false] {
+                    let mut opt = graph.clone();
+                    let options = PassOptions {
+                        precision,
+                        channels_last,
+                    };
+                    optimize(&mut opt, &options).unwrap();
+                    if precision.storage() != DType::F32 {
+                        check_storage(&opt, precision.storage());
+                    }
+                    let got = direct_eval::evaluate(&opt, &[&input]);
+                    let got_reference = reference::run(&opt, &[&input], &opts).unwrap();
+                    let bound = match precision {
+                        Precision::Fp32 => 1e-5,
+                        // The reference rounds matrix-product operands to tf32.
+                        Precision::Tf32 => 2e-3,
+                        Precision::Fp16 => 1e-2,
+                        Precision::Bf16 => 5e-2,
+                    };
+                    let pairs = got.iter().zip(&want);
+                    for (g, w) in pairs.chain(got_reference.iter().zip(&want_reference)) {
+                        let error = reference::rel_l2(g, w);
+                        assert!(
+                            error <= bound,
+                            "seed {seed} {precision} channels_last={channels_last}: {error:e}\n{}",
+                            crate::ir::print_graph(&graph)
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn optimize_is_idempotent() {
+        let (graph, _) = Builder::resnet_like(1, 16, 5, true);
+        for precision in Precision::ALL {
+            let (once, _) = optimized(&graph, precision);
+            let (twice, report) = optimized(&once, precision);
+            assert_eq!(twice, once, "{precision}");
+            assert!(report.passes.iter().all(PassSummary::is_noop), "{report}");
+        }
+    }
+
+    #[test]
+    fn without_channels_last_everything_stays_row_major() {
+        let (graph, input) = Builder::resnet_like(1, 16, 5, false);
+        let mut opt = graph.clone();
+        let options = PassOptions {
+            precision: Precision::Fp16,
+            channels_last: false,
+        };
+        optimize(&mut opt, &options).unwrap();
+        assert!(opt.values.iter().all(|v| v.layout == Layout::RowMajor));
+        check_storage(&opt, DType::F16);
+        let want = direct_eval::evaluate(&graph, &[&input]);
+        let got = direct_eval::evaluate(&opt, &[&input]);
+        assert!(rel_l2(&got[0], &want[0]) <= 1e-2);
     }
 }

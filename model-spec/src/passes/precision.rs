@@ -269,3 +269,133 @@ impl Walk<'_> {
         self.patch.remove_node(id);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{print_graph, BinaryOp, UnaryOp};
+    use crate::passes::test_graphs::{rel_l2, Builder};
+    use crate::passes::{direct_eval, fuse_epilogue, lower_dense, to_channels_last};
+
+    /// conv → relu → GAP → flatten → fc, fused and channels-last.
+    fn small_net() -> (Graph, Vec<f32>) {
+        let mut b = Builder::new();
+        let x = b.input("x", &[1, 3, 4, 4]);
+        let conv = b.conv("conv", x, 4, 3, 1, true);
+        let relu = b.relu("relu", conv);
+        let gap = b.node("avgpool", Op::GlobalAveragePool, &[relu]);
+        let flat = b.node("flatten", Op::Flatten { axis: 1 }, &[gap]);
+        let w = b.random("fc.weight", &[2, 4], -1.0, 1.0);
+        let bias = b.random("fc.bias", &[2], -1.0, 1.0);
+        let gemm = Op::Gemm {
+            alpha: 1.0,
+            beta: 1.0,
+            trans_a: false,
+            trans_b: true,
+        };
+        let logits = b.node("fc", gemm, &[flat, w, bias]);
+        b.output(logits);
+        let input = b.data_for(x);
+        let mut g = b.finish();
+        fuse_epilogue(&mut g).unwrap();
+        lower_dense(&mut g).unwrap();
+        to_channels_last(&mut g).unwrap();
+        (g, input)
+    }
+
+    #[test]
+    fn fp16_rounds_weights_and_activations_keeps_edges_and_biases_f32() {
+        let (mut g, input) = small_net();
+        let want = direct_eval::evaluate(&g, &[&input]);
+        insta::assert_snapshot!(print_graph(&g), @r"
+        graph precision=fp32
+          input %0: f32[1,3,4,4]  # x
+          const %1: f32[4]  # sum=-1.827125e-1
+          const %5: f32[2,4]  # sum=2.648803e0
+          const %7: f32[2]  # sum=6.339009e-1
+          const %9: f32[4,3,3,3] cl  # sum=-1.077759e-2
+          %8: f32[1,3,4,4] cl = Convert(%0)  # x_to_nhwc
+          %2: f32[1,4,4,4] cl = FusedConv(%8, %9, %1) k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu  # conv
+          %3: f32[1,4,1,1] cl = GlobalAveragePool(%2)  # avgpool
+          %4: f32[1,4] = Flatten(%3) axis=1  # flatten
+          %6: f32[1,2] = Dense(%4, %5, %7) epilogue=bias  # fc
+          return %6
+        ");
+        let summary = apply_precision(&mut g, Precision::Fp16).unwrap();
+        insta::assert_snapshot!(print_graph(&g), @r"
+        graph precision=fp16
+          input %0: f32[1,3,4,4]  # x
+          const %1: f32[4]  # sum=-1.827125e-1
+          const %5: f16[2,4]  # sum=2.648579e0
+          const %7: f32[2]  # sum=6.339009e-1
+          const %9: f16[4,3,3,3] cl  # sum=-1.019287e-2
+          %8: f16[1,3,4,4] cl = Convert(%0)  # x_to_nhwc
+          %2: f16[1,4,4,4] cl = FusedConv(%8, %9, %1) k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu  # conv
+          %3: f16[1,4,1,1] cl = GlobalAveragePool(%2)  # avgpool
+          %4: f16[1,4] = Flatten(%3) axis=1  # flatten
+          %6: f32[1,2] = Dense(%4, %5, %7) epilogue=bias  # fc
+          return %6
+        ");
+        insta::assert_snapshot!(summary.to_string(), @r"precision: 4 activations f16, 2 weights f16");
+        for (v, value) in g.values.iter().enumerate() {
+            if value.dtype == DType::F16 {
+                if let Some(data) = value.constant_data() {
+                    assert!(data.iter().all(|&x| DType::F16.round(x) == x), "%{v}");
+                }
+            }
+        }
+        let got = direct_eval::evaluate(&g, &[&input]);
+        let error = rel_l2(&got[0], &want[0]);
+        assert!(error > 0.0 && error <= 1e-2, "rel. L2 {error:e}");
+    }
+
+    #[test]
+    fn inputs_and_outputs_get_converts_without_layout() {
+        // y = relu(x) reads the input; z = y + c is a graph output that a
+        // sigmoid also reads; a Flatten view of the input is an output too.
+        let mut b = Builder::new();
+        let x = b.input("x", &[2, 3]);
+        let c = b.constant("c", &[3], vec![0.1, 0.2, 0.3]);
+        let y = b.relu("relu", x);
+        let z = b.node("add", Op::Binary(BinaryOp::Add), &[y, c]);
+        let s = b.node("sigmoid", Op::Unary(UnaryOp::Sigmoid), &[z]);
+        let flat_x = b.node("flatten_x", Op::Flatten { axis: 0 }, &[x]);
+        b.output(z);
+        b.output(s);
+        b.output(flat_x);
+        let input = b.data_for(x);
+        let mut g = b.finish();
+        let want = direct_eval::evaluate(&g, &[&input]);
+        let summary = apply_precision(&mut g, Precision::Bf16).unwrap();
+        insta::assert_snapshot!(print_graph(&g), @r"
+        graph precision=bf16
+          input %0: f32[2,3]  # x
+          const %1: f32[3]  # sum=6.000000e-1
+          %6: bf16[2,3] = Convert(%0)  # x_to_bf16
+          %2: bf16[2,3] = Relu(%6)  # relu
+          %7: bf16[2,3] = Add(%2, %1)  # add
+          %3: f32[2,3] = Convert(%7)  # add_out_to_f32
+          %8: bf16[2,3] = Sigmoid(%7)  # sigmoid
+          %4: f32[2,3] = Convert(%8)  # sigmoid_out_to_f32
+          %9: bf16[1,6] = Flatten(%6) axis=0  # flatten_x
+          %5: f32[1,6] = Convert(%9)  # flatten_x_out_to_f32
+          return %3, %4, %5
+        ");
+        assert_eq!(summary.count("Convert inserted"), 4);
+        let got = direct_eval::evaluate(&g, &[&input]);
+        for (a, b) in got.iter().zip(&want) {
+            assert!(rel_l2(a, b) <= 1e-2);
+        }
+    }
+
+    #[test]
+    fn fp32_and_tf32_only_set_the_mode() {
+        for precision in [Precision::Tf32, Precision::Fp32] {
+            let (mut g, _) = small_net();
+            let mut want = g.clone();
+            apply_precision(&mut g, precision).unwrap();
+            want.precision = precision;
+            assert_eq!(g, want);
+        }
+    }
+}

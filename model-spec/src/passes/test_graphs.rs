@@ -168,17 +168,18 @@ impl Builder {
         } else {
             x
         };
-        let sum = self.node(&format!("{name}.add"), Op::Binary(BinaryOp::Add), &[c, skip]);
+        let sum = self.node(
+            &format!("{name}.add"),
+            Op::Binary(BinaryOp::Add),
+            &[c, skip],
+        );
         self.relu(&format!("{name}.relu3"), sum)
     }
 
-    /// Stem (7x7/2 conv, BN, ReLU, 3x3/2 max pool), a bottleneck with
-    /// downsample, an identity bottleneck, GlobalAveragePool → Flatten → Gemm.
-    pub fn resnet_like(batch: usize, size: usize, classes: usize) -> (Graph, Vec<f32>) {
-        let mut b = Builder::new();
-        let x = b.input("input", &[batch, 3, size, size]);
-        let stem = b.conv_bn("stem", x, 8, 7, 2);
-        let stem = b.relu("stem.relu", stem);
+    /// torchvision's stem: 7x7/2 conv, BN, ReLU, 3x3/2 max pool.
+    fn stem(&mut self, x: ValueId, channels: usize) -> ValueId {
+        let stem = self.conv_bn("stem", x, channels, 7, 2);
+        let stem = self.relu("stem.relu", stem);
         let pool = Pool2d {
             kernel: [3, 3],
             strides: [2, 2],
@@ -186,21 +187,77 @@ impl Builder {
             dilations: [1, 1],
             ceil_mode: false,
         };
-        let pooled = b.node("maxpool", Op::MaxPool(pool), &[stem]);
-        let block1 = b.bottleneck("layer1.0", pooled, 4, 2);
-        let block2 = b.bottleneck("layer1.1", block1, 4, 1);
-        let gap = b.node("avgpool", Op::GlobalAveragePool, &[block2]);
-        let flat = b.node("flatten", Op::Flatten { axis: 1 }, &[gap]);
-        let features = b.graph.value(flat).shape[1];
-        let fc_w = b.random("fc.weight", &[classes, features], -0.3, 0.3);
-        let fc_b = b.random("fc.bias", &[classes], -0.1, 0.1);
+        self.node("maxpool", Op::MaxPool(pool), &[stem])
+    }
+
+    /// The classifier: GlobalAveragePool → Flatten(1) → Gemm(transB=1, bias)
+    /// as the classic exporter writes it, or ReduceMean(axes [2,3],
+    /// keepdims) → Reshape([N, C]) → Gemm as the dynamo exporter does.
+    pub fn head(&mut self, x: ValueId, classes: usize, dynamo: bool) -> ValueId {
+        let [n, c] = [self.graph.value(x).shape[0], self.graph.value(x).shape[1]];
+        let flat = if dynamo {
+            let mean = Op::ReduceMean {
+                axes: vec![2, 3],
+                keepdims: true,
+            };
+            let pooled = self.node("mean", mean, &[x]);
+            let shape = vec![n as i64, c as i64];
+            let reshape = Op::Reshape {
+                shape,
+                allowzero: false,
+            };
+            self.node("view", reshape, &[pooled])
+        } else {
+            let pooled = self.node("avgpool", Op::GlobalAveragePool, &[x]);
+            self.node("flatten", Op::Flatten { axis: 1 }, &[pooled])
+        };
+        let bound = 1.0 / (c as f32).sqrt();
+        let fc_w = self.random("fc.weight", &[classes, c], -bound, bound);
+        let fc_b = self.random("fc.bias", &[classes], -bound, bound);
         let gemm = Op::Gemm {
             alpha: 1.0,
             beta: 1.0,
             trans_a: false,
             trans_b: true,
         };
-        let logits = b.node("fc", gemm, &[flat, fc_w, fc_b]);
+        self.node("fc", gemm, &[flat, fc_w, fc_b])
+    }
+
+    /// Stem, a bottleneck with downsample, an identity bottleneck, the head;
+    /// returns the graph and an input for it.
+    pub fn resnet_like(
+        batch: usize,
+        size: usize,
+        classes: usize,
+        dynamo: bool,
+    ) -> (Graph, Vec<f32>) {
+        let mut b = Builder::new();
+        let x = b.input("input", &[batch, 3, size, size]);
+        let pooled = b.stem(x, 8);
+        let block1 = b.bottleneck("layer1.0", pooled, 4, 2);
+        let block2 = b.bottleneck("layer1.1", block1, 4, 1);
+        let logits = b.head(block2, classes, dynamo);
+        b.output(logits);
+        let data = b.data_for(x);
+        (b.finish(), data)
+    }
+
+    /// ResNet-50's topology (torchvision v1.5: stride on the 3x3 conv) with
+    /// its real widths, on a `size`×`size` image, unfolded BatchNorm.
+    pub fn resnet50(size: usize) -> (Graph, Vec<f32>) {
+        let mut b = Builder::new();
+        let x = b.input("input", &[1, 3, size, size]);
+        let mut y = b.stem(x, 64);
+        for (layer, (blocks, width)) in [(3, 64), (4, 128), (6, 256), (3, 512)]
+            .into_iter()
+            .enumerate()
+        {
+            for block in 0..blocks {
+                let stride = if layer > 0 && block == 0 { 2 } else { 1 };
+                y = b.bottleneck(&format!("layer{}.{block}", layer + 1), y, width, stride);
+            }
+        }
+        let logits = b.head(y, 1000, false);
         b.output(logits);
         let data = b.data_for(x);
         (b.finish(), data)

@@ -113,7 +113,7 @@ pub fn check_plan(graph: &Graph, plan: &MemoryPlan) -> Result<(), PlanError> {
                 need_last,
             });
         }
-        if !buf.offset.is_multiple_of(alignment) {
+        if buf.offset & (alignment - 1) != 0 {
             return Err(PlanError::Misaligned {
                 value: id,
                 name: value.name.clone(),

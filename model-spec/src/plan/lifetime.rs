@@ -95,17 +95,20 @@ fn invalid(location: impl Into<String>, message: impl Into<String>) -> PlanError
     }
 }
 
-/// Computes lifetimes and alias groups. `alignment` must be a power of two.
-pub(crate) fn analyze(graph: &Graph, alignment: usize) -> Result<Liveness, PlanError> {
-    let n_values = graph.values.len();
-    let output_copy = graph.nodes.len() + 1;
-    // Index into `values` of each planned value.
-    let mut slot: Vec<Option<usize>> = vec![None; n_values];
-    let mut values: Vec<LiveValue> = Vec::new();
-    let mut roots: Vec<ValueId> = Vec::new();
+/// State of the forward pass of [`analyze`].
+struct Analysis<'g> {
+    graph: &'g Graph,
+    alignment: usize,
+    /// Index into `values` of each planned value.
+    slot: Vec<Option<usize>>,
+    values: Vec<LiveValue>,
+    /// Root value of each group.
+    roots: Vec<ValueId>,
+}
 
-    let known = |id: ValueId, location: &dyn Fn() -> String| {
-        if id.index() < n_values {
+impl Analysis<'_> {
+    fn check_id(&self, id: ValueId, location: impl FnOnce() -> String) -> Result<(), PlanError> {
+        if id.index() < self.graph.values.len() {
             Ok(())
         } else {
             Err(invalid(
@@ -113,28 +116,26 @@ pub(crate) fn analyze(graph: &Graph, alignment: usize) -> Result<Liveness, PlanE
                 format!("refers to missing value %{}", id.0),
             ))
         }
-    };
+    }
 
-    let mut new_value = |id: ValueId,
-                         first: usize,
-                         alias: Option<usize>,
-                         slot: &mut Vec<Option<usize>>,
-                         values: &mut Vec<LiveValue>|
-     -> Result<(), PlanError> {
+    /// Plans `id`, written at step `first`, sharing the group of the planned
+    /// value at index `alias` when given.
+    fn add(&mut self, id: ValueId, first: usize, alias: Option<usize>) -> Result<(), PlanError> {
+        let graph = self.graph;
         let bytes = checked_bytes(graph.value(id)).ok_or_else(|| too_large(graph, id))?;
-        align_up(bytes, alignment).ok_or_else(|| too_large(graph, id))?;
+        align_up(bytes, self.alignment).ok_or_else(|| too_large(graph, id))?;
         let (group, alias_of) = match alias {
             Some(source) => {
-                let group = values[source].group;
-                (group, Some(roots[group]))
+                let group = self.values[source].group;
+                (group, Some(self.roots[group]))
             }
             None => {
-                roots.push(id);
-                (roots.len() - 1, None)
+                self.roots.push(id);
+                (self.roots.len() - 1, None)
             }
         };
-        slot[id.index()] = Some(values.len());
-        values.push(LiveValue {
+        self.slot[id.index()] = Some(self.values.len());
+        self.values.push(LiveValue {
             value: id,
             bytes,
             first,
@@ -143,11 +144,43 @@ pub(crate) fn analyze(graph: &Graph, alignment: usize) -> Result<Liveness, PlanE
             alias_of,
         });
         Ok(())
+    }
+
+    /// Records a read of planned value `id` at `step`.
+    fn read(
+        &mut self,
+        id: ValueId,
+        step: usize,
+        location: impl FnOnce() -> String,
+    ) -> Result<(), PlanError> {
+        let s = self.slot[id.index()].ok_or_else(|| {
+            invalid(
+                location(),
+                format!(
+                    "reads %{} '{}' before it is produced",
+                    id.0,
+                    self.graph.value(id).name
+                ),
+            )
+        })?;
+        self.values[s].last = self.values[s].last.max(step);
+        Ok(())
+    }
+}
+
+/// Computes lifetimes and alias groups. `alignment` must be a power of two.
+pub(crate) fn analyze(graph: &Graph, alignment: usize) -> Result<Liveness, PlanError> {
+    let mut a = Analysis {
+        graph,
+        alignment,
+        slot: vec![None; graph.values.len()],
+        values: Vec::new(),
+        roots: Vec::new(),
     };
 
     for &input in &graph.inputs {
-        known(input, &|| "graph inputs".to_string())?;
-        if slot[input.index()].is_some() {
+        a.check_id(input, || "graph inputs".to_string())?;
+        if a.slot[input.index()].is_some() {
             continue; // listed twice: one buffer
         }
         if graph.value(input).kind != ValueKind::Input {
@@ -160,32 +193,21 @@ pub(crate) fn analyze(graph: &Graph, alignment: usize) -> Result<Liveness, PlanE
                 ),
             ));
         }
-        new_value(input, 0, None, &mut slot, &mut values)?;
+        a.add(input, 0, None)?;
     }
 
     for (i, node) in graph.nodes.iter().enumerate() {
         let step = i + 1;
         let location = || format!("node {i} '{}' ({})", node.name, node.op.kind());
         for &input in &node.inputs {
-            known(input, &location)?;
-            if graph.value(input).is_constant() {
-                continue;
+            a.check_id(input, location)?;
+            if !graph.value(input).is_constant() {
+                a.read(input, step, location)?;
             }
-            let s = slot[input.index()].ok_or_else(|| {
-                invalid(
-                    location(),
-                    format!(
-                        "reads %{} '{}' before it is produced",
-                        input.0,
-                        graph.value(input).name
-                    ),
-                )
-            })?;
-            values[s].last = values[s].last.max(step);
         }
         let out = node.output;
-        known(out, &location)?;
-        if graph.value(out).kind != ValueKind::Activation || slot[out.index()].is_some() {
+        a.check_id(out, location)?;
+        if graph.value(out).kind != ValueKind::Activation || a.slot[out.index()].is_some() {
             return Err(invalid(
                 location(),
                 format!(
@@ -197,32 +219,24 @@ pub(crate) fn analyze(graph: &Graph, alignment: usize) -> Result<Liveness, PlanE
         }
         let alias = match node.inputs.as_slice() {
             [x] if node.op.is_view() && may_alias(graph.value(*x), graph.value(out)) => {
-                slot[x.index()]
+                a.slot[x.index()]
             }
             _ => None,
         };
-        new_value(out, step, alias, &mut slot, &mut values)?;
+        a.add(out, step, alias)?;
     }
 
+    let output_copy = graph.nodes.len() + 1;
     for &output in &graph.outputs {
-        known(output, &|| "graph outputs".to_string())?;
-        if graph.value(output).is_constant() {
-            continue; // weights live outside the arena
+        a.check_id(output, || "graph outputs".to_string())?;
+        if !graph.value(output).is_constant() {
+            // weights live outside the arena; everything else is read by the copy out
+            a.read(output, output_copy, || "graph outputs".to_string())?;
         }
-        let s = slot[output.index()].ok_or_else(|| {
-            invalid(
-                "graph outputs",
-                format!(
-                    "%{} '{}' is never produced",
-                    output.0,
-                    graph.value(output).name
-                ),
-            )
-        })?;
-        values[s].last = output_copy;
     }
 
-    let mut groups: Vec<Group> = roots
+    let mut groups: Vec<Group> = a
+        .roots
         .iter()
         .map(|&root| Group {
             root,
@@ -231,14 +245,15 @@ pub(crate) fn analyze(graph: &Graph, alignment: usize) -> Result<Liveness, PlanE
             last: 0,
         })
         .collect();
-    for v in &values {
+    for v in &a.values {
         let g = &mut groups[v.group];
-        // Cannot fail: checked when the value was added.
+        // Cannot saturate: checked when the value was added.
         let size = align_up(v.bytes, alignment).unwrap_or(usize::MAX);
         g.size = g.size.max(size);
         g.first = g.first.min(v.first);
         g.last = g.last.max(v.last);
     }
+    let mut values = a.values;
     values.sort_by_key(|v| v.value);
     Ok(Liveness { values, groups })
 }

@@ -288,7 +288,7 @@ pub(super) fn random_dag(
             }
             (2, 4) => {
                 let c = shape[1];
-                let divisors: Vec<usize> = (1..=c).filter(|&d| c.is_multiple_of(d)).collect();
+                let divisors: Vec<usize> = (1..=c).filter(|&d| (c / d) * d == c).collect();
                 let g = divisors[pick_b % divisors.len()];
                 let stride = if param % 8 == 7 && shape[2] > 1 { 2 } else { 1 };
                 let out_hw = shape[2].div_ceil(stride);

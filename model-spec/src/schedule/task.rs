@@ -24,7 +24,10 @@ pub struct TaskKey {
 impl TaskKey {
     /// Stable 64-bit hash of the key, as 16 hex digits.
     pub fn hash_hex(&self) -> String {
-        format!("{:016x}", fnv1a64(format!("{}|{}", self.op, self.canonical).as_bytes()))
+        format!(
+            "{:016x}",
+            fnv1a64(format!("{}|{}", self.op, self.canonical).as_bytes())
+        )
     }
 }
 
@@ -81,8 +84,12 @@ pub fn node_flops(graph: &Graph, node: NodeId) -> u64 {
             let a = in_shape(0);
             2 * out_elems * *a.last().unwrap_or(&1) as u64
         }
-        Op::MaxPool(p) | Op::AveragePool { pool: p, .. } => out_elems * (p.kernel[0] * p.kernel[1]) as u64,
-        Op::GlobalAveragePool | Op::GlobalMaxPool | Op::ReduceMean { .. } => graph.value(n.inputs[0]).numel() as u64,
+        Op::MaxPool(p) | Op::AveragePool { pool: p, .. } => {
+            out_elems * (p.kernel[0] * p.kernel[1]) as u64
+        }
+        Op::GlobalAveragePool | Op::GlobalMaxPool | Op::ReduceMean { .. } => {
+            graph.value(n.inputs[0]).numel() as u64
+        }
         _ => out_elems,
     }
 }
@@ -91,9 +98,18 @@ fn canonical(graph: &Graph, node: NodeId) -> String {
     let n = graph.node(node);
     let mut s = String::new();
     let _ = write!(s, "{} precision={}", n.op.attrs(), graph.precision);
-    for (i, &v) in n.inputs.iter().chain(std::iter::once(&n.output)).enumerate() {
+    for (i, &v) in n
+        .inputs
+        .iter()
+        .chain(std::iter::once(&n.output))
+        .enumerate()
+    {
         let value = graph.value(v);
-        let role = if i == n.inputs.len() { "out".to_string() } else { format!("in{i}") };
+        let role = if i == n.inputs.len() {
+            "out".to_string()
+        } else {
+            format!("in{i}")
+        };
         let dims: Vec<String> = value.shape.iter().map(|d| d.to_string()).collect();
         let _ = write!(
             s,
@@ -165,7 +181,11 @@ pub fn render_tasks(tasks: &[Task]) -> String {
         tasks.iter().map(|t| t.weight).sum::<usize>(),
         total_flops as f64 / 1e9
     );
-    let _ = writeln!(s, "{:<16}  {:<17} {:>6} {:>10} {:>9}  key", "hash", "op", "weight", "MFLOP", "KB");
+    let _ = writeln!(
+        s,
+        "{:<16}  {:<17} {:>6} {:>10} {:>9}  key",
+        "hash", "op", "weight", "MFLOP", "KB"
+    );
     for t in tasks {
         let _ = writeln!(
             s,

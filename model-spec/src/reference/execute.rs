@@ -1,0 +1,298 @@
+//! The interpreter loop: check the inputs, store them, run every node in
+//! order, read the outputs back as logical row-major f32.
+//!
+//! Each node loads its inputs from storage (constants from the graph) as
+//! [`Tensor`]s in their physical order, the op computes an [`Output`] in a
+//! layout of its choosing, the loop moves it to the output value's layout and
+//! stores it (the storage rounds to the dtype). In [`Mode::Outputs`] a value
+//! is released after its last reader; [`Mode::Trace`] instead reads every
+//! node's output back as it is written.
+
+use super::layout::{relayout, relayout_vec, to_row_major};
+use super::storage::Storage;
+use super::{conv, elementwise, gemm, pool, reduce, shape_ops, softmax};
+use super::{Accumulate, RunError, RunOptions};
+use crate::ir::{verify, Epilogue, Graph, Layout, Op, Precision, ValueId};
+use std::borrow::Cow;
+
+/// What [`execute`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// The graph outputs.
+    Outputs,
+    /// Every node's output, in node order.
+    Trace,
+}
+
+/// Numeric settings every op sees.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ctx {
+    pub accumulate: Accumulate,
+    /// Round matrix-product operands to tf32 (`Precision::Tf32`).
+    pub tf32: bool,
+}
+
+/// An op input: f32 elements in the physical order of `layout`.
+pub(crate) struct Tensor<'a> {
+    pub data: Cow<'a, [f32]>,
+    pub shape: &'a [usize],
+    pub layout: Layout,
+}
+
+impl Tensor<'_> {
+    /// The elements in logical row-major order.
+    pub(crate) fn row_major(&self) -> Cow<'_, [f32]> {
+        to_row_major(Cow::Borrowed(&self.data), self.shape, self.layout)
+    }
+
+    /// The elements in the physical order of `layout`.
+    pub(crate) fn in_layout(&self, layout: Layout) -> Cow<'_, [f32]> {
+        relayout(Cow::Borrowed(&self.data), self.shape, self.layout, layout)
+    }
+}
+
+/// The value an op writes (its logical shape; the loop handles its layout).
+pub(crate) struct OutSpec<'a> {
+    pub shape: &'a [usize],
+}
+
+/// An op's result: f32 elements in the physical order of `layout` (not yet
+/// rounded to the output's dtype).
+pub(crate) struct Output {
+    pub data: Vec<f32>,
+    pub layout: Layout,
+}
+
+impl Output {
+    pub(crate) fn row_major(data: Vec<f32>) -> Self {
+        Output {
+            data,
+            layout: Layout::RowMajor,
+        }
+    }
+}
+
+/// Why an op failed; the loop adds the node.
+#[derive(Debug)]
+pub(crate) struct OpError(pub String);
+
+impl From<String> for OpError {
+    fn from(message: String) -> Self {
+        OpError(message)
+    }
+}
+
+pub(crate) type OpResult = Result<Output, OpError>;
+
+/// The `i`-th input, or a typed error when the node has fewer.
+pub(crate) fn input<'t, 'a>(inputs: &'t [Tensor<'a>], i: usize) -> Result<&'t Tensor<'a>, OpError> {
+    inputs
+        .get(i)
+        .ok_or_else(|| OpError(format!("missing input {i} (has {})", inputs.len())))
+}
+
+/// A rank-4 shape as an array.
+pub(crate) fn dims4(shape: &[usize], what: &str) -> Result<[usize; 4], OpError> {
+    match *shape {
+        [a, b, c, d] => Ok([a, b, c, d]),
+        _ => Err(OpError(format!("{what} must be 4-D, got {shape:?}"))),
+    }
+}
+
+fn checked_numel(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
+}
+
+/// Runs `graph` over `storage`, inside a pool of `opts.threads` when given.
+pub(crate) fn execute<S: Storage>(
+    graph: &Graph,
+    storage: &mut S,
+    inputs: &[&[f32]],
+    opts: &RunOptions,
+    mode: Mode,
+) -> Result<Vec<Vec<f32>>, RunError> {
+    verify(graph)?;
+    check_inputs(graph, inputs)?;
+    match opts.threads {
+        None => execute_verified(graph, storage, inputs, opts, mode),
+        Some(threads) => rayon::ThreadPoolBuilder::new()
+            .num_threads(threads.max(1))
+            .build()
+            .map_err(|e| RunError::ThreadPool {
+                threads,
+                message: e.to_string(),
+            })?
+            .install(|| execute_verified(graph, storage, inputs, opts, mode)),
+    }
+}
+
+fn check_inputs(graph: &Graph, inputs: &[&[f32]]) -> Result<(), RunError> {
+    if inputs.len() != graph.inputs.len() {
+        return Err(RunError::InputCount {
+            expected: graph.inputs.len(),
+            got: inputs.len(),
+        });
+    }
+    for (index, (&id, data)) in graph.inputs.iter().zip(inputs).enumerate() {
+        let value = graph.value(id);
+        let expected = checked_numel(&value.shape).unwrap_or(usize::MAX);
+        if data.len() != expected {
+            return Err(RunError::InputLength {
+                index,
+                name: value.name.clone(),
+                shape: value.shape.clone(),
+                expected,
+                got: data.len(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn load<'a, S: Storage>(
+    graph: &'a Graph,
+    storage: &'a S,
+    id: ValueId,
+) -> Result<Tensor<'a>, String> {
+    let value = graph.value(id);
+    let data = match value.constant_data() {
+        Some(data) => Cow::Borrowed(data.as_slice()),
+        None => storage.load(id)?,
+    };
+    Ok(Tensor {
+        data,
+        shape: &value.shape,
+        layout: value.layout,
+    })
+}
+
+/// Reads `id` back as logical row-major f32.
+fn read_logical<S: Storage>(graph: &Graph, storage: &S, id: ValueId) -> Result<Vec<f32>, String> {
+    let tensor = load(graph, storage, id)?;
+    Ok(to_row_major(tensor.data, tensor.shape, tensor.layout).into_owned())
+}
+
+fn execute_verified<S: Storage>(
+    graph: &Graph,
+    storage: &mut S,
+    inputs: &[&[f32]],
+    opts: &RunOptions,
+    mode: Mode,
+) -> Result<Vec<Vec<f32>>, RunError> {
+    let ctx = Ctx {
+        accumulate: opts.accumulate,
+        tf32: graph.precision == Precision::Tf32,
+    };
+    let internal = RunError::Internal;
+    for (&id, data) in graph.inputs.iter().zip(inputs) {
+        let value = graph.value(id);
+        let physical = relayout_vec(data.to_vec(), &value.shape, Layout::RowMajor, value.layout);
+        storage.store(id, physical).map_err(internal)?;
+    }
+    // Last node reading each value; graph outputs are never released.
+    let mut last_use: Vec<Option<usize>> = vec![None; graph.values.len()];
+    for (i, node) in graph.nodes.iter().enumerate() {
+        for &v in &node.inputs {
+            last_use[v.index()] = Some(i);
+        }
+    }
+    for &v in &graph.outputs {
+        last_use[v.index()] = None;
+    }
+    let mut trace = Vec::new();
+    for (index, node) in graph.nodes.iter().enumerate() {
+        let fail = |message: String| RunError::Node {
+            index,
+            name: node.name.clone(),
+            kind: node.op.kind(),
+            message,
+        };
+        let out_value = graph.value(node.output);
+        if !(node.op.is_view() && storage.is_alias(node.output)) {
+            let tensors = node
+                .inputs
+                .iter()
+                .map(|&id| load(graph, storage, id))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(fail)?;
+            let out = OutSpec {
+                shape: &out_value.shape,
+            };
+            let result = run_op(&ctx, &node.op, &tensors, &out).map_err(|e| fail(e.0))?;
+            drop(tensors);
+            if result.data.len() != out_value.numel() {
+                return Err(fail(format!(
+                    "internal: op produced {} elements for shape {:?}",
+                    result.data.len(),
+                    out_value.shape
+                )));
+            }
+            let data = relayout_vec(
+                result.data,
+                &out_value.shape,
+                result.layout,
+                out_value.layout,
+            );
+            storage.store(node.output, data).map_err(fail)?;
+        }
+        match mode {
+            Mode::Trace => trace.push(read_logical(graph, storage, node.output).map_err(fail)?),
+            Mode::Outputs => {
+                for &v in &node.inputs {
+                    if last_use[v.index()] == Some(index) {
+                        storage.release(v);
+                    }
+                }
+            }
+        }
+    }
+    match mode {
+        Mode::Trace => Ok(trace),
+        Mode::Outputs => graph
+            .outputs
+            .iter()
+            .map(|&id| read_logical(graph, storage, id).map_err(internal))
+            .collect(),
+    }
+}
+
+/// Dispatches one op.
+fn run_op(ctx: &Ctx, op: &Op, inputs: &[Tensor], out: &OutSpec) -> OpResult {
+    match op {
+        Op::Conv(geometry) => {
+            let epilogue = Epilogue {
+                bias: inputs.len() == 3,
+                ..Epilogue::NONE
+            };
+            conv::conv(ctx, geometry, &epilogue, inputs, out)
+        }
+        Op::FusedConv {
+            conv: geometry,
+            epilogue,
+        } => conv::conv(ctx, geometry, epilogue, inputs, out),
+        Op::BatchNorm { epsilon } => elementwise::batch_norm(ctx, *epsilon, inputs),
+        Op::Unary(unary) => elementwise::unary(*unary, inputs),
+        Op::Binary(binary) => elementwise::binary(*binary, inputs, out),
+        Op::Sum => elementwise::sum(ctx, inputs, out),
+        Op::MaxPool(geometry) => pool::max_pool(geometry, inputs, out),
+        Op::AveragePool {
+            pool: geometry,
+            count_include_pad,
+        } => pool::average_pool(ctx, geometry, *count_include_pad, inputs, out),
+        Op::GlobalAveragePool => pool::global_pool(ctx, pool::Global::Average, inputs),
+        Op::GlobalMaxPool => pool::global_pool(ctx, pool::Global::Max, inputs),
+        Op::ReduceMean { axes, keepdims: _ } => reduce::reduce_mean(ctx, axes, inputs, out),
+        Op::Flatten { .. } | Op::Reshape { .. } | Op::Identity => shape_ops::copy(inputs),
+        Op::Convert => shape_ops::convert(inputs),
+        Op::Concat { axis } => shape_ops::concat(*axis, inputs, out),
+        Op::Softmax { axis } => softmax::softmax(ctx, *axis, inputs),
+        Op::Gemm {
+            alpha,
+            beta,
+            trans_a,
+            trans_b,
+        } => gemm::gemm(ctx, [*alpha, *beta], [*trans_a, *trans_b], inputs, out),
+        Op::MatMul => gemm::matmul(ctx, inputs, out),
+        Op::Dense { epilogue } => gemm::dense(ctx, epilogue, inputs, out),
+    }
+}
