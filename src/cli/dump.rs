@@ -32,25 +32,30 @@ pub struct DumpArgs {
 
 pub fn dump(args: DumpArgs) -> anyhow::Result<()> {
     let compiled = args.model.compile()?;
+    let mut out = String::new();
     let want =
         |s: Section| args.section == s || (args.section == Section::All && s != Section::Raw);
     if want(Section::Raw) {
-        println!("# imported graph\n{}", print_graph(&compiled.imported));
+        out += &format!("# imported graph\n{}", print_graph(&compiled.imported));
+        out.push('\n');
     }
     if want(Section::Ir) {
-        println!("# optimized graph\n{}", print_graph(&compiled.graph));
+        out += &format!("# optimized graph\n{}", print_graph(&compiled.graph));
+        out.push('\n');
     }
     if want(Section::Passes) {
-        println!("# passes\n{}", compiled.report);
+        out += &format!("# passes\n{}", compiled.report);
+        out.push('\n');
     }
     if want(Section::Tasks) {
-        println!("# tasks\n{}", render_tasks(&compiled.tasks));
+        out += &format!("# tasks\n{}", render_tasks(&compiled.tasks));
+        out.push('\n');
     }
     if want(Section::Plan) {
-        println!(
+        out += &format!(
             "# memory plan\n{}",
             render_plan(&compiled.graph, &compiled.plan)
         );
     }
-    Ok(())
+    super::print_stdout(&out)
 }

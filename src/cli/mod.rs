@@ -35,3 +35,16 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Zoo(args) => zoo::zoo(args),
     }
 }
+
+/// Writes to stdout; a closed pipe (`aotune dump … | head`) ends quietly.
+pub fn print_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}

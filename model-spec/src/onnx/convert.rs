@@ -132,7 +132,13 @@ fn tensor_shape(arg: &Argument) -> Result<Vec<usize>, String> {
 }
 
 /// Converts a parsed onnx-ir graph. `opset` is the default-domain opset.
-pub fn convert_graph(onnx: &OnnxGraph, opset: i64) -> Result<Graph, ImportError> {
+/// `output_names` are the model's own graph-output names, given to the
+/// output values in order (onnx-ir renames them).
+pub fn convert_graph(
+    onnx: &OnnxGraph,
+    opset: i64,
+    output_names: &[String],
+) -> Result<Graph, ImportError> {
     let mut b = GraphBuilder::new();
     for input in &onnx.inputs {
         let bad = |message: String| ImportError::BadInput {
@@ -181,6 +187,11 @@ pub fn convert_graph(onnx: &OnnxGraph, opset: i64) -> Result<Graph, ImportError>
             id
         };
         b.graph.outputs.push(id);
+    }
+    if output_names.len() == b.graph.outputs.len() {
+        for (id, name) in b.graph.outputs.clone().into_iter().zip(output_names) {
+            b.graph.value_mut(id).name = name.clone();
+        }
     }
     Ok(b.graph)
 }

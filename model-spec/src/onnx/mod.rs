@@ -80,7 +80,7 @@ pub fn import_bytes(
             .unwrap_or_else(|| "panic".into()),
     })?
     .map_err(|e| classify_onnx_ir_error(e, source_name))?;
-    let graph = convert::convert_graph(&parsed, prepared.opset)?;
+    let graph = convert::convert_graph(&parsed, prepared.opset, &prepared.output_names)?;
     crate::ir::verify(&graph).map_err(|e| ImportError::Malformed {
         source_name: source_name.to_string(),
         message: e.to_string(),

@@ -21,6 +21,8 @@ pub struct PreparedModel {
     pub opset: i64,
     /// The batch size symbolic batch dims were set to (`None`: there were none).
     pub batch: Option<usize>,
+    /// The graph outputs' names as the model gives them (onnx-ir renames them).
+    pub output_names: Vec<String>,
 }
 
 pub fn decode(bytes: &[u8], source_name: &str) -> Result<ModelProto, ImportError> {
@@ -183,7 +185,9 @@ pub fn prepare(
             return Err(ImportError::BatchNotSymbolic { requested, inputs });
         }
     }
+    let output_names = model.graph.output.iter().map(|o| o.name.clone()).collect();
     Ok(PreparedModel {
+        output_names,
         model,
         opset,
         batch: symbolic_seen.then_some(resolved),
