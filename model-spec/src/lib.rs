@@ -5,6 +5,7 @@
 //! ([`schedule`]). [`reference`] executes graphs on the CPU; [`zoo`] writes
 //! ResNet models as ONNX.
 
+pub mod artifact;
 pub mod ir;
 pub mod onnx;
 pub mod passes;
