@@ -6,7 +6,7 @@ PRECISION ?= fp32
 BATCH ?= 1
 CARGO ?= cargo
 
-.PHONY: run test model lint fmt fuzz dump clean-models
+.PHONY: run test model lint fmt fuzz dump clean-models cuda-tools
 
 run: $(MODEL)
 	$(CARGO) run --release --bin aotune -- run $(MODEL) --batch $(BATCH) --precision $(PRECISION)
@@ -19,8 +19,17 @@ model: $(MODEL)
 $(MODEL):
 	$(CARGO) run --release -p aotune-spec --bin aotune-zoo -- resnet50 -o $(MODEL)
 
-test:
+test: cuda-tools
 	$(CARGO) test --workspace --profile ci
+
+# nvcc 13.0 without a CUDA install: the pinned PyPI wheels (DESIGN.md), into
+# .tools/cuda (ignored by git). No GPU needed; kernels compile to sm_90.
+CUDA_WHEELS = nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88 \
+	nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85 nvidia-cuda-nvrtc==13.0.88
+cuda-tools: .tools/cuda/nvidia/cu13/bin/nvcc
+
+.tools/cuda/nvidia/cu13/bin/nvcc:
+	python3 -m pip install --quiet --disable-pip-version-check --target .tools/cuda $(CUDA_WHEELS)
 
 lint:
 	$(CARGO) fmt --all --check

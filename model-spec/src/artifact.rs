@@ -6,9 +6,17 @@
 //! read a build directory, the tuner and `include_model!`'s staleness check)
 //! and emitted as Rust in `executor.rs` (for binaries that embed the model).
 //! Every pointer a kernel takes is an offset into the arena or the weights.
+//! Strings and lists are `Cow`s so `executor.rs` can build a `static`
+//! [`ModelSpec`] with no allocation, while JSON loads into owned data.
 
-use crate::ir::{DType, Layout, Precision};
+pub use crate::ir::{DType, Layout, Precision};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+/// Text that is `&'static` in generated code and owned when read from JSON.
+pub type Text = Cow<'static, str>;
+/// A list that is `&'static` in generated code and owned when read from JSON.
+pub type List<T> = Cow<'static, [T]>;
 
 /// Bumped whenever the meaning of a field changes.
 pub const FORMAT_VERSION: u32 = 1;
@@ -26,7 +34,7 @@ pub enum Arg {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Launch {
     /// The IR node it computes (for messages and per-layer checks).
-    pub node: String,
+    pub node: Text,
     /// Index into [`ModelSpec::kernels`].
     pub kernel: u32,
     pub grid: [u32; 3],
@@ -34,7 +42,7 @@ pub struct Launch {
     /// Dynamic shared memory.
     pub smem_bytes: u32,
     /// Pointer arguments, in the kernel's parameter order.
-    pub args: Vec<Arg>,
+    pub args: List<Arg>,
     /// Index into [`ModelSpec::values`] of the tensor this launch writes.
     pub output: u32,
 }
@@ -42,9 +50,9 @@ pub struct Launch {
 /// A tensor in the arena.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TensorSlot {
-    pub name: String,
+    pub name: Text,
     /// Logical (ONNX-order) shape.
-    pub shape: Vec<usize>,
+    pub shape: List<usize>,
     pub dtype: DType,
     pub layout: Layout,
     /// Byte offset in the arena.
@@ -65,27 +73,27 @@ pub struct WeightsInfo {
     /// FNV-1a 64 of the blob, checked when it is read from a file.
     pub fnv1a64: u64,
     /// File name of the blob beside the binary (when not embedded).
-    pub file_name: String,
+    pub file_name: Text,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelSpec {
     pub format_version: u32,
     /// Module name of the model (the ONNX file's stem, sanitized).
-    pub name: String,
+    pub name: Text,
     /// Hash over everything the build depended on (model bytes, batch,
     /// precision, tuning log, compiler version): equal keys, equal builds.
-    pub build_key: String,
+    pub build_key: Text,
     pub batch: usize,
     pub precision: Precision,
     pub arena_bytes: u64,
     pub weights: WeightsInfo,
     /// Kernel symbols in the cubin, referenced by index from launches.
-    pub kernels: Vec<String>,
-    pub launches: Vec<Launch>,
+    pub kernels: List<Text>,
+    pub launches: List<Launch>,
     /// Graph inputs (f32, row-major) and outputs (f32, row-major).
-    pub inputs: Vec<TensorSlot>,
-    pub outputs: Vec<TensorSlot>,
+    pub inputs: List<TensorSlot>,
+    pub outputs: List<TensorSlot>,
     /// Every tensor a launch writes, for per-layer checks.
-    pub values: Vec<TensorSlot>,
+    pub values: List<TensorSlot>,
 }

@@ -6,6 +6,8 @@
 //! ResNet models as ONNX.
 
 pub mod artifact;
+pub mod build;
+pub mod codegen;
 pub mod ir;
 pub mod onnx;
 pub mod passes;
@@ -15,4 +17,5 @@ pub mod reference;
 pub mod schedule;
 pub mod zoo;
 
+pub use build::{Build, BuildError, Built, WeightsMode};
 pub use pipeline::{compile_bytes, compile_file, CompileError, CompileOptions, Compiled};

@@ -1,16 +1,21 @@
 //! Command-line interface: argument definitions and dispatch.
 
+mod bench;
+mod build;
 mod dump;
+mod gpu_model;
 mod model_args;
+mod profile;
 mod run;
+mod verify;
 mod zoo;
 
 use clap::{Parser, Subcommand};
 
 /// aotune: an ahead-of-time compiler from ONNX to specialized CUDA kernels.
 ///
-/// Today's subcommands need no GPU: they import, optimize and plan a model,
-/// and run it on the CPU reference executor.
+/// `dump`, `run` and `zoo` need no GPU; `bench` and `verify` build the model's
+/// kernels with nvcc and run them on an NVIDIA GPU.
 #[derive(Debug, Parser)]
 #[command(name = "aotune", version, about, long_about = None)]
 pub struct Cli {
@@ -24,6 +29,12 @@ pub enum Command {
     Dump(dump::DumpArgs),
     /// Run a model on the CPU reference executor (through its planned arena).
     Run(run::RunArgs),
+    /// Run the build step: CUDA sources, kernels (nvcc), weights, executor.rs, plan.
+    Build(build::BuildArgs),
+    /// Time the model on the GPU (CPU reference where there is none).
+    Bench(bench::BenchArgs),
+    /// Compare the GPU with the CPU reference on the same random input.
+    Verify(verify::VerifyArgs),
     /// Write a ResNet from the zoo (torchvision topology, deterministic weights) as ONNX.
     Zoo(zoo::ZooArgs),
 }
@@ -33,6 +44,9 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Dump(args) => dump::dump(args),
         Command::Run(args) => run::run(args),
         Command::Zoo(args) => zoo::zoo(args),
+        Command::Bench(args) => bench::bench(args),
+        Command::Build(args) => build::build(args),
+        Command::Verify(args) => verify::verify(args),
     }
 }
 

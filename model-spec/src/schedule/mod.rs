@@ -3,5 +3,7 @@
 //! search spaces join it with the GPU path.
 
 mod task;
+mod tuning_log;
 
 pub use task::{extract_tasks, is_free, node_flops, render_tasks, task_key, Task, TaskKey};
+pub use tuning_log::{Applied, BestLog, BestRecord, Target, TuningLogError, BEST_FORMAT};

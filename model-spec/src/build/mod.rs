@@ -1,0 +1,487 @@
+//! The `Build` API that build scripts, the CLI and the tests call: one
+//! model, batch sizes and a precision in; `kernels.cu`, `kernels.fatbin`,
+//! `weights.bin`, `manifest.json`, `executor.rs`, `plan.txt` and `tasks.txt`
+//! out, in `<out_dir>/aotune/<name>[_b<batch>]/`.
+//!
+//! ```no_run
+//! // build.rs
+//! fn main() {
+//!     aotune_spec::Build::new("models/resnet50.onnx")
+//!         .tuning("models/resnet50.best.json")
+//!         .precision(aotune_spec::ir::Precision::Fp16)
+//!         .compile()
+//!         .unwrap_or_else(|e| panic!("{e}"));
+//! }
+//! ```
+
+mod executor;
+mod nvcc;
+mod weights;
+
+pub use executor::render_executor;
+pub use nvcc::{install_hint, Nvcc, CUDA_WHEELS};
+pub use weights::{pack_weights, WeightBlob, WEIGHT_ALIGNMENT};
+
+use crate::artifact::{Arg, Launch, ModelSpec, TensorSlot, WeightsInfo, FORMAT_VERSION};
+use crate::codegen::cuda::{generate_cuda, CodegenError, ConfigOverrides, CudaModule};
+use crate::ir::{Graph, Precision, ValueId};
+use crate::plan::MemoryPlan;
+use crate::schedule::{render_tasks, BestLog, TuningLogError};
+use crate::zoo::fnv1a64;
+use crate::{compile_bytes, CompileError, CompileOptions, Compiled};
+use std::path::{Path, PathBuf};
+
+/// Why a build failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("cannot read model '{path}': {source}")]
+    ReadModel {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Compile(#[from] CompileError),
+    #[error(transparent)]
+    TuningLog(#[from] TuningLogError),
+    #[error("code generation: {0}")]
+    Codegen(#[from] CodegenError),
+    #[error("nvcc not found (looked at: {looked}); {hint}")]
+    NoNvcc { looked: String, hint: String },
+    #[error("nvcc failed: {command}\n{message}")]
+    Nvcc { command: String, message: String },
+    #[error("cannot {action} '{path}': {source}")]
+    Io {
+        action: &'static str,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("launch for node '{node}' refers to value %{value} which is neither in the arena nor a weight")]
+    Unplaced { node: String, value: u32 },
+}
+
+/// Where the weights live at run time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightsMode {
+    /// `include_bytes!` into the binary.
+    Embedded,
+    /// A `weights.bin` read beside the binary at load, checked by hash.
+    File,
+}
+
+/// A build request (builder style).
+#[derive(Debug, Clone)]
+pub struct Build {
+    model: PathBuf,
+    tuning: Option<PathBuf>,
+    batches: Vec<Option<usize>>,
+    precision: Precision,
+    out_dir: Option<PathBuf>,
+    name: Option<String>,
+    weights: WeightsMode,
+    skip_nvcc: bool,
+}
+
+/// One built (batch, precision) of a model.
+#[derive(Debug, Clone)]
+pub struct Built {
+    pub dir: PathBuf,
+    pub spec: ModelSpec,
+    pub compiled: Compiled,
+    /// Tuning-log decisions and codegen warnings, one line each.
+    pub notes: Vec<String>,
+    /// ptxas's register and spill report.
+    pub ptxas_log: String,
+}
+
+/// Module-name-safe stem of a model path.
+pub fn model_name(path: &Path) -> String {
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or("model");
+    let mut name: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        name.insert(0, 'm');
+    }
+    name
+}
+
+impl Build {
+    pub fn new(model: impl Into<PathBuf>) -> Self {
+        Build {
+            model: model.into(),
+            tuning: None,
+            batches: vec![None],
+            precision: Precision::Fp16,
+            out_dir: None,
+            name: None,
+            weights: WeightsMode::Embedded,
+            skip_nvcc: false,
+        }
+    }
+
+    /// The committed tuning log (`*.best.json`); a missing file means defaults.
+    pub fn tuning(mut self, path: impl Into<PathBuf>) -> Self {
+        self.tuning = Some(path.into());
+        self
+    }
+
+    pub fn batch(mut self, batch: usize) -> Self {
+        self.batches = vec![Some(batch)];
+        self
+    }
+
+    /// Several batch sizes: one plan and one kernel set each.
+    pub fn batches(mut self, batches: &[usize]) -> Self {
+        self.batches = batches.iter().map(|&b| Some(b)).collect();
+        self
+    }
+
+    pub fn precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
+    }
+
+    /// Defaults to `$OUT_DIR` (in a build script).
+    pub fn out_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.out_dir = Some(dir.into());
+        self
+    }
+
+    /// Module name (defaults to the model file's stem).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
+    }
+
+    pub fn weights(mut self, mode: WeightsMode) -> Self {
+        self.weights = mode;
+        self
+    }
+
+    /// Render everything but do not call nvcc (for `generated/` and tests without CUDA).
+    pub fn skip_nvcc(mut self, skip: bool) -> Self {
+        self.skip_nvcc = skip;
+        self
+    }
+
+    fn in_build_script() -> bool {
+        std::env::var_os("CARGO_MANIFEST_DIR").is_some()
+            && std::env::var_os("OUT_DIR").is_some()
+            && std::env::var_os("TARGET").is_some()
+    }
+
+    /// Runs the whole build, once per batch size.
+    pub fn compile(&self) -> Result<Vec<Built>, BuildError> {
+        let script = Self::in_build_script();
+        if script {
+            println!("cargo:rerun-if-changed={}", self.model.display());
+            if let Some(t) = &self.tuning {
+                println!("cargo:rerun-if-changed={}", t.display());
+            }
+            println!("cargo:rerun-if-env-changed=NVCC");
+            println!("cargo:rerun-if-env-changed=CUDA_HOME");
+        }
+        let out_root = match (&self.out_dir, std::env::var_os("OUT_DIR")) {
+            (Some(d), _) => d.clone(),
+            (None, Some(d)) => PathBuf::from(d),
+            (None, None) => PathBuf::from("target/aotune"),
+        };
+        let model_bytes = std::fs::read(&self.model).map_err(|source| BuildError::ReadModel {
+            path: self.model.display().to_string(),
+            source,
+        })?;
+        let tuning = match &self.tuning {
+            Some(p) if p.is_file() => {
+                Some((BestLog::read(p)?, std::fs::read(p).unwrap_or_default()))
+            }
+            _ => None,
+        };
+        let nvcc = if self.skip_nvcc {
+            None
+        } else {
+            Some(Nvcc::find()?)
+        };
+        let base = self.name.clone().unwrap_or_else(|| model_name(&self.model));
+        let mut built = Vec::new();
+        for &batch in &self.batches {
+            let name = match (self.batches.len(), batch) {
+                (1, _) | (_, None) => base.clone(),
+                (_, Some(b)) => format!("{base}_b{b}"),
+            };
+            let dir = out_root.join("aotune").join(&name);
+            built.push(self.build_one(
+                &model_bytes,
+                batch,
+                &name,
+                &dir,
+                tuning.as_ref(),
+                nvcc.as_ref(),
+            )?);
+        }
+        Ok(built)
+    }
+
+    fn build_one(
+        &self,
+        model_bytes: &[u8],
+        batch: Option<usize>,
+        name: &str,
+        dir: &Path,
+        tuning: Option<&(BestLog, Vec<u8>)>,
+        nvcc: Option<&Nvcc>,
+    ) -> Result<Built, BuildError> {
+        let options = CompileOptions {
+            batch,
+            precision: self.precision,
+            channels_last: true,
+        };
+        let compiled = compile_bytes(model_bytes, &self.model.display().to_string(), &options)?;
+        let mut notes = Vec::new();
+        let overrides = match tuning {
+            Some((log, _)) => {
+                let applied = log.apply(&compiled.tasks, &template_versions());
+                notes.extend(applied.notes);
+                ConfigOverrides {
+                    by_task: applied.overrides.into_iter().collect(),
+                }
+            }
+            None => ConfigOverrides::default(),
+        };
+        let module = generate_cuda(&compiled.graph, &compiled.plan, &overrides)?;
+        notes.extend(module.warnings.iter().cloned());
+        let weights = pack_weights(
+            &compiled.graph,
+            module.launches.iter().flat_map(|l| l.args.iter().copied()),
+        );
+        let mut key_parts = vec![
+            format!("{:016x}", fnv1a64(model_bytes)),
+            format!("batch={batch:?}"),
+            format!("precision={}", self.precision),
+            format!("format={FORMAT_VERSION}"),
+            format!("aotune-spec={}", env!("CARGO_PKG_VERSION")),
+            format!("{:016x}", fnv1a64(module.source.as_bytes())),
+        ];
+        if let Some((_, bytes)) = tuning {
+            key_parts.push(format!("tuning={:016x}", fnv1a64(bytes)));
+        }
+        let build_key = format!("{:016x}", fnv1a64(key_parts.join("|").as_bytes()));
+        let (spec, docs) = make_spec(
+            name,
+            &build_key,
+            &compiled,
+            &module,
+            &weights,
+            self.precision,
+        )?;
+
+        let write = |file: &str, bytes: &[u8]| -> Result<(), BuildError> {
+            let path = dir.join(file);
+            std::fs::write(&path, bytes).map_err(|source| BuildError::Io {
+                action: "write",
+                path: path.display().to_string(),
+                source,
+            })
+        };
+        std::fs::create_dir_all(dir).map_err(|source| BuildError::Io {
+            action: "create directory",
+            path: dir.display().to_string(),
+            source,
+        })?;
+        write("kernels.cu", module.source.as_bytes())?;
+        write(&spec.weights.file_name, &weights.bytes)?;
+        let manifest = serde_json::to_string_pretty(&spec).unwrap_or_default();
+        write("manifest.json", manifest.as_bytes())?;
+        let header = format!(
+            "// @generated by aotune-spec {} from {} (batch {}, {}). Do not edit.\n// build key {build_key}\n\n",
+            env!("CARGO_PKG_VERSION"),
+            self.model.display(),
+            spec.batch,
+            self.precision
+        );
+        let executor =
+            render_executor(&spec, &docs, &header, self.weights == WeightsMode::Embedded);
+        write("executor.rs", executor.as_bytes())?;
+        write(
+            "plan.txt",
+            crate::plan::render_plan(&compiled.graph, &compiled.plan).as_bytes(),
+        )?;
+        write("tasks.txt", render_tasks(&compiled.tasks).as_bytes())?;
+        let fatbin = dir.join("kernels.fatbin");
+        let previous = std::fs::read_to_string(dir.join("built.key")).unwrap_or_default();
+        let ptxas_log = match nvcc {
+            // Same inputs, same kernels.cu: the fatbin from last time is current.
+            Some(_) if previous == build_key && fatbin.is_file() => {
+                std::fs::read_to_string(dir.join("ptxas.log")).unwrap_or_default()
+            }
+            Some(nvcc) => {
+                let log =
+                    nvcc.compile_fatbin(&dir.join("kernels.cu"), &dir.join("kernels.fatbin"))?;
+                write("ptxas.log", log.as_bytes())?;
+                write("built.key", build_key.as_bytes())?;
+                log
+            }
+            None => String::new(),
+        };
+        Ok(Built {
+            dir: dir.to_path_buf(),
+            spec,
+            compiled,
+            notes,
+            ptxas_log,
+        })
+    }
+}
+
+/// Template name/version the code generator uses per op kind; a tuning
+/// record made for another version is not applied.
+pub fn template_versions() -> std::collections::BTreeMap<String, String> {
+    [
+        ("FusedConv", "conv/1"),
+        ("Dense", "dense/1"),
+        ("MaxPool", "pool/1"),
+        ("AveragePool", "pool/1"),
+    ]
+    .into_iter()
+    .map(|(op, t)| (op.to_string(), t.to_string()))
+    .collect()
+}
+
+fn slot(graph: &Graph, plan: &MemoryPlan, id: ValueId) -> Option<TensorSlot> {
+    let v = graph.value(id);
+    let b = plan.buffer(id)?;
+    Some(TensorSlot {
+        name: v.name.clone().into(),
+        shape: v.shape.clone().into(),
+        dtype: v.dtype,
+        layout: v.layout,
+        offset: b.offset as u64,
+        bytes: b.bytes as u64,
+    })
+}
+
+fn describe(graph: &Graph, plan: &MemoryPlan, id: ValueId) -> String {
+    let v = graph.value(id);
+    let dims: Vec<String> = v.shape.iter().map(|d| d.to_string()).collect();
+    let place = match (plan.buffer(id), v.is_constant()) {
+        (Some(b), _) => format!("arena @{:#x} life [{}, {}]", b.offset, b.first, b.last),
+        (None, true) => "weights".to_string(),
+        (None, false) => "?".to_string(),
+    };
+    format!(
+        "%{} {} {}[{}] {} {place}",
+        id.0,
+        v.name,
+        v.dtype,
+        dims.join(","),
+        v.layout.name()
+    )
+}
+
+/// Resolves value ids to arena and weight offsets.
+fn make_spec(
+    name: &str,
+    build_key: &str,
+    compiled: &Compiled,
+    module: &CudaModule,
+    weights: &WeightBlob,
+    precision: Precision,
+) -> Result<(ModelSpec, Vec<String>), BuildError> {
+    let (graph, plan) = (&compiled.graph, &compiled.plan);
+    let mut values: Vec<TensorSlot> = Vec::new();
+    let mut launches = Vec::new();
+    let mut docs = Vec::new();
+    for l in &module.launches {
+        let node = graph.node(l.node);
+        let args = l
+            .args
+            .iter()
+            .map(|&v| {
+                if let Some(&off) = weights.offsets.get(&v) {
+                    Ok(Arg::Weights(off))
+                } else if let Some(b) = plan.buffer(v) {
+                    Ok(Arg::Arena(b.offset as u64))
+                } else {
+                    Err(BuildError::Unplaced {
+                        node: node.name.clone(),
+                        value: v.0,
+                    })
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let out_slot = slot(graph, plan, node.output).ok_or(BuildError::Unplaced {
+            node: node.name.clone(),
+            value: node.output.0,
+        })?;
+        values.push(out_slot);
+        let operands: Vec<String> = l.args.iter().map(|&v| describe(graph, plan, v)).collect();
+        docs.push(format!(
+            "{} = {}({}) {}\n{}",
+            node.name,
+            node.op.kind(),
+            node.inputs
+                .iter()
+                .map(|v| format!("%{}", v.0))
+                .collect::<Vec<_>>()
+                .join(", "),
+            node.op.attrs(),
+            operands.join("\n")
+        ));
+        launches.push(Launch {
+            node: node.name.clone().into(),
+            kernel: l.kernel,
+            grid: l.grid,
+            block: l.block,
+            smem_bytes: l.smem_bytes,
+            args: args.into(),
+            output: (values.len() - 1) as u32,
+        });
+    }
+    let io = |ids: &[ValueId]| -> Result<Vec<TensorSlot>, BuildError> {
+        ids.iter()
+            .map(|&v| {
+                slot(graph, plan, v).ok_or(BuildError::Unplaced {
+                    node: "(graph input/output)".into(),
+                    value: v.0,
+                })
+            })
+            .collect()
+    };
+    let inputs = io(&graph.inputs)?;
+    let batch = inputs
+        .first()
+        .and_then(|t| t.shape.first().copied())
+        .unwrap_or(1);
+    let spec = ModelSpec {
+        format_version: FORMAT_VERSION,
+        name: name.to_string().into(),
+        build_key: build_key.to_string().into(),
+        batch,
+        precision,
+        arena_bytes: plan.arena_bytes as u64,
+        weights: WeightsInfo {
+            bytes: weights.bytes.len() as u64,
+            fnv1a64: fnv1a64(&weights.bytes),
+            file_name: format!("{name}.weights.bin").into(),
+        },
+        kernels: module
+            .kernels
+            .iter()
+            .map(|k| k.clone().into())
+            .collect::<Vec<_>>()
+            .into(),
+        launches: launches.into(),
+        inputs: inputs.into(),
+        outputs: io(&graph.outputs)?.into(),
+        values: values.into(),
+    };
+    Ok((spec, docs))
+}

@@ -1,0 +1,263 @@
+//! Convolution kernels (`FusedConv`, and a plain `Conv` that survived the
+//! passes): the node's [`ConvShape`], the [`ConvConfig`] that picks one of
+//! three templates, and the rendered instantiation.
+//!
+//! - `conv_mma.cu`, tensor cores, for f16/bf16 operands (groups = 1);
+//! - `conv_simt.cu`, f32 FMA, for everything else with groups = 1 (the only
+//!   path for Fp32 and Tf32: strict FFMA, tf32-rounded operands);
+//! - `conv_direct.cu` for grouped and depthwise convolutions.
+//!
+//! Activations must be NHWC and weights OHWI (`channels_last: true`); the
+//! epilogue is `act(acc + bias + residual)` in f32, rounded once at the store.
+//!
+//! Default launch geometry for zoo ResNet-50, batch 1, on the H200's 132 SMs
+//! (from [`ConvConfig::default_for`]'s cost model; `tests::resnet50_geometry`
+//! prints it). GEMM M × N × K, the tile, and the CTAs launched:
+//!
+//! ```text
+#![doc = include_str!("resnet50_b1_geometry.txt")]
+//! ```
+
+use super::config::{KernelConfig, LinearConfig, LinearShape};
+use super::implicit_gemm::{cheapest, ConvShape, MmaConfig, SimtConfig};
+use super::index_map::same_order;
+use super::source::{wrapper, Arg, Geometry, Instance, Params, Template, Workspace};
+use crate::ir::{Activation, Graph, Layout, NodeId, Op};
+use serde::{Deserialize, Serialize};
+
+/// Which convolution template runs a task, with its parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(tag = "kernel", rename_all = "snake_case")]
+pub enum ConvConfig {
+    Simt(SimtConfig),
+    Mma(MmaConfig),
+    Direct(LinearConfig),
+}
+
+impl ConvConfig {
+    pub fn geometry(&self, shape: &ConvShape) -> Geometry {
+        match self {
+            ConvConfig::Simt(c) => c.geometry(shape),
+            ConvConfig::Mma(c) => c.geometry(shape),
+            ConvConfig::Direct(c) => {
+                let items = LinearShape {
+                    items: (shape.gemm_m() * shape.gemm_n()) as u64,
+                };
+                Geometry {
+                    grid: [c.grid(&items), 1, 1],
+                    block: [c.block, 1, 1],
+                    smem_bytes: 0,
+                }
+            }
+        }
+    }
+
+    pub fn workspace(&self, shape: &ConvShape) -> Workspace {
+        match self {
+            ConvConfig::Simt(c) => c.workspace(shape),
+            ConvConfig::Mma(c) => c.workspace(shape),
+            ConvConfig::Direct(_) => Workspace::default(),
+        }
+    }
+
+    pub fn template(&self) -> Template {
+        match self {
+            ConvConfig::Simt(_) => Template::ConvSimt,
+            ConvConfig::Mma(_) => Template::ConvMma,
+            ConvConfig::Direct(_) => Template::ConvDirect,
+        }
+    }
+}
+
+impl KernelConfig for ConvConfig {
+    type Shape = ConvShape;
+
+    /// Grouped convolutions run the direct template. Otherwise the candidate
+    /// with the lowest modelled time ([`super::cost_model`]) among the
+    /// tensor-core configs (f16/bf16 operands) or the SIMT configs (f32),
+    /// limited to 48 KiB of shared memory: large tiles where M·N gives at
+    /// least a wave on 132 SMs, smaller tiles and split-K where it does not.
+    fn default_for(shape: &ConvShape) -> Self {
+        if shape.groups != 1 {
+            return ConvConfig::Direct(LinearConfig::default_for(&direct_items(shape)));
+        }
+        if shape.mma_operands() {
+            let space = MmaConfig::search_space(shape);
+            if let Some(c) = cheapest(&space, shape, MmaConfig::smem_bytes, |c| c.model(shape)) {
+                return ConvConfig::Mma(c);
+            }
+        }
+        let space = SimtConfig::search_space(shape);
+        match cheapest(&space, shape, SimtConfig::smem_bytes, |c| c.model(shape)) {
+            Some(c) => ConvConfig::Simt(c),
+            None => ConvConfig::Direct(LinearConfig::default_for(&direct_items(shape))),
+        }
+    }
+
+    fn validate(&self, shape: &ConvShape) -> Result<(), String> {
+        match self {
+            ConvConfig::Simt(c) => c.validate(shape),
+            ConvConfig::Mma(c) => c.validate(shape),
+            ConvConfig::Direct(c) => c.validate(&direct_items(shape)),
+        }
+    }
+
+    /// Tensor-core and SIMT tiles for groups = 1, the direct kernel's block
+    /// sizes otherwise.
+    fn search_space(shape: &ConvShape) -> Vec<Self> {
+        if shape.groups != 1 {
+            return LinearConfig::search_space(&direct_items(shape))
+                .into_iter()
+                .map(ConvConfig::Direct)
+                .collect();
+        }
+        let mut out: Vec<Self> = MmaConfig::search_space(shape)
+            .into_iter()
+            .map(ConvConfig::Mma)
+            .collect();
+        out.extend(
+            SimtConfig::search_space(shape)
+                .into_iter()
+                .map(ConvConfig::Simt),
+        );
+        out
+    }
+
+    fn tag(&self) -> String {
+        match self {
+            ConvConfig::Simt(c) => c.tag(),
+            ConvConfig::Mma(c) => c.tag(),
+            ConvConfig::Direct(c) => format!("direct_{}", c.tag()),
+        }
+    }
+}
+
+fn direct_items(shape: &ConvShape) -> LinearShape {
+    LinearShape {
+        items: (shape.gemm_m() * shape.gemm_n()) as u64,
+    }
+}
+
+/// True when a rank-4 value's bytes are in NHWC (OHWI) order.
+fn channels_last_bytes(shape: &[usize], layout: Layout) -> bool {
+    shape.len() == 4 && same_order(shape, layout, Layout::ChannelsLast)
+}
+
+/// The [`ConvShape`] of a `FusedConv` or `Conv` node.
+pub fn conv_shape(graph: &Graph, node: NodeId) -> Result<ConvShape, String> {
+    let n = graph.node(node);
+    let (geometry, bias, residual, activation) = match &n.op {
+        Op::FusedConv { conv, epilogue } => {
+            (conv, epilogue.bias, epilogue.residual, epilogue.activation)
+        }
+        Op::Conv(conv) => (conv, n.inputs.len() == 3, false, Activation::None),
+        other => return Err(format!("{} is not a convolution", other.kind())),
+    };
+    let value = |i: usize| {
+        n.inputs
+            .get(i)
+            .map(|&v| graph.value(v))
+            .ok_or_else(|| format!("missing input {i}"))
+    };
+    let (x, w, y) = (value(0)?, value(1)?, graph.value(n.output));
+    let res = if residual {
+        Some(value(2 + usize::from(bias))?)
+    } else {
+        None
+    };
+    let bias = if bias { Some(value(2)?) } else { None };
+    for (what, v) in [("input", x), ("weight", w), ("output", y)]
+        .into_iter()
+        .chain(res.map(|r| ("residual", r)))
+    {
+        if !channels_last_bytes(&v.shape, v.layout) {
+            return Err(format!(
+                "the CUDA convolutions need NHWC activations and OHWI weights, but the {what} \
+                 {:?} is {}: compile with channels_last: true",
+                v.shape,
+                v.layout.name()
+            ));
+        }
+    }
+    let [bn, c, h, wd] = [x.shape[0], x.shape[1], x.shape[2], x.shape[3]];
+    let [k, _, r, s] = [w.shape[0], w.shape[1], w.shape[2], w.shape[3]];
+    let [p, q] = [y.shape[2], y.shape[3]];
+    Ok(ConvShape {
+        n: bn,
+        c,
+        h,
+        w: wd,
+        k,
+        r,
+        s,
+        p,
+        q,
+        stride: geometry.strides,
+        pad: geometry.pads,
+        dilation: geometry.dilations,
+        groups: geometry.groups,
+        x_dtype: x.dtype,
+        w_dtype: w.dtype,
+        residual: res.map(|v| v.dtype),
+        out_dtype: y.dtype,
+        bias: bias.map(|v| v.dtype),
+        activation,
+        precision: graph.precision,
+    })
+}
+
+/// Renders the instantiation of `config` for `shape` under `symbol`.
+pub fn instantiate(shape: &ConvShape, config: &ConvConfig, symbol: &str) -> Instance {
+    let mut p = Params::new(format!("{symbol}_p"));
+    shape.render(&mut p);
+    let function = match config {
+        ConvConfig::Simt(c) => {
+            c.render(&mut p, shape);
+            "conv_simt"
+        }
+        ConvConfig::Mma(c) => {
+            c.render(&mut p, shape);
+            "conv_mma"
+        }
+        ConvConfig::Direct(_) => "conv_direct",
+    };
+    let mut args = vec![
+        Arg::input("x", shape.x_dtype),
+        Arg::input("w", shape.w_dtype),
+    ];
+    if let Some(dtype) = shape.bias {
+        args.push(Arg::input("bias", dtype));
+    }
+    if let Some(dtype) = shape.residual {
+        args.push(Arg::input("res", dtype));
+    }
+    args.push(Arg::output("y", shape.out_dtype));
+    let call = format!(
+        "aotune::{function}<{}>(x, w, {}, {}, y)",
+        p.name(),
+        if shape.bias.is_some() {
+            "bias"
+        } else {
+            "nullptr"
+        },
+        if shape.residual.is_some() {
+            "res"
+        } else {
+            "nullptr"
+        },
+    );
+    let geometry = config.geometry(shape);
+    let code = format!(
+        "{}{}",
+        p.render(),
+        wrapper(symbol, geometry.block[0], &args, &call)
+    );
+    Instance {
+        symbol: symbol.to_string(),
+        template: config.template(),
+        config: serde_json::to_string(config).unwrap_or_default(),
+        code,
+        geometry,
+        workspace: config.workspace(shape),
+    }
+}

@@ -1,0 +1,257 @@
+//! Elementwise kernels (`elementwise.cu`): `Convert` (layout and dtype),
+//! copies for views the memory plan could not alias, `Unary`, `Binary`,
+//! `Sum`, `BatchNorm` and `Concat`.
+//!
+//! Every instantiation iterates over the output's physical elements; the
+//! rendered `src(i, j)` maps output element `j` to input `i`'s physical
+//! offset ([`super::index_map`]), and where all maps are the identity a
+//! thread moves V elements (16 bytes) at once.
+
+use super::config::{LinearConfig, LinearShape};
+use super::index_map::{
+    broadcast_is_identity, broadcast_src, channel_of, reshape_is_identity, reshape_src,
+};
+use super::reduce::finish;
+use super::source::{Arg, Instance, Params, Template};
+use crate::ir::{is_row_major_bytes, BinaryOp, DType, Graph, Layout, NodeId, Op, UnaryOp};
+use std::fmt::Write;
+
+/// One operand of an elementwise op.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Operand {
+    pub shape: Vec<usize>,
+    pub layout: Layout,
+    pub dtype: DType,
+}
+
+/// What an elementwise node computes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EltKind {
+    /// Convert or an unaliased view: same logical order, new layout/dtype/shape.
+    Copy {
+        view: bool,
+    },
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    Sum,
+    BatchNorm {
+        epsilon: f32,
+    },
+    Concat {
+        axis: usize,
+    },
+}
+
+/// An elementwise workload: its kind, inputs and output.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EltShape {
+    pub kind: EltKind,
+    pub inputs: Vec<Operand>,
+    pub output: Operand,
+}
+
+impl EltShape {
+    pub fn total(&self) -> usize {
+        self.output.shape.iter().product()
+    }
+
+    /// Elements per thread: 16 bytes where every map is the identity
+    /// (copies and unary ops only).
+    pub fn vector(&self) -> usize {
+        let x = &self.inputs[0];
+        let identity = match self.kind {
+            EltKind::Copy { .. } => {
+                reshape_is_identity(&self.output.shape, self.output.layout, &x.shape, x.layout)
+            }
+            EltKind::Unary(_) => {
+                broadcast_is_identity(&self.output.shape, self.output.layout, &x.shape, x.layout)
+            }
+            _ => false,
+        };
+        if !identity {
+            return 1;
+        }
+        let elem = x.dtype.size().max(self.output.dtype.size());
+        [8usize, 4, 2, 1]
+            .into_iter()
+            .find(|&v| v * elem <= 16 && self.total() % v == 0)
+            .unwrap_or(1)
+    }
+
+    pub fn items(&self) -> LinearShape {
+        LinearShape {
+            items: (self.total() / self.vector()) as u64,
+        }
+    }
+
+    /// Body of `int src(int i, int j)`.
+    fn src(&self) -> String {
+        let out = &self.output;
+        let map = |x: &Operand| match self.kind {
+            EltKind::Copy { .. } => reshape_src(&out.shape, out.layout, &x.shape, x.layout),
+            _ => broadcast_src(&out.shape, out.layout, &x.shape, x.layout),
+        };
+        let mapped: Vec<&Operand> = match self.kind {
+            EltKind::BatchNorm { .. } => self.inputs.iter().take(1).collect(),
+            EltKind::Concat { .. } => Vec::new(),
+            _ => self.inputs.iter().collect(),
+        };
+        match mapped.as_slice() {
+            [] => "(void)i; return j;".to_string(),
+            [x] => format!("(void)i; {}", map(x)),
+            many => {
+                let mut s = "switch (i) { ".to_string();
+                for (i, x) in many.iter().enumerate() {
+                    let _ = write!(s, "case {i}: {{ {} }} ", map(x));
+                }
+                s.push_str("default: return 0; }");
+                s
+            }
+        }
+    }
+}
+
+fn operand(graph: &Graph, v: crate::ir::ValueId) -> Operand {
+    let value = graph.value(v);
+    Operand {
+        shape: value.shape.clone(),
+        layout: value.layout,
+        dtype: value.dtype,
+    }
+}
+
+/// The [`EltShape`] of an elementwise node.
+pub fn elt_shape(graph: &Graph, node: NodeId) -> Result<EltShape, String> {
+    let n = graph.node(node);
+    let kind = match &n.op {
+        Op::Convert => EltKind::Copy { view: false },
+        Op::Flatten { .. } | Op::Reshape { .. } | Op::Identity => EltKind::Copy { view: true },
+        Op::Unary(u) => EltKind::Unary(*u),
+        Op::Binary(b) => EltKind::Binary(*b),
+        Op::Sum => EltKind::Sum,
+        Op::BatchNorm { epsilon } => EltKind::BatchNorm { epsilon: *epsilon },
+        Op::Concat { axis } => EltKind::Concat { axis: *axis },
+        other => return Err(format!("{} is not elementwise", other.kind())),
+    };
+    let shape = EltShape {
+        kind,
+        inputs: n.inputs.iter().map(|&v| operand(graph, v)).collect(),
+        output: operand(graph, n.output),
+    };
+    if shape.inputs.is_empty() {
+        return Err("no inputs".into());
+    }
+    if let EltKind::Concat { .. } = shape.kind {
+        for v in shape.inputs.iter().chain([&shape.output]) {
+            if !is_row_major_bytes(&v.shape, v.layout) {
+                return Err("Concat needs row-major values".into());
+            }
+        }
+    }
+    if let EltKind::BatchNorm { .. } = shape.kind {
+        if shape.inputs.len() != 5 {
+            return Err("BatchNormalization needs 5 inputs".into());
+        }
+    }
+    Ok(shape)
+}
+
+pub fn instantiate(shape: &EltShape, config: &LinearConfig, symbol: &str) -> Instance {
+    let mut p = Params::new(format!("{symbol}_p"));
+    let out = &shape.output;
+    p.ty("TOut", out.dtype)
+        .int("TOTAL", shape.total() as i64)
+        .int("V", shape.vector() as i64);
+    let names: Vec<String> = (0..shape.inputs.len()).map(|i| format!("x{i}")).collect();
+    let mut args: Vec<Arg> = shape
+        .inputs
+        .iter()
+        .zip(&names)
+        .map(|(x, name)| Arg::input(name.clone(), x.dtype))
+        .collect();
+    args.push(Arg::output("y", out.dtype));
+    let pname = p.name().to_string();
+    let all = names.join(", ");
+    let call = match &shape.kind {
+        EltKind::Copy { .. } => {
+            p.ty("TIn", shape.inputs[0].dtype);
+            format!("aotune::convert<{pname}>(x0, y)")
+        }
+        EltKind::Unary(op) => {
+            let (code, lo, hi) = match *op {
+                UnaryOp::Relu => (0, 0.0, 0.0),
+                UnaryOp::Sigmoid => (1, 0.0, 0.0),
+                UnaryOp::Clip { min, max } => (2, min, max),
+            };
+            p.ty("TIn", shape.inputs[0].dtype)
+                .int("OP", code)
+                .float("LO", lo)
+                .float("HI", hi);
+            format!("aotune::unary<{pname}>(x0, y)")
+        }
+        EltKind::Binary(op) => {
+            let code = match op {
+                BinaryOp::Add => 0,
+                BinaryOp::Sub => 1,
+                BinaryOp::Mul => 2,
+                BinaryOp::Div => 3,
+            };
+            p.ty("TA", shape.inputs[0].dtype)
+                .ty("TB", shape.inputs[1].dtype)
+                .int("OP", code);
+            format!("aotune::binary<{pname}>(x0, x1, y)")
+        }
+        EltKind::Sum => format!("aotune::sum_n<{pname}>(y, {all})"),
+        EltKind::BatchNorm { epsilon } => {
+            p.ty("TIn", shape.inputs[0].dtype)
+                .ty("TScale", shape.inputs[1].dtype)
+                .ty("TShift", shape.inputs[2].dtype)
+                .ty("TMean", shape.inputs[3].dtype)
+                .ty("TVar", shape.inputs[4].dtype)
+                .float("EPSILON", *epsilon)
+                .func("int channel(int j)", &channel_of(&out.shape, out.layout));
+            format!("aotune::batch_norm<{pname}>(x0, x1, x2, x3, x4, y)")
+        }
+        EltKind::Concat { axis } => {
+            let axis = *axis;
+            let inner: usize = out.shape[axis + 1..].iter().product();
+            let mut start = String::from("switch (i) { ");
+            let mut len = String::from("switch (i) { ");
+            let mut at = 0;
+            for (i, x) in shape.inputs.iter().enumerate() {
+                let _ = write!(start, "case {i}: return {at}; ");
+                let _ = write!(len, "case {i}: return {}; ", x.shape[axis]);
+                at += x.shape[axis];
+            }
+            start.push_str("default: return 0; }");
+            len.push_str("default: return 0; }");
+            p.ints(&[("AXIS", out.shape[axis] as i64), ("INNER", inner as i64)])
+                .func("int start(int i)", &start)
+                .func("int len(int i)", &len);
+            format!("aotune::concat<{pname}>(y, {all})")
+        }
+    };
+    p.func("int src(int i, int j)", &shape.src());
+    finish(
+        symbol,
+        Template::Elementwise,
+        config,
+        &shape.items(),
+        p,
+        &args,
+        &call,
+    )
+}
+
+/// Symbol prefix of an elementwise kind.
+pub fn prefix(kind: &EltKind) -> &'static str {
+    match kind {
+        EltKind::Copy { view: false } => "convert",
+        EltKind::Copy { view: true } => "copy",
+        EltKind::Unary(_) => "unary",
+        EltKind::Binary(_) => "binary",
+        EltKind::Sum => "sum",
+        EltKind::BatchNorm { .. } => "batchnorm",
+        EltKind::Concat { .. } => "concat",
+    }
+}

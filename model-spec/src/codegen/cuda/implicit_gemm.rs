@@ -1,0 +1,713 @@
+//! The implicit-GEMM workload and the configs of its two tiled templates.
+//!
+//! A [`ConvShape`] describes a convolution over NHWC input and OHWI weight
+//! (a dense layer is the 1×1 case over a 1×1 image); as a GEMM it is
+//! `M = N·P·Q`, `N = K`, `K = R·S·C` (KERNELS.md §1). [`SimtConfig`] drives
+//! `conv_simt.cu` (f32 FMA, any dtypes; the only path for Fp32 and Tf32) and
+//! [`MmaConfig`] drives `conv_mma.cu` (mma.sync m16n8k16 for f16/bf16). Both
+//! know their validity rules, search space, launch geometry, split-K
+//! workspace and cost-model view; both render their constants into the
+//! instantiation's parameter struct next to the shape's.
+
+use super::cost_model::{self, TileModel};
+use super::source::{Geometry, Params, Workspace};
+use crate::ir::{Activation, DType, Precision};
+use serde::{Deserialize, Serialize};
+
+/// Largest shared memory one CTA may use on sm_90 (227 KiB).
+pub const MAX_SMEM_BYTES: usize = 227 * 1024;
+/// Heuristic defaults stay within the shared memory a kernel gets without
+/// `cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)`.
+pub const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
+/// Register budget per thread assumed by the validity rules.
+pub const MAX_REGS: usize = 255;
+/// Split-K factors the search spaces offer.
+pub const SPLITS: [u32; 8] = [1, 2, 3, 4, 6, 8, 12, 16];
+
+/// A convolution as the tiled templates see it (groups = 1 for those).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ConvShape {
+    pub n: usize,
+    pub c: usize,
+    pub h: usize,
+    pub w: usize,
+    pub k: usize,
+    pub r: usize,
+    pub s: usize,
+    pub p: usize,
+    pub q: usize,
+    pub stride: [usize; 2],
+    /// Top, left, bottom, right.
+    pub pad: [usize; 4],
+    pub dilation: [usize; 2],
+    pub groups: usize,
+    pub x_dtype: DType,
+    pub w_dtype: DType,
+    /// Dtype of the residual input, if the epilogue has one.
+    pub residual: Option<DType>,
+    pub out_dtype: DType,
+    /// Dtype of the per-output-channel bias, if the epilogue has one.
+    pub bias: Option<DType>,
+    pub activation: Activation,
+    pub precision: Precision,
+}
+
+impl ConvShape {
+    /// A dense layer `y[M,N] = x[M,K]·w[N,K]ᵀ` as a 1×1 convolution.
+    #[allow(clippy::too_many_arguments)]
+    pub fn dense(
+        m: usize,
+        n: usize,
+        k: usize,
+        x_dtype: DType,
+        w_dtype: DType,
+        residual: Option<DType>,
+        out_dtype: DType,
+        bias: Option<DType>,
+        activation: Activation,
+        precision: Precision,
+    ) -> Self {
+        ConvShape {
+            n: m,
+            c: k,
+            h: 1,
+            w: 1,
+            k: n,
+            r: 1,
+            s: 1,
+            p: 1,
+            q: 1,
+            stride: [1, 1],
+            pad: [0; 4],
+            dilation: [1, 1],
+            groups: 1,
+            x_dtype,
+            w_dtype,
+            residual,
+            out_dtype,
+            bias,
+            activation,
+            precision,
+        }
+    }
+
+    pub fn gemm_m(&self) -> usize {
+        self.n * self.p * self.q
+    }
+
+    pub fn gemm_n(&self) -> usize {
+        self.k
+    }
+
+    pub fn gemm_k(&self) -> usize {
+        self.r * self.s * (self.c / self.groups.max(1))
+    }
+
+    /// Multiply-adds of the workload.
+    pub fn macs(&self) -> usize {
+        self.gemm_m() * self.gemm_n() * self.gemm_k()
+    }
+
+    /// True when some window tap can fall outside the input (padding, or a
+    /// window running past the edge), so A loads need bounds checks.
+    pub fn needs_bounds(&self) -> bool {
+        let last_h = (self.p - 1) * self.stride[0] + (self.r - 1) * self.dilation[0];
+        let last_w = (self.q - 1) * self.stride[1] + (self.s - 1) * self.dilation[1];
+        self.pad[0] > 0 || self.pad[1] > 0 || last_h >= self.h || last_w >= self.w
+    }
+
+    /// True when the tensor-core template applies: both operands in the
+    /// same 16-bit type.
+    pub fn mma_operands(&self) -> bool {
+        self.x_dtype == self.w_dtype && matches!(self.x_dtype, DType::F16 | DType::BF16)
+    }
+
+    /// Renders the shape, dtypes and epilogue constants every conv template
+    /// reads.
+    pub fn render(&self, p: &mut Params) {
+        let (act, lo, hi) = match self.activation {
+            Activation::None => (0, 0.0, 0.0),
+            Activation::Relu => (1, 0.0, 0.0),
+            Activation::Clip { min, max } => (2, min, max),
+        };
+        p.ty("TIn", self.x_dtype)
+            .ty("TW", self.w_dtype)
+            .ty("TBias", self.bias.unwrap_or(DType::F32))
+            .ty("TRes", self.residual.unwrap_or(self.out_dtype))
+            .ty("TOut", self.out_dtype)
+            .ints(&[
+                ("N", self.n as i64),
+                ("H", self.h as i64),
+                ("W", self.w as i64),
+                ("C", self.c as i64),
+            ])
+            .ints(&[
+                ("K", self.k as i64),
+                ("R", self.r as i64),
+                ("S", self.s as i64),
+                ("P", self.p as i64),
+                ("Q", self.q as i64),
+                ("GROUPS", self.groups as i64),
+            ])
+            .ints(&[
+                ("SH", self.stride[0] as i64),
+                ("SW", self.stride[1] as i64),
+                ("PH", self.pad[0] as i64),
+                ("PW", self.pad[1] as i64),
+                ("DH", self.dilation[0] as i64),
+                ("DW", self.dilation[1] as i64),
+            ])
+            .ints(&[
+                ("GEMM_M", self.gemm_m() as i64),
+                ("GEMM_N", self.gemm_n() as i64),
+                ("GEMM_K", self.gemm_k() as i64),
+            ])
+            .boolean("HAS_BIAS", self.bias.is_some())
+            .boolean("HAS_RES", self.residual.is_some())
+            .int("ACT", act)
+            .float("CLIP_LO", lo)
+            .float("CLIP_HI", hi)
+            .boolean("TF32", self.precision == Precision::Tf32)
+            .boolean("A_BOUNDS", self.needs_bounds());
+    }
+}
+
+/// Largest vector (elements) moving `elem` bytes each that divides `len`
+/// and `step`, at most 16 bytes.
+fn vector_width(len: usize, step: usize, elem: usize) -> usize {
+    [8usize, 4, 2, 1]
+        .into_iter()
+        .find(|&v| v * elem <= 16 && len % v == 0 && step % v == 0)
+        .unwrap_or(1)
+}
+
+/// Checks the split-K factor: at most the number of k tiles, every slice
+/// non-empty.
+fn check_split(split: u32, k_tiles: usize) -> Result<(), String> {
+    let split = split as usize;
+    if split == 0 || split > 64 {
+        return Err(format!("split_k {split} must be in 1..=64"));
+    }
+    let per = k_tiles.div_ceil(split);
+    if split > 1 && (split - 1) * per >= k_tiles {
+        return Err(format!(
+            "split_k {split} leaves a slice without k tiles ({k_tiles} tiles)"
+        ));
+    }
+    Ok(())
+}
+
+fn grid(shape: &ConvShape, bm: u32, bn: u32, split: u32) -> Result<[u32; 3], String> {
+    let gx = shape.gemm_m().div_ceil(bm as usize);
+    let gy = shape.gemm_n().div_ceil(bn as usize);
+    if gx > i32::MAX as usize || gy > 65535 {
+        return Err(format!("grid {gx}×{gy} exceeds the launch limits"));
+    }
+    Ok([gx as u32, gy as u32, split])
+}
+
+/// Tiles of the SIMT template (`conv_simt.cu`): CTA tile `block_m ×
+/// block_n`, k step `block_k`, `thread_m × thread_n` accumulators per thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SimtConfig {
+    pub block_m: u32,
+    pub block_n: u32,
+    pub block_k: u32,
+    pub thread_m: u32,
+    pub thread_n: u32,
+    pub split_k: u32,
+}
+
+impl SimtConfig {
+    pub fn threads(&self) -> usize {
+        ((self.block_m / self.thread_m.max(1)) * (self.block_n / self.thread_n.max(1))) as usize
+    }
+
+    /// Two f32 buffers of `block_k × (block_m + block_n)`.
+    pub fn smem_bytes(&self) -> usize {
+        2 * self.block_k as usize * (self.block_m + self.block_n) as usize * 4
+    }
+
+    pub fn vec_a(&self, shape: &ConvShape) -> usize {
+        vector_width(shape.c, self.block_k as usize, shape.x_dtype.size())
+    }
+
+    pub fn vec_b(&self, shape: &ConvShape) -> usize {
+        vector_width(shape.gemm_k(), self.block_k as usize, shape.w_dtype.size())
+    }
+
+    fn loads_per_thread(&self, shape: &ConvShape) -> (usize, usize) {
+        let t = self.threads().max(1);
+        let bk = self.block_k as usize;
+        let la = (self.block_m as usize * bk / self.vec_a(shape)).div_ceil(t);
+        let lb = (self.block_n as usize * bk / self.vec_b(shape)).div_ceil(t);
+        (la, lb)
+    }
+
+    /// Registers per thread: accumulators, operand fragments, the prefetched
+    /// tile, row bookkeeping and about 28 for addresses and loop state.
+    pub fn regs_estimate(&self, shape: &ConvShape) -> usize {
+        let (tm, tn) = (self.thread_m as usize, self.thread_n as usize);
+        let (la, lb) = self.loads_per_thread(shape);
+        tm * tn + tm + tn + la * self.vec_a(shape) + lb * self.vec_b(shape) + 3 * la + 28
+    }
+
+    pub fn validate(&self, shape: &ConvShape) -> Result<(), String> {
+        if shape.groups != 1 {
+            return Err("the SIMT implicit GEMM needs groups = 1".into());
+        }
+        if !matches!(self.thread_m, 4 | 8) || !matches!(self.thread_n, 4 | 8) {
+            return Err("thread_m and thread_n must be 4 or 8".into());
+        }
+        if !matches!(self.block_k, 8 | 16 | 32) {
+            return Err("block_k must be 8, 16 or 32".into());
+        }
+        if !matches!(self.block_m, 16 | 32 | 64 | 128 | 256)
+            || !matches!(self.block_n, 16 | 32 | 64 | 128 | 256)
+            || self.block_m % self.thread_m != 0
+            || self.block_n % self.thread_n != 0
+        {
+            return Err("block_m and block_n must be powers of two in 16..=256, multiples of the thread tile".into());
+        }
+        let threads = self.threads();
+        if !(32..=1024).contains(&threads) || threads % 32 != 0 {
+            return Err(format!(
+                "{threads} threads: must be a multiple of 32 in 32..=1024"
+            ));
+        }
+        if self.smem_bytes() > MAX_SMEM_BYTES {
+            return Err(format!("{} B of shared memory", self.smem_bytes()));
+        }
+        let regs = self.regs_estimate(shape);
+        if regs > MAX_REGS {
+            return Err(format!("about {regs} registers per thread"));
+        }
+        check_split(self.split_k, shape.gemm_k().div_ceil(self.block_k as usize))?;
+        grid(shape, self.block_m, self.block_n, self.split_k).map(|_| ())
+    }
+
+    pub fn search_space(shape: &ConvShape) -> Vec<Self> {
+        let mut out = Vec::new();
+        for block_m in [32, 64, 128] {
+            for block_n in [32, 64, 128] {
+                for block_k in [8, 16, 32] {
+                    for thread_m in [4, 8] {
+                        for thread_n in [4, 8] {
+                            for split_k in SPLITS {
+                                let c = SimtConfig {
+                                    block_m,
+                                    block_n,
+                                    block_k,
+                                    thread_m,
+                                    thread_n,
+                                    split_k,
+                                };
+                                if c.validate(shape).is_ok() {
+                                    out.push(c);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    pub fn tag(&self) -> String {
+        format!(
+            "simt_m{}n{}k{}t{}x{}s{}",
+            self.block_m, self.block_n, self.block_k, self.thread_m, self.thread_n, self.split_k
+        )
+    }
+
+    pub fn geometry(&self, shape: &ConvShape) -> Geometry {
+        Geometry {
+            grid: grid(shape, self.block_m, self.block_n, self.split_k).unwrap_or([1, 1, 1]),
+            block: [self.threads() as u32, 1, 1],
+            smem_bytes: self.smem_bytes() as u32,
+        }
+    }
+
+    pub fn workspace(&self, shape: &ConvShape) -> Workspace {
+        split_workspace(shape, self.block_m, self.block_n, self.split_k)
+    }
+
+    pub fn model(&self, shape: &ConvShape) -> TileModel {
+        // Per thread and k tile: the FMAs against the shared-memory reads,
+        // loop overhead, and the global loads with their index arithmetic
+        // and transposed shared stores.
+        let (tm, tn) = (self.thread_m as f64, self.thread_n as f64);
+        let bk = f64::from(self.block_k);
+        let (la, lb) = self.loads_per_thread(shape);
+        let fma = bk * tm * tn;
+        let overhead = bk * ((tm + tn) / 2.0 + 2.0)
+            + la as f64 * (12.0 + self.vec_a(shape) as f64)
+            + lb as f64 * (6.0 + self.vec_b(shape) as f64);
+        TileModel {
+            bm: self.block_m as usize,
+            bn: self.block_n as usize,
+            bk: self.block_k as usize,
+            threads: self.threads(),
+            smem_bytes: self.smem_bytes(),
+            regs_per_thread: self.regs_estimate(shape),
+            split_k: self.split_k as usize,
+            tiles_in_flight: 1,
+            peak: cost_model::SIMT_MACS_PER_NS,
+            inner_efficiency: fma / (fma + overhead),
+            saturating_warps: 16.0,
+            element_bytes: shape.x_dtype.size(),
+            gather_penalty: if self.vec_a(shape) == 1 { 1.3 } else { 1.0 },
+            out_bytes: shape.out_dtype.size(),
+        }
+    }
+
+    pub fn render(&self, p: &mut Params, shape: &ConvShape) {
+        p.ints(&[
+            ("BM", self.block_m.into()),
+            ("BN", self.block_n.into()),
+            ("BK", self.block_k.into()),
+            ("TM", self.thread_m.into()),
+            ("TN", self.thread_n.into()),
+            ("SPLIT_K", self.split_k.into()),
+        ])
+        .ints(&[
+            ("VA", self.vec_a(shape) as i64),
+            ("VB", self.vec_b(shape) as i64),
+        ]);
+    }
+}
+
+/// Tiles of the tensor-core template (`conv_mma.cu`): CTA tile `block_m ×
+/// block_n`, k step `block_k`, `warps_m × warps_n` warps, a `stages`-deep
+/// cp.async pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct MmaConfig {
+    pub block_m: u32,
+    pub block_n: u32,
+    pub block_k: u32,
+    pub warps_m: u32,
+    pub warps_n: u32,
+    pub stages: u32,
+    pub split_k: u32,
+}
+
+impl MmaConfig {
+    pub fn threads(&self) -> usize {
+        32 * (self.warps_m * self.warps_n) as usize
+    }
+
+    /// `stages` buffers of `(block_m + block_n)` rows of `block_k + 8`
+    /// 16-bit elements.
+    pub fn smem_bytes(&self) -> usize {
+        self.stages as usize
+            * (self.block_m + self.block_n) as usize
+            * (self.block_k as usize + 8)
+            * 2
+    }
+
+    /// C % 8 == 0: A moves in 16-byte cp.async chunks.
+    pub fn a_vectorized(shape: &ConvShape) -> bool {
+        shape.c % 8 == 0
+    }
+
+    /// R·S·C % 8 == 0: B moves in 16-byte cp.async chunks.
+    pub fn b_vectorized(shape: &ConvShape) -> bool {
+        shape.gemm_k() % 8 == 0
+    }
+
+    fn warp_tile(&self) -> (usize, usize) {
+        (
+            (self.block_m / self.warps_m.max(1)) as usize,
+            (self.block_n / self.warps_n.max(1)) as usize,
+        )
+    }
+
+    /// Registers per thread: accumulators, A and B fragments, A row
+    /// bookkeeping, about 40 for addresses and loop state.
+    pub fn regs_estimate(&self) -> usize {
+        let (wtm, wtn) = self.warp_tile();
+        let (mi, ni) = (wtm / 16, wtn / 8);
+        let la = (self.block_m as usize * self.block_k as usize / 8).div_ceil(self.threads());
+        mi * ni * 4 + mi * 4 + ni * 2 + 4 * la + 40
+    }
+
+    pub fn validate(&self, shape: &ConvShape) -> Result<(), String> {
+        if shape.groups != 1 {
+            return Err("the tensor-core implicit GEMM needs groups = 1".into());
+        }
+        if !shape.mma_operands() {
+            return Err(format!(
+                "mma.sync needs f16 or bf16 operands of one type, got {} and {}",
+                shape.x_dtype, shape.w_dtype
+            ));
+        }
+        if !matches!(self.block_k, 32 | 64) {
+            return Err("block_k must be 32 or 64".into());
+        }
+        if !matches!(self.stages, 2..=6) {
+            return Err("stages must be in 2..=6".into());
+        }
+        if self.warps_m == 0 || self.warps_n == 0 || self.warps_m * self.warps_n > 16 {
+            return Err("1 to 16 warps".into());
+        }
+        if self.block_m % self.warps_m != 0 || self.block_n % self.warps_n != 0 {
+            return Err("the warps must divide the CTA tile".into());
+        }
+        let (wtm, wtn) = self.warp_tile();
+        if !matches!(wtm, 16 | 32 | 64) || !matches!(wtn, 16 | 32 | 64) {
+            return Err(format!(
+                "warp tile {wtm}×{wtn}: each side must be 16, 32 or 64"
+            ));
+        }
+        if self.smem_bytes() > MAX_SMEM_BYTES {
+            return Err(format!("{} B of shared memory", self.smem_bytes()));
+        }
+        let regs = self.regs_estimate();
+        if regs > MAX_REGS {
+            return Err(format!("about {regs} registers per thread"));
+        }
+        check_split(self.split_k, shape.gemm_k().div_ceil(self.block_k as usize))?;
+        grid(shape, self.block_m, self.block_n, self.split_k).map(|_| ())
+    }
+
+    pub fn search_space(shape: &ConvShape) -> Vec<Self> {
+        let mut out = Vec::new();
+        for block_m in [32, 64, 128, 256] {
+            for block_n in [32, 64, 128, 256] {
+                for block_k in [32, 64] {
+                    for warps_m in [1, 2, 4] {
+                        for warps_n in [1, 2, 4] {
+                            for stages in [2, 3, 4] {
+                                for split_k in SPLITS {
+                                    let c = MmaConfig {
+                                        block_m,
+                                        block_n,
+                                        block_k,
+                                        warps_m,
+                                        warps_n,
+                                        stages,
+                                        split_k,
+                                    };
+                                    if c.validate(shape).is_ok() {
+                                        out.push(c);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    pub fn tag(&self) -> String {
+        format!(
+            "mma_m{}n{}k{}w{}x{}p{}s{}",
+            self.block_m,
+            self.block_n,
+            self.block_k,
+            self.warps_m,
+            self.warps_n,
+            self.stages,
+            self.split_k
+        )
+    }
+
+    pub fn geometry(&self, shape: &ConvShape) -> Geometry {
+        Geometry {
+            grid: grid(shape, self.block_m, self.block_n, self.split_k).unwrap_or([1, 1, 1]),
+            block: [self.threads() as u32, 1, 1],
+            smem_bytes: self.smem_bytes() as u32,
+        }
+    }
+
+    pub fn workspace(&self, shape: &ConvShape) -> Workspace {
+        split_workspace(shape, self.block_m, self.block_n, self.split_k)
+    }
+
+    pub fn model(&self, shape: &ConvShape) -> TileModel {
+        let (wtm, wtn) = self.warp_tile();
+        let (mi, ni) = ((wtm / 16) as f64, (wtn / 8) as f64);
+        let warps = f64::from(self.warps_m * self.warps_n);
+        // Per 16-deep k step: tensor-pipe time vs shared-memory time (ldmatrix
+        // reads plus the cp.async fill), SM-wide, in clocks.
+        let mma = warps * mi * ni * 1.5;
+        let smem = warps * (mi + ni / 2.0) * 4.0 + f64::from(self.block_m + self.block_n) / 4.0;
+        TileModel {
+            bm: self.block_m as usize,
+            bn: self.block_n as usize,
+            bk: self.block_k as usize,
+            threads: self.threads(),
+            smem_bytes: self.smem_bytes(),
+            regs_per_thread: self.regs_estimate(),
+            split_k: self.split_k as usize,
+            tiles_in_flight: self.stages as usize - 1,
+            peak: cost_model::MMA_MACS_PER_NS,
+            inner_efficiency: 0.9 * (mma / smem).min(1.0),
+            saturating_warps: 8.0,
+            element_bytes: shape.x_dtype.size(),
+            gather_penalty: if Self::a_vectorized(shape) { 1.0 } else { 2.0 },
+            out_bytes: shape.out_dtype.size(),
+        }
+    }
+
+    pub fn render(&self, p: &mut Params, shape: &ConvShape) {
+        p.ints(&[
+            ("BM", self.block_m.into()),
+            ("BN", self.block_n.into()),
+            ("BK", self.block_k.into()),
+            ("WARPS_M", self.warps_m.into()),
+            ("WARPS_N", self.warps_n.into()),
+            ("STAGES", self.stages.into()),
+            ("SPLIT_K", self.split_k.into()),
+        ])
+        .boolean("A_VEC", Self::a_vectorized(shape))
+        .boolean("B_VEC", Self::b_vectorized(shape));
+    }
+}
+
+fn split_workspace(shape: &ConvShape, bm: u32, bn: u32, split: u32) -> Workspace {
+    if split <= 1 {
+        return Workspace::default();
+    }
+    let tiles = shape.gemm_m().div_ceil(bm as usize) * shape.gemm_n().div_ceil(bn as usize);
+    Workspace {
+        partials: split as usize * tiles * (bm * bn) as usize,
+        counters: tiles,
+    }
+}
+
+/// The config with the lowest modelled time among `candidates` whose shared
+/// memory fits [`DEFAULT_SMEM_LIMIT`] (all of them if none does); ties go to
+/// the earlier candidate.
+pub fn cheapest<C: Copy>(
+    candidates: &[C],
+    shape: &ConvShape,
+    smem: impl Fn(&C) -> usize,
+    model: impl Fn(&C) -> TileModel,
+) -> Option<C> {
+    let fits: Vec<C> = candidates
+        .iter()
+        .copied()
+        .filter(|c| smem(c) <= DEFAULT_SMEM_LIMIT)
+        .collect();
+    let pool = if fits.is_empty() {
+        candidates.to_vec()
+    } else {
+        fits
+    };
+    let (m, n, k) = (shape.gemm_m(), shape.gemm_n(), shape.gemm_k());
+    let mut best: Option<(f64, C)> = None;
+    for c in pool {
+        let t = cost_model::estimate_ns(m, n, k, &model(&c));
+        if best.as_ref().is_none_or(|(b, _)| t < *b) {
+            best = Some((t, c));
+        }
+    }
+    best.map(|(_, c)| c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn conv(
+        n: usize,
+        c: usize,
+        hw: usize,
+        k: usize,
+        rs: usize,
+        stride: usize,
+        dtype: DType,
+    ) -> ConvShape {
+        let pad = rs / 2;
+        let out = (hw + 2 * pad - rs) / stride + 1;
+        ConvShape {
+            n,
+            c,
+            h: hw,
+            w: hw,
+            k,
+            r: rs,
+            s: rs,
+            p: out,
+            q: out,
+            stride: [stride; 2],
+            pad: [pad; 4],
+            dilation: [1, 1],
+            groups: 1,
+            x_dtype: dtype,
+            w_dtype: dtype,
+            residual: None,
+            out_dtype: dtype,
+            bias: Some(DType::F32),
+            activation: Activation::Relu,
+            precision: match dtype {
+                DType::F32 => Precision::Fp32,
+                DType::F16 => Precision::Fp16,
+                DType::BF16 => Precision::Bf16,
+            },
+        }
+    }
+
+    #[test]
+    fn search_spaces_are_valid_and_nonempty() {
+        for dtype in [DType::F32, DType::F16] {
+            for shape in [
+                conv(1, 3, 224, 64, 7, 2, dtype),
+                conv(1, 512, 7, 512, 3, 1, dtype),
+                conv(8, 64, 56, 256, 1, 1, dtype),
+            ] {
+                let simt = SimtConfig::search_space(&shape);
+                assert!(!simt.is_empty());
+                assert!(simt.iter().all(|c| c.validate(&shape).is_ok()));
+                let mma = MmaConfig::search_space(&shape);
+                assert_eq!(mma.is_empty(), dtype == DType::F32);
+                assert!(mma.iter().all(|c| c.validate(&shape).is_ok()));
+            }
+        }
+    }
+
+    #[test]
+    fn bounds_checks_only_where_windows_leave_the_input() {
+        assert!(conv(1, 64, 56, 64, 3, 1, DType::F32).needs_bounds());
+        assert!(!conv(1, 64, 56, 64, 1, 1, DType::F32).needs_bounds());
+        assert!(!conv(1, 64, 56, 64, 1, 2, DType::F32).needs_bounds());
+    }
+
+    #[test]
+    fn invalid_configs_say_why() {
+        let shape = conv(1, 64, 56, 64, 3, 1, DType::F16);
+        let mut c = MmaConfig {
+            block_m: 64,
+            block_n: 64,
+            block_k: 32,
+            warps_m: 2,
+            warps_n: 2,
+            stages: 3,
+            split_k: 1,
+        };
+        assert!(c.validate(&shape).is_ok());
+        c.split_k = 64;
+        assert!(c.validate(&shape).unwrap_err().contains("split_k"));
+        c.split_k = 1;
+        c.stages = 6;
+        c.block_m = 256;
+        c.block_n = 256;
+        c.block_k = 64;
+        assert!(c.validate(&shape).unwrap_err().contains("shared memory"));
+        let f32_shape = conv(1, 64, 56, 64, 3, 1, DType::F32);
+        assert!(MmaConfig {
+            stages: 3,
+            block_m: 64,
+            block_n: 64,
+            block_k: 32,
+            ..c
+        }
+        .validate(&f32_shape)
+        .unwrap_err()
+        .contains("f16 or bf16"));
+    }
+}

@@ -1,0 +1,279 @@
+//! CUDA code generation: one self-contained `kernels.cu` and the launch
+//! table of a forward pass, from an optimized [`Graph`], its [`MemoryPlan`]
+//! and the tuned configs.
+//!
+//! [`generate_cuda`] walks the nodes in order. A view the plan aliased runs
+//! nothing; every other node is a launch of the kernel of its task
+//! ([`crate::schedule::task_key`]): nodes with equal keys share one kernel,
+//! rendered once from the template its op family uses and the config chosen
+//! for the task ([`config::choose`]: the tuned override when it parses and is
+//! valid, else the template's heuristic default).
+//!
+//! Kernels are `extern "C" __global__` wrappers named
+//! `<family>_<first 8 hex digits of the task hash>_<config tag>` (e.g.
+//! `conv_6663570e_mma_m64n64k32w2x2p3s1`; the full 16 digits if two tasks
+//! would collide). Each takes one pointer per argument value — the node's
+//! inputs in order, then its output — and nothing else: shapes, strides,
+//! pads, dtypes and the config are `static constexpr` members of the
+//! instantiation's parameter struct, from which the launch geometry is also
+//! computed. Pointers must be 16-byte aligned (the plan aligns arena buffers
+//! to 256 bytes; the weight blob must align each constant likewise).
+//!
+//! Launches with more than 48 KiB of dynamic shared memory
+//! ([`KernelLaunch::smem_bytes`]) need
+//! `cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)`
+//! first; heuristic defaults stay below that. Split-K kernels share the
+//! module's static `aotune::splitk_partials` / `splitk_counters` buffers, so
+//! launches of one module must not run concurrently (one stream or one
+//! captured graph).
+
+pub mod config;
+pub mod conv;
+pub mod cost_model;
+pub mod dense;
+pub mod elementwise;
+mod error;
+pub mod implicit_gemm;
+pub mod index_map;
+pub mod matmul;
+pub mod pool;
+pub mod reduce;
+pub mod source;
+
+#[cfg(test)]
+mod nvcc;
+#[cfg(test)]
+mod sweep_tests;
+#[cfg(test)]
+mod test_graphs;
+#[cfg(test)]
+mod tests;
+
+pub use config::{ConfigOverrides, KernelConfig, LinearConfig, LinearShape};
+pub use conv::ConvConfig;
+pub use dense::{DenseConfig, GemvConfig};
+pub use error::CodegenError;
+pub use implicit_gemm::{ConvShape, MmaConfig, SimtConfig};
+pub use matmul::MatmulConfig;
+
+use crate::ir::{Graph, NodeId, Op, ValueId, MAX_ELEMENTS};
+use crate::plan::MemoryPlan;
+use crate::schedule::{task_key, TaskKey};
+use config::{choose, TaskRef};
+use source::Instance;
+use std::collections::{HashMap, HashSet};
+
+/// The generated CUDA of one model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CudaModule {
+    /// The whole `kernels.cu`.
+    pub source: String,
+    /// `extern "C"` kernel symbols, indexed by [`KernelLaunch::kernel`].
+    pub kernels: Vec<String>,
+    /// One launch per node that runs a kernel, in node order.
+    pub launches: Vec<KernelLaunch>,
+    /// Tuned configs that were not used, each naming its task.
+    pub warnings: Vec<String>,
+}
+
+/// One kernel launch of the forward pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelLaunch {
+    pub node: NodeId,
+    /// Index into [`CudaModule::kernels`].
+    pub kernel: u32,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    /// Dynamic shared memory bytes.
+    pub smem_bytes: u32,
+    /// Pointer parameters in kernel order: the node's inputs, then its
+    /// output. Constants live in the weight blob, everything else in the
+    /// arena at its planned offset.
+    pub args: Vec<ValueId>,
+}
+
+/// A rendered kernel and the nodes that use it.
+struct Kernel {
+    instance: Instance,
+    key: TaskKey,
+    nodes: Vec<String>,
+}
+
+/// Renders the kernels and launches of `graph`. Fails, naming the node, on
+/// an op or use of an op that has no kernel (e.g. a convolution compiled
+/// with `channels_last: false`) or a value missing from `plan`.
+pub fn generate_cuda(
+    graph: &Graph,
+    plan: &MemoryPlan,
+    configs: &ConfigOverrides,
+) -> Result<CudaModule, CodegenError> {
+    let mut kernels: Vec<Kernel> = Vec::new();
+    let mut by_key: HashMap<TaskKey, usize> = HashMap::new();
+    let mut symbols: HashSet<String> = HashSet::new();
+    let mut launches = Vec::new();
+    let mut warnings = Vec::new();
+    for id in graph.node_ids() {
+        let node = graph.node(id);
+        let unsupported = |message: String| CodegenError::Unsupported {
+            index: id.index(),
+            node: node.name.clone(),
+            op: node.op.kind(),
+            message,
+        };
+        let output_buffer = plan.buffer(node.output);
+        if node.op.is_view() && output_buffer.is_some_and(|b| b.alias_of.is_some()) {
+            continue;
+        }
+        let mut args = node.inputs.clone();
+        args.push(node.output);
+        for &v in &args {
+            let value = graph.value(v);
+            if !value.is_constant() && plan.buffer(v).is_none() {
+                return Err(CodegenError::Unplanned {
+                    index: id.index(),
+                    node: node.name.clone(),
+                    op: node.op.kind(),
+                    value: v.0,
+                });
+            }
+            if value.numel() > i32::MAX as usize || value.numel() > MAX_ELEMENTS {
+                return Err(unsupported(format!(
+                    "value %{} has {} elements; kernels index with 32-bit ints",
+                    v.0,
+                    value.numel()
+                )));
+            }
+        }
+        let key = task_key(graph, id);
+        let index = match by_key.get(&key) {
+            Some(&i) => i,
+            None => {
+                let hash = key.hash_hex();
+                let task = TaskRef {
+                    hash: &hash,
+                    op: node.op.kind(),
+                    node: &node.name,
+                    overridden: configs.get(&hash),
+                };
+                let mut instance = instantiate(graph, id, &task, &hash[..8], &mut warnings)
+                    .map_err(unsupported)?;
+                if symbols.contains(&instance.symbol) {
+                    instance = instantiate(graph, id, &task, &hash, &mut Vec::new())
+                        .map_err(unsupported)?;
+                }
+                symbols.insert(instance.symbol.clone());
+                by_key.insert(key.clone(), kernels.len());
+                kernels.push(Kernel {
+                    instance,
+                    key,
+                    nodes: Vec::new(),
+                });
+                kernels.len() - 1
+            }
+        };
+        let kernel = &mut kernels[index];
+        kernel.nodes.push(node.name.clone());
+        let g = kernel.instance.geometry;
+        launches.push(KernelLaunch {
+            node: id,
+            kernel: index as u32,
+            grid: g.grid,
+            block: g.block,
+            smem_bytes: g.smem_bytes,
+            args,
+        });
+    }
+    let rendered: Vec<(Instance, String)> = kernels
+        .iter()
+        .map(|k| {
+            let shown: Vec<&str> = k.nodes.iter().take(4).map(String::as_str).collect();
+            let more = k.nodes.len().saturating_sub(4);
+            let comment = format!(
+                "{} task {}: {}{}\n// {}",
+                k.key.op,
+                k.key.hash_hex(),
+                shown.join(", "),
+                if more > 0 {
+                    format!(" (+{more} more)")
+                } else {
+                    String::new()
+                },
+                k.key.canonical
+            );
+            (k.instance.clone(), comment)
+        })
+        .collect();
+    Ok(CudaModule {
+        source: source::assemble(&rendered),
+        kernels: kernels.iter().map(|k| k.instance.symbol.clone()).collect(),
+        launches,
+        warnings,
+    })
+}
+
+/// `<family>_<hash>_<tag>`.
+fn symbol(family: &str, hash: &str, tag: &str) -> String {
+    format!("{family}_{hash}_{tag}")
+}
+
+/// Renders the kernel of node `id`'s task, choosing its config.
+fn instantiate(
+    graph: &Graph,
+    id: NodeId,
+    task: &TaskRef,
+    hash: &str,
+    warnings: &mut Vec<String>,
+) -> Result<Instance, String> {
+    let node = graph.node(id);
+    Ok(match &node.op {
+        Op::FusedConv { .. } | Op::Conv(_) => {
+            let shape = conv::conv_shape(graph, id)?;
+            let c: ConvConfig = choose(&shape, task, warnings);
+            conv::instantiate(&shape, &c, &symbol("conv", hash, &c.tag()))
+        }
+        Op::Dense { .. } => {
+            let shape = dense::dense_shape(graph, id)?;
+            let c: DenseConfig = choose(&shape, task, warnings);
+            dense::instantiate(&shape, &c, &symbol("dense", hash, &c.tag()))
+        }
+        Op::MaxPool(_) | Op::AveragePool { .. } => {
+            let shape = pool::pool_shape(graph, id)?;
+            let c: LinearConfig = choose(&shape.items(), task, warnings);
+            let family = if shape.average.is_some() {
+                "avgpool"
+            } else {
+                "maxpool"
+            };
+            pool::instantiate(&shape, &c, &symbol(family, hash, &c.tag()))
+        }
+        Op::GlobalAveragePool | Op::GlobalMaxPool | Op::ReduceMean { .. } => {
+            let shape = reduce::reduce_shape(graph, id)?;
+            let c: LinearConfig = choose(&shape.items(), task, warnings);
+            reduce::instantiate_reduce(&shape, &c, &symbol("reduce", hash, &c.tag()))
+        }
+        Op::Softmax { .. } => {
+            let shape = reduce::softmax_shape(graph, id)?;
+            let c: LinearConfig = choose(&shape.items(), task, warnings);
+            reduce::instantiate_softmax(&shape, &c, &symbol("softmax", hash, &c.tag()))
+        }
+        Op::Convert
+        | Op::Flatten { .. }
+        | Op::Reshape { .. }
+        | Op::Identity
+        | Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Sum
+        | Op::BatchNorm { .. }
+        | Op::Concat { .. } => {
+            let shape = elementwise::elt_shape(graph, id)?;
+            let c: LinearConfig = choose(&shape.items(), task, warnings);
+            let family = elementwise::prefix(&shape.kind);
+            elementwise::instantiate(&shape, &c, &symbol(family, hash, &c.tag()))
+        }
+        Op::Gemm { .. } | Op::MatMul => {
+            let shape = matmul::matmul_shape(graph, id)?;
+            let c: MatmulConfig = choose(&shape, task, warnings);
+            matmul::instantiate(&shape, &c, &symbol("matmul", hash, &c.tag()))
+        }
+    })
+}

@@ -1,0 +1,322 @@
+//! Rendering primitives: C++ names of storage types, exact float literals,
+//! the per-instantiation parameter struct, the `extern "C"` wrapper, the
+//! embedded `.cu` templates, and the assembly of one self-contained
+//! `kernels.cu`.
+//!
+//! An instantiation is a `struct <symbol>_p` of `static constexpr` members
+//! (shape, dtypes, epilogue, config) plus, where a template needs index
+//! plumbing, small `static __device__` functions; the wrapper
+//! `extern "C" __global__ void <symbol>(pointers…)` calls the template with
+//! it. Nothing but pointers crosses the launch.
+
+use crate::ir::DType;
+use std::collections::BTreeSet;
+use std::fmt::Write;
+
+/// The `.cu` template files, embedded; each is included at most once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Template {
+    ConvSimt,
+    ConvMma,
+    ConvDirect,
+    DenseGemv,
+    Pool,
+    Reduce,
+    Elementwise,
+    Matmul,
+}
+
+impl Template {
+    pub fn file_name(self) -> &'static str {
+        match self {
+            Template::ConvSimt => "conv_simt.cu",
+            Template::ConvMma => "conv_mma.cu",
+            Template::ConvDirect => "conv_direct.cu",
+            Template::DenseGemv => "dense_gemv.cu",
+            Template::Pool => "pool.cu",
+            Template::Reduce => "reduce.cu",
+            Template::Elementwise => "elementwise.cu",
+            Template::Matmul => "matmul.cu",
+        }
+    }
+
+    pub fn source(self) -> &'static str {
+        match self {
+            Template::ConvSimt => include_str!("templates/conv_simt.cu"),
+            Template::ConvMma => include_str!("templates/conv_mma.cu"),
+            Template::ConvDirect => include_str!("templates/conv_direct.cu"),
+            Template::DenseGemv => include_str!("templates/dense_gemv.cu"),
+            Template::Pool => include_str!("templates/pool.cu"),
+            Template::Reduce => include_str!("templates/reduce.cu"),
+            Template::Elementwise => include_str!("templates/elementwise.cu"),
+            Template::Matmul => include_str!("templates/matmul.cu"),
+        }
+    }
+}
+
+/// Device helpers every module starts with.
+pub const COMMON: &str = include_str!("templates/common.cuh");
+
+/// C++ name of a storage type.
+pub fn ctype(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F32 => "float",
+        DType::F16 => "__half",
+        DType::BF16 => "__nv_bfloat16",
+    }
+}
+
+/// A C++ `float` expression equal to `x` bit for bit (Rust prints the
+/// shortest decimal that round-trips, which C++ parses back to the same
+/// float).
+pub fn f32_literal(x: f32) -> String {
+    if x.is_nan() {
+        "__builtin_nanf(\"\")".to_string()
+    } else if x.is_infinite() {
+        if x > 0.0 {
+            "__builtin_huge_valf()".to_string()
+        } else {
+            "(-__builtin_huge_valf())".to_string()
+        }
+    } else {
+        let s = format!("{x:?}");
+        let s = if s.contains(['.', 'e', 'E']) {
+            s
+        } else {
+            format!("{s}.0")
+        };
+        format!("{s}f")
+    }
+}
+
+/// Builder of an instantiation's parameter struct.
+#[derive(Debug, Clone)]
+pub struct Params {
+    name: String,
+    lines: Vec<String>,
+}
+
+impl Params {
+    pub fn new(name: impl Into<String>) -> Self {
+        Params {
+            name: name.into(),
+            lines: Vec::new(),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `typedef <ctype> alias;`
+    pub fn ty(&mut self, alias: &str, dtype: DType) -> &mut Self {
+        self.lines
+            .push(format!("typedef {} {alias};", ctype(dtype)));
+        self
+    }
+
+    /// `static constexpr int name = value;` (values are checked to fit an
+    /// `int` by the callers, which reject tensors of 2^31 elements or more).
+    pub fn int(&mut self, name: &str, value: impl Into<i64>) -> &mut Self {
+        self.lines
+            .push(format!("static constexpr int {name} = {};", value.into()));
+        self
+    }
+
+    /// Several ints on one line, for readability of shapes.
+    pub fn ints(&mut self, items: &[(&str, i64)]) -> &mut Self {
+        let body: Vec<String> = items.iter().map(|(n, v)| format!("{n} = {v}")).collect();
+        self.lines
+            .push(format!("static constexpr int {};", body.join(", ")));
+        self
+    }
+
+    pub fn boolean(&mut self, name: &str, value: bool) -> &mut Self {
+        self.lines
+            .push(format!("static constexpr bool {name} = {value};"));
+        self
+    }
+
+    pub fn float(&mut self, name: &str, value: f32) -> &mut Self {
+        self.lines.push(format!(
+            "static constexpr float {name} = {};",
+            f32_literal(value)
+        ));
+        self
+    }
+
+    /// A `static __device__ __forceinline__ int name(int j)`-style function;
+    /// `signature` is e.g. `int src(int i, int j)`, `body` its statements.
+    pub fn func(&mut self, signature: &str, body: &str) -> &mut Self {
+        self.lines.push(format!(
+            "static __device__ __forceinline__ {signature} {{ {body} }}"
+        ));
+        self
+    }
+
+    pub fn render(&self) -> String {
+        let mut s = format!("struct {} {{\n", self.name);
+        for line in &self.lines {
+            let _ = writeln!(s, "  {line}");
+        }
+        s.push_str("};\n");
+        s
+    }
+}
+
+/// One pointer parameter of a kernel.
+#[derive(Debug, Clone)]
+pub struct Arg {
+    pub name: String,
+    pub dtype: DType,
+    /// The output (non-const); every other pointer is a read-only input.
+    pub output: bool,
+}
+
+impl Arg {
+    pub fn input(name: impl Into<String>, dtype: DType) -> Self {
+        Arg {
+            name: name.into(),
+            dtype,
+            output: false,
+        }
+    }
+
+    pub fn output(name: impl Into<String>, dtype: DType) -> Self {
+        Arg {
+            name: name.into(),
+            dtype,
+            output: true,
+        }
+    }
+}
+
+/// `extern "C" __global__ void __launch_bounds__(threads) symbol(args) { call; }`
+pub fn wrapper(symbol: &str, threads: u32, args: &[Arg], call: &str) -> String {
+    let params: Vec<String> = args
+        .iter()
+        .map(|a| {
+            format!(
+                "{}{}* __restrict__ {}",
+                if a.output { "" } else { "const " },
+                ctype(a.dtype),
+                a.name
+            )
+        })
+        .collect();
+    format!(
+        "extern \"C\" __global__ void __launch_bounds__({threads}) {symbol}(\n    {}) {{\n  {call};\n}}\n",
+        params.join(",\n    ")
+    )
+}
+
+/// Launch geometry of one kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Geometry {
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    /// Dynamic shared memory bytes.
+    pub smem_bytes: u32,
+}
+
+/// Split-K workspace a kernel needs from the module's static buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Workspace {
+    /// f32 partial sums.
+    pub partials: usize,
+    /// Per-tile arrival counters.
+    pub counters: usize,
+}
+
+/// One rendered kernel: its symbol, the template it instantiates, its code
+/// (parameter struct and wrapper) and how to launch it.
+#[derive(Debug, Clone)]
+pub struct Instance {
+    pub symbol: String,
+    pub template: Template,
+    /// The config as JSON, for the comment above the instantiation.
+    pub config: String,
+    pub code: String,
+    pub geometry: Geometry,
+    pub workspace: Workspace,
+}
+
+/// Assembles `kernels.cu`: includes, the split-K workspace (sized to the
+/// largest user), the common helpers, each template once, then every
+/// instantiation with a comment naming the task and nodes it serves.
+pub fn assemble(instances: &[(Instance, String)]) -> String {
+    let templates: BTreeSet<Template> = instances.iter().map(|(i, _)| i.template).collect();
+    let partials = instances
+        .iter()
+        .map(|(i, _)| i.workspace.partials)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let counters = instances
+        .iter()
+        .map(|(i, _)| i.workspace.counters)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let mut s = String::new();
+    s.push_str(
+        "// Generated by aotune (model-spec/src/codegen/cuda). Do not edit.\n\
+         // Every kernel takes only pointers; shapes, strides, dtypes and tile\n\
+         // configs are compile-time constants of its instantiation.\n\
+         #include <cuda_fp16.h>\n\
+         #include <cuda_bf16.h>\n\n",
+    );
+    let _ = write!(
+        s,
+        "namespace aotune {{\n\
+         // Split-K workspace shared by the split-K kernels below (launches are\n\
+         // serialized); counters are zero at load and reset by each kernel.\n\
+         __device__ float splitk_partials[{partials}];\n\
+         __device__ unsigned int splitk_counters[{counters}];\n\
+         }}  // namespace aotune\n\n"
+    );
+    s.push_str("// ---- common.cuh ----\n");
+    s.push_str(COMMON);
+    for t in templates {
+        let _ = write!(s, "\n// ---- {} ----\n", t.file_name());
+        s.push_str(t.source());
+    }
+    s.push_str("\n// ---- instantiations ----\n");
+    for (instance, comment) in instances {
+        let _ = write!(s, "\n// {comment}\n// config {}\n", instance.config);
+        s.push_str(&instance.code);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float_literals_round_trip() {
+        assert_eq!(f32_literal(6.0), "6.0f");
+        assert_eq!(f32_literal(0.1), "0.1f");
+        assert_eq!(f32_literal(-1e-30), "-1e-30f");
+        assert_eq!(f32_literal(f32::INFINITY), "__builtin_huge_valf()");
+        assert_eq!(f32_literal(f32::NEG_INFINITY), "(-__builtin_huge_valf())");
+        for x in [0.1f32, 1.0 / 3.0, 1e-42, 3.4028235e38] {
+            let lit = f32_literal(x);
+            let parsed: f32 = lit.trim_end_matches('f').parse().unwrap();
+            assert_eq!(parsed.to_bits(), x.to_bits(), "{lit}");
+        }
+    }
+
+    #[test]
+    fn wrapper_lists_inputs_const_and_the_output_last() {
+        let w = wrapper(
+            "k",
+            128,
+            &[Arg::input("x", DType::F16), Arg::output("y", DType::F32)],
+            "aotune::f(x, y)",
+        );
+        assert!(w.contains("const __half* __restrict__ x"), "{w}");
+        assert!(w.contains("float* __restrict__ y"), "{w}");
+        assert!(w.contains("__launch_bounds__(128) k("), "{w}");
+    }
+}

@@ -1,0 +1,690 @@
+//! Template sweeps through nvcc: for every template, a few shapes × a sample
+//! of its search space (plus the default) × precisions are rendered through
+//! the same path `generate_cuda` uses, batched into a few `.cu` files, and
+//! compiled with `nvcc -cubin -arch=sm_90 -Xptxas -v`; every kernel must
+//! compile without register spills. Without nvcc the tests print
+//! `SKIPPED: …` and pass.
+
+use super::config::TaskRef;
+use super::nvcc::{self, KernelReport, Nvcc};
+use super::source::{assemble, Instance};
+use super::test_graphs::{one_op, In};
+use super::*;
+use crate::ir::{
+    Activation, BinaryOp, Conv2d, DType, Epilogue, Graph, Layout, NodeId, Op, Pool2d, Precision,
+    UnaryOp,
+};
+use serde::Serialize;
+
+/// Every `n`-th element so that about `n` remain, first and last included.
+pub(crate) fn sample<T: Clone>(all: &[T], n: usize) -> Vec<T> {
+    if all.len() <= n || n < 2 {
+        return all.to_vec();
+    }
+    (0..n)
+        .map(|i| all[i * (all.len() - 1) / (n - 1)].clone())
+        .collect()
+}
+
+/// The instance of node 0 of `graph` with `config` forced through the
+/// override path (`None`: the default), under a unique `label`.
+pub(crate) fn node_instance<C: Serialize>(
+    graph: &Graph,
+    config: Option<&C>,
+    label: &str,
+) -> Instance {
+    let value = config.map(|c| serde_json::to_value(c).unwrap());
+    let node = graph.node(NodeId(0));
+    let task = TaskRef {
+        hash: label,
+        op: node.op.kind(),
+        node: &node.name,
+        overridden: value.as_ref(),
+    };
+    let mut warnings = Vec::new();
+    let instance = super::instantiate(graph, NodeId(0), &task, label, &mut warnings)
+        .unwrap_or_else(|e| panic!("{label}: {e}"));
+    assert!(warnings.is_empty(), "{label}: {warnings:?}");
+    instance
+}
+
+/// Compiles the instances in batches (two nvcc processes at a time) and
+/// returns ptxas's report of every kernel; fails on any compile error,
+/// missing kernel or spill.
+pub(crate) fn compile_all(nvcc: &Nvcc, name: &str, instances: Vec<Instance>) -> Vec<KernelReport> {
+    const BATCH: usize = 48;
+    let batches: Vec<Vec<Instance>> = instances.chunks(BATCH).map(<[_]>::to_vec).collect();
+    let sources: Vec<(String, String, Vec<String>)> = batches
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let rendered: Vec<(Instance, String)> =
+                b.iter().map(|x| (x.clone(), x.symbol.clone())).collect();
+            (
+                format!("{name}_{i}"),
+                assemble(&rendered),
+                b.iter().map(|x| x.symbol.clone()).collect(),
+            )
+        })
+        .collect();
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .clamp(1, 4);
+    let mut reports = Vec::new();
+    for group in sources.chunks(workers) {
+        let results: Vec<Result<Vec<KernelReport>, String>> = std::thread::scope(|s| {
+            let handles: Vec<_> = group
+                .iter()
+                .map(|(label, source, _)| s.spawn(move || nvcc::compile(nvcc, source, label)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err("nvcc thread panicked".into()))
+                })
+                .collect()
+        });
+        for ((label, _, symbols), result) in group.iter().zip(results) {
+            let r = result.unwrap_or_else(|e| panic!("{label}: {e}"));
+            for symbol in symbols {
+                let k = r
+                    .iter()
+                    .find(|k| &k.name == symbol)
+                    .unwrap_or_else(|| panic!("{label}: no ptxas report for {symbol}"));
+                assert!(!k.spills(), "{label}: {symbol} spills: {k:?}");
+            }
+            reports.extend(r);
+        }
+    }
+    reports
+}
+
+fn dtypes(precision: Precision) -> DType {
+    precision.storage()
+}
+
+/// A FusedConv test graph: NHWC input `[n, c, hw, hw]`, OHWI weight.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn conv_graph(
+    n: usize,
+    c: usize,
+    hw: [usize; 2],
+    k: usize,
+    conv: Conv2d,
+    epilogue: Epilogue,
+    precision: Precision,
+    out_dtype: DType,
+) -> Graph {
+    let s = dtypes(precision);
+    let cl = Layout::ChannelsLast;
+    let mut inputs = vec![
+        In::act(&[n, c, hw[0], hw[1]], s, cl),
+        In::constant(
+            &[k, c / conv.groups, conv.kernel[0], conv.kernel[1]],
+            s,
+            cl,
+            1,
+        ),
+    ];
+    if epilogue.bias {
+        inputs.push(In::constant(&[k], DType::F32, Layout::RowMajor, 2));
+    }
+    if epilogue.residual {
+        let [p, q] = conv.output_hw(hw[0], hw[1]).unwrap();
+        inputs.push(In::act(&[n, k, p, q], s, cl));
+    }
+    one_op(
+        Op::FusedConv { conv, epilogue },
+        &inputs,
+        out_dtype,
+        cl,
+        precision,
+    )
+    .0
+}
+
+pub(crate) fn geometry(
+    kernel: usize,
+    stride: usize,
+    pads: [usize; 4],
+    dilation: usize,
+    groups: usize,
+) -> Conv2d {
+    Conv2d {
+        kernel: [kernel, kernel],
+        strides: [stride, stride],
+        pads,
+        dilations: [dilation, dilation],
+        groups,
+    }
+}
+
+/// Conv test cases: (graph label, graph) for one precision.
+pub(crate) fn conv_cases(precision: Precision) -> Vec<(String, Graph)> {
+    let s = precision.storage();
+    let relu = Epilogue {
+        bias: true,
+        residual: false,
+        activation: Activation::Relu,
+    };
+    let full = Epilogue {
+        bias: true,
+        residual: true,
+        activation: Activation::Relu,
+    };
+    let clip = Epilogue {
+        bias: false,
+        residual: false,
+        activation: Activation::Clip {
+            min: -0.5,
+            max: 6.0,
+        },
+    };
+    vec![
+        // The stem: C = 3, 7×7 stride 2.
+        (
+            "stem".into(),
+            conv_graph(
+                1,
+                3,
+                [40, 40],
+                64,
+                geometry(7, 2, [3; 4], 1, 1),
+                relu,
+                precision,
+                s,
+            ),
+        ),
+        // 3×3 with a residual, M not a multiple of any tile.
+        (
+            "3x3".into(),
+            conv_graph(
+                2,
+                64,
+                [7, 7],
+                64,
+                geometry(3, 1, [1; 4], 1, 1),
+                full,
+                precision,
+                s,
+            ),
+        ),
+        // 1×1 stride 2 (no padding), f32 output.
+        (
+            "1x1s2".into(),
+            conv_graph(
+                1,
+                256,
+                [14, 14],
+                512,
+                geometry(1, 2, [0; 4], 1, 1),
+                relu,
+                precision,
+                DType::F32,
+            ),
+        ),
+        // Odd channel counts, dilation, asymmetric pads, Clip, no bias.
+        (
+            "odd".into(),
+            conv_graph(
+                1,
+                20,
+                [11, 9],
+                35,
+                geometry(3, 2, [1, 0, 2, 1], 2, 1),
+                clip,
+                precision,
+                s,
+            ),
+        ),
+        // Grouped and depthwise: the direct template.
+        (
+            "grouped".into(),
+            conv_graph(
+                1,
+                32,
+                [9, 9],
+                64,
+                geometry(3, 1, [1; 4], 1, 4),
+                full,
+                precision,
+                s,
+            ),
+        ),
+        (
+            "depthwise".into(),
+            conv_graph(
+                2,
+                48,
+                [8, 8],
+                48,
+                geometry(3, 2, [1; 4], 1, 48),
+                relu,
+                precision,
+                s,
+            ),
+        ),
+    ]
+}
+
+fn conv_instances(precision: Precision, per_case: usize) -> Vec<Instance> {
+    let mut out = Vec::new();
+    for (label, graph) in conv_cases(precision) {
+        let shape = conv::conv_shape(&graph, NodeId(0)).unwrap();
+        let space = ConvConfig::search_space(&shape);
+        assert!(!space.is_empty(), "{label}: empty search space");
+        // Sample each template's part of the space.
+        let mma: Vec<ConvConfig> = space
+            .iter()
+            .filter(|c| matches!(c, ConvConfig::Mma(_)))
+            .copied()
+            .collect();
+        let other: Vec<ConvConfig> = space
+            .iter()
+            .filter(|c| !matches!(c, ConvConfig::Mma(_)))
+            .copied()
+            .collect();
+        let mut configs = sample(&mma, per_case);
+        configs.extend(sample(&other, per_case));
+        configs.push(ConvConfig::default_for(&shape));
+        for (i, c) in configs.iter().enumerate() {
+            assert!(c.validate(&shape).is_ok());
+            out.push(node_instance(
+                &graph,
+                Some(c),
+                &format!("{label}{i}_{}", precision),
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn conv_templates_compile_without_spills() {
+    let Some(nvcc) = nvcc::find_or_skip() else {
+        return;
+    };
+    let mut instances = Vec::new();
+    for precision in Precision::ALL {
+        instances.extend(conv_instances(precision, 8));
+    }
+    let reports = compile_all(&nvcc, "conv_sweep", instances);
+    let max = reports.iter().map(|r| r.registers).max().unwrap_or(0);
+    println!(
+        "{} conv kernels compiled, max {max} registers, no spills",
+        reports.len()
+    );
+}
+
+pub(crate) fn dense_cases(precision: Precision) -> Vec<(String, Graph)> {
+    let s = precision.storage();
+    let mut out = Vec::new();
+    for (m, n, k, residual) in [
+        (1, 1000, 2048, false),
+        (4, 37, 100, true),
+        (16, 64, 256, false),
+        (40, 130, 96, true),
+    ] {
+        let epilogue = Epilogue {
+            bias: true,
+            residual,
+            activation: if residual {
+                Activation::Relu
+            } else {
+                Activation::None
+            },
+        };
+        let mut inputs = vec![
+            In::act(&[m, k], s, Layout::RowMajor),
+            In::constant(&[n, k], s, Layout::RowMajor, 3),
+            In::constant(&[n], DType::F32, Layout::RowMajor, 4),
+        ];
+        if residual {
+            inputs.push(In::act(&[m, n], s, Layout::RowMajor));
+        }
+        let graph = one_op(
+            Op::Dense { epilogue },
+            &inputs,
+            DType::F32,
+            Layout::RowMajor,
+            precision,
+        )
+        .0;
+        out.push((format!("dense{m}x{n}x{k}"), graph));
+    }
+    out
+}
+
+#[test]
+fn dense_templates_compile_without_spills() {
+    let Some(nvcc) = nvcc::find_or_skip() else {
+        return;
+    };
+    let mut instances = Vec::new();
+    for precision in Precision::ALL {
+        for (label, graph) in dense_cases(precision) {
+            let shape = dense::dense_shape(&graph, NodeId(0)).unwrap();
+            let space = DenseConfig::search_space(&shape);
+            let gemv: Vec<DenseConfig> = space
+                .iter()
+                .filter(|c| matches!(c, DenseConfig::Gemv(_)))
+                .copied()
+                .collect();
+            let tiled: Vec<DenseConfig> = space
+                .iter()
+                .filter(|c| !matches!(c, DenseConfig::Gemv(_)))
+                .copied()
+                .collect();
+            let mut configs = sample(&gemv, 4);
+            configs.extend(sample(&tiled, 4));
+            configs.push(DenseConfig::default_for(&shape));
+            for (i, c) in configs.iter().enumerate() {
+                instances.push(node_instance(
+                    &graph,
+                    Some(c),
+                    &format!("{label}_{i}_{precision}"),
+                ));
+            }
+        }
+    }
+    compile_all(&nvcc, "dense_sweep", instances);
+}
+
+/// One-op graphs of every memory-bound template, for one storage type.
+pub(crate) fn misc_cases(precision: Precision) -> Vec<(String, Graph)> {
+    let s = precision.storage();
+    let (cl, rm) = (Layout::ChannelsLast, Layout::RowMajor);
+    let f32 = DType::F32;
+    let pool = |k: usize, st: usize, pads: [usize; 4], d: usize, ceil: bool| Pool2d {
+        kernel: [k, k],
+        strides: [st, st],
+        pads,
+        dilations: [d, d],
+        ceil_mode: ceil,
+    };
+    let mut out: Vec<(String, Graph)> = Vec::new();
+    let mut add = |label: &str, op: Op, inputs: Vec<In>, dtype: DType, layout: Layout| {
+        out.push((
+            label.to_string(),
+            one_op(op, &inputs, dtype, layout, precision).0,
+        ));
+    };
+    for (i, (p, layout)) in [
+        (pool(3, 2, [1; 4], 1, false), cl),
+        (pool(3, 2, [0, 0, 1, 1], 1, true), rm),
+        (pool(2, 1, [1, 0, 1, 0], 2, false), cl),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let x = In::act(&[2, 24, 11, 10], s, layout);
+        add(
+            &format!("maxpool{i}"),
+            Op::MaxPool(p),
+            vec![x.clone()],
+            s,
+            layout,
+        );
+        for include in [false, true] {
+            add(
+                &format!("avgpool{i}{include}"),
+                Op::AveragePool {
+                    pool: p,
+                    count_include_pad: include,
+                },
+                vec![x.clone()],
+                s,
+                layout,
+            );
+        }
+    }
+    add(
+        "gap_nhwc",
+        Op::GlobalAveragePool,
+        vec![In::act(&[2, 64, 7, 7], s, cl)],
+        s,
+        cl,
+    );
+    add(
+        "gmp_nchw",
+        Op::GlobalMaxPool,
+        vec![In::act(&[2, 6, 5, 3], s, rm)],
+        f32,
+        rm,
+    );
+    add(
+        "gap_rank3",
+        Op::GlobalAveragePool,
+        vec![In::act(&[2, 6, 5], s, rm)],
+        s,
+        rm,
+    );
+    add(
+        "reducemean",
+        Op::ReduceMean {
+            axes: vec![0, 2],
+            keepdims: false,
+        },
+        vec![In::act(&[3, 4, 5], s, rm)],
+        s,
+        rm,
+    );
+    add(
+        "softmax",
+        Op::Softmax { axis: 1 },
+        vec![In::act(&[2, 7, 3], s, rm)],
+        f32,
+        rm,
+    );
+    add(
+        "convert_in",
+        Op::Convert,
+        vec![In::act(&[2, 3, 9, 8], f32, rm)],
+        s,
+        cl,
+    );
+    add(
+        "convert_out",
+        Op::Convert,
+        vec![In::act(&[2, 5, 4, 3], s, cl)],
+        f32,
+        rm,
+    );
+    add(
+        "convert_dtype",
+        Op::Convert,
+        vec![In::act(&[4, 40], s, rm)],
+        f32,
+        rm,
+    );
+    add(
+        "flatten_copy",
+        Op::Flatten { axis: 1 },
+        vec![In::act(&[2, 3, 4, 5], s, rm)],
+        s,
+        rm,
+    );
+    for (name, u) in [
+        ("relu", UnaryOp::Relu),
+        ("sigmoid", UnaryOp::Sigmoid),
+        (
+            "clip",
+            UnaryOp::Clip {
+                min: -0.25,
+                max: 0.5,
+            },
+        ),
+    ] {
+        add(
+            name,
+            Op::Unary(u),
+            vec![In::act(&[2, 16, 3, 3], s, cl)],
+            s,
+            cl,
+        );
+    }
+    for (name, b) in [
+        ("add", BinaryOp::Add),
+        ("sub", BinaryOp::Sub),
+        ("mul", BinaryOp::Mul),
+        ("div", BinaryOp::Div),
+    ] {
+        add(
+            name,
+            Op::Binary(b),
+            vec![
+                In::act(&[2, 3, 4], s, rm),
+                In::constant(&[3, 1], f32, rm, 5),
+            ],
+            s,
+            rm,
+        );
+    }
+    add(
+        "sum3",
+        Op::Sum,
+        vec![
+            In::act(&[2, 3], s, rm),
+            In::constant(&[3], f32, rm, 6),
+            In::act(&[2, 1], s, rm),
+        ],
+        s,
+        rm,
+    );
+    let bn: Vec<In> = std::iter::once(In::act(&[2, 6, 3, 4], s, cl))
+        .chain((0..4).map(|i| {
+            let mut p = In::constant(&[6], f32, rm, 10 + i);
+            if i == 3 {
+                // variance: positive
+                p.constant = p
+                    .constant
+                    .map(|v| v.iter().map(|x| x.abs() + 0.5).collect());
+            }
+            p
+        }))
+        .collect();
+    add("batchnorm", Op::BatchNorm { epsilon: 1e-5 }, bn, s, cl);
+    add(
+        "concat",
+        Op::Concat { axis: 1 },
+        vec![
+            In::act(&[2, 3, 4], s, rm),
+            In::act(&[2, 1, 4], s, rm),
+            In::constant(&[2, 2, 4], f32, rm, 7),
+        ],
+        s,
+        rm,
+    );
+    for (ta, tb) in [(false, false), (true, true)] {
+        let a = if ta { [12, 5] } else { [5, 12] };
+        let b = if tb { [7, 12] } else { [12, 7] };
+        add(
+            &format!("gemm{ta}{tb}"),
+            Op::Gemm {
+                alpha: 0.5,
+                beta: -1.5,
+                trans_a: ta,
+                trans_b: tb,
+            },
+            vec![
+                In::act(&a, s, rm),
+                In::act(&b, s, rm),
+                In::constant(&[7], f32, rm, 8),
+            ],
+            f32,
+            rm,
+        );
+    }
+    add(
+        "matmul",
+        Op::MatMul,
+        vec![In::act(&[2, 1, 5, 12], s, rm), In::act(&[3, 12, 6], s, rm)],
+        s,
+        rm,
+    );
+    out
+}
+
+#[test]
+fn memory_bound_templates_compile_without_spills() {
+    let Some(nvcc) = nvcc::find_or_skip() else {
+        return;
+    };
+    let mut instances = Vec::new();
+    for precision in [Precision::Fp32, Precision::Fp16, Precision::Bf16] {
+        for (label, graph) in misc_cases(precision) {
+            let label = format!("{label}_{precision}");
+            instances.push(node_instance::<LinearConfig>(&graph, None, &label));
+            if matches!(graph.nodes[0].op, Op::Gemm { .. } | Op::MatMul) {
+                let shape = matmul::matmul_shape(&graph, NodeId(0)).unwrap();
+                for (i, c) in MatmulConfig::search_space(&shape).iter().enumerate() {
+                    instances.push(node_instance(&graph, Some(c), &format!("{label}_{i}")));
+                }
+            } else {
+                for (i, c) in [
+                    LinearConfig {
+                        block: 64,
+                        per_thread: 4,
+                    },
+                    LinearConfig {
+                        block: 512,
+                        per_thread: 1,
+                    },
+                ]
+                .iter()
+                .enumerate()
+                {
+                    instances.push(node_instance(&graph, Some(c), &format!("{label}_{i}")));
+                }
+            }
+        }
+    }
+    compile_all(&nvcc, "misc_sweep", instances);
+}
+
+/// Calibration aid: ptxas registers vs the estimate over whole SIMT and MMA
+/// spaces (split 1) of two shapes.
+#[test]
+#[ignore]
+fn register_estimates_vs_ptxas() {
+    let Some(nvcc) = nvcc::find_or_skip() else {
+        return;
+    };
+    for precision in [Precision::Fp32, Precision::Fp16] {
+        let cases = conv_cases(precision);
+        let mut instances = Vec::new();
+        let mut estimates = std::collections::HashMap::new();
+        for (label, graph) in cases.iter().take(2) {
+            let shape = conv::conv_shape(graph, NodeId(0)).unwrap();
+            for (i, c) in ConvConfig::search_space(&shape).iter().enumerate() {
+                let est = match c {
+                    ConvConfig::Simt(s) if s.split_k == 1 => s.regs_estimate(&shape),
+                    ConvConfig::Mma(m) if m.split_k == 1 && m.stages == 3 => m.regs_estimate(),
+                    _ => continue,
+                };
+                let inst = node_instance(graph, Some(c), &format!("{label}{i}_{precision}"));
+                estimates.insert(inst.symbol.clone(), est);
+                instances.push(inst);
+            }
+        }
+        let dir = std::env::temp_dir();
+        let _ = dir;
+        let mut all = Vec::new();
+        for chunk in instances.chunks(48) {
+            let rendered: Vec<(Instance, String)> =
+                chunk.iter().map(|x| (x.clone(), String::new())).collect();
+            let r = nvcc::compile(&nvcc, &assemble(&rendered), "calib").unwrap();
+            all.extend(r);
+        }
+        for r in all {
+            if let Some(est) = estimates.get(&r.name) {
+                println!(
+                    "{:<60} est {:>3} ptxas {:>3} spill {}",
+                    r.name, est, r.registers, r.spill_stores
+                );
+            }
+        }
+    }
+}

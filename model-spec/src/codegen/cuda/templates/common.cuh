@@ -1,0 +1,163 @@
+// aotune: device helpers every generated kernels.cu starts with.
+//
+// Storage types are float, __half and __nv_bfloat16; arithmetic is always
+// f32. Values are converted once when they enter a kernel (to_f32) and once
+// when they leave it (from_f32, round to nearest even), as the CPU reference
+// does. Nothing here allocates or touches host code, so the file compiles
+// with nvcc and NVRTC alike.
+
+namespace aotune {
+
+// ---- conversions ---------------------------------------------------------
+
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <class T> __device__ __forceinline__ T from_f32(float v);
+template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// Rounds an f32 to tf32 (nearest, ties away from zero), as ir::round_tf32.
+__device__ __forceinline__ float round_tf32(float x) {
+  unsigned int r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return __uint_as_float(r);
+}
+
+// A matrix-product operand: rounded to tf32 when the graph's precision says so.
+template <bool TF32> __device__ __forceinline__ float operand(float x) {
+  return TF32 ? round_tf32(x) : x;
+}
+
+// ---- vector memory access --------------------------------------------------
+
+template <int BYTES> struct RawBytes;
+template <> struct RawBytes<2> { typedef unsigned short type; };
+template <> struct RawBytes<4> { typedef unsigned int type; };
+template <> struct RawBytes<8> { typedef uint2 type; };
+template <> struct RawBytes<16> { typedef uint4 type; };
+
+// Loads V consecutive elements (one access of V * sizeof(T) bytes, which must
+// be aligned to that size) and widens them to f32.
+template <int V, class T>
+__device__ __forceinline__ void load_f32(const T* __restrict__ p, float* out) {
+  typedef typename RawBytes<V * sizeof(T)>::type R;
+  R raw = *reinterpret_cast<const R*>(p);
+  const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+  for (int i = 0; i < V; ++i) out[i] = to_f32(e[i]);
+}
+
+// Rounds V f32 values to T and stores them with one access.
+template <int V, class T>
+__device__ __forceinline__ void store_f32(T* __restrict__ p, const float* v) {
+  typedef typename RawBytes<V * sizeof(T)>::type R;
+  R raw;
+  T* e = reinterpret_cast<T*>(&raw);
+#pragma unroll
+  for (int i = 0; i < V; ++i) e[i] = from_f32<T>(v[i]);
+  *reinterpret_cast<R*>(p) = raw;
+}
+
+// ---- epilogue --------------------------------------------------------------
+
+enum Activation { ACT_NONE = 0, ACT_RELU = 1, ACT_CLIP = 2 };
+
+template <int ACT>
+__device__ __forceinline__ float activate(float x, float lo, float hi) {
+  if (ACT == ACT_RELU) return fmaxf(x, 0.0f);
+  if (ACT == ACT_CLIP) return fminf(fmaxf(x, lo), hi);
+  return x;
+}
+
+// Finishes V consecutive outputs (columns n..n+V-1 of GEMM row m, stored at
+// y[m * P::GEMM_N + n]): act(acc + bias[n] + residual[m, n]) in f32, one
+// rounding at the store. With V > 1 the caller guarantees the V columns are
+// all in range and the accesses aligned (GEMM_N % V == 0, n % V == 0).
+template <class P, int V>
+__device__ __forceinline__ void epilogue_store(typename P::TOut* __restrict__ y,
+                                               const typename P::TBias* __restrict__ bias,
+                                               const typename P::TRes* __restrict__ res,
+                                               int m, int n, float* v) {
+  const int at = m * P::GEMM_N + n;
+  if (P::HAS_BIAS) {
+    float b[V];
+    load_f32<V>(bias + n, b);
+#pragma unroll
+    for (int i = 0; i < V; ++i) v[i] += b[i];
+  }
+  if (P::HAS_RES) {
+    float r[V];
+    load_f32<V>(res + at, r);
+#pragma unroll
+    for (int i = 0; i < V; ++i) v[i] += r[i];
+  }
+#pragma unroll
+  for (int i = 0; i < V; ++i) v[i] = activate<P::ACT>(v[i], P::CLIP_LO, P::CLIP_HI);
+  store_f32<V>(y + at, v);
+}
+
+// Finishes V candidate columns n..n+V-1 of row m, checking each column
+// against GEMM_N and storing the valid ones one at a time.
+template <class P, int V>
+__device__ __forceinline__ void epilogue_store_checked(typename P::TOut* __restrict__ y,
+                                                       const typename P::TBias* __restrict__ bias,
+                                                       const typename P::TRes* __restrict__ res,
+                                                       int m, int n, const float* v) {
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    if (n + i < P::GEMM_N) {
+      float one = v[i];
+      epilogue_store<P, 1>(y, bias, res, m, n + i, &one);
+    }
+  }
+}
+
+// ---- split-K: "the last CTA reduces" ---------------------------------------
+//
+// Every CTA of a split-K launch writes its FR accumulators to the module's
+// partials workspace (slice z, tile, fragment, thread: coalesced), fences,
+// and counts itself in on the tile's counter. The CTA that arrives last sums
+// the slices in the fixed order z = 0..SPLIT-1 (deterministic whichever CTA
+// is last), resets the counter to 0 for the next launch (graph replays
+// included), and runs the epilogue. Launches using the workspace must not
+// overlap, which a single stream or a captured graph guarantees.
+
+template <int FR, int T, int SPLIT>
+__device__ __forceinline__ bool splitk_reduce(float (&acc)[FR], int tile, int num_tiles) {
+  __shared__ unsigned int is_last;
+  const int tid = threadIdx.x;
+  const int z = blockIdx.z;
+  float* slice = splitk_partials + (size_t)z * num_tiles * FR * T + (size_t)tile * FR * T;
+#pragma unroll
+  for (int f = 0; f < FR; ++f) __stcg(slice + f * T + tid, acc[f]);
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    const unsigned int before = atomicAdd(splitk_counters + tile, 1u);
+    is_last = (before == SPLIT - 1) ? 1u : 0u;
+  }
+  __syncthreads();
+  if (!is_last) return false;
+  __threadfence();
+#pragma unroll
+  for (int f = 0; f < FR; ++f) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int s = 0; s < SPLIT; ++s) {
+      const float part = (s == z) ? acc[f]
+                                  : __ldcg(splitk_partials + (size_t)s * num_tiles * FR * T +
+                                           (size_t)tile * FR * T + f * T + tid);
+      sum = (s == 0) ? part : sum + part;
+    }
+    acc[f] = sum;
+  }
+  if (tid == 0) splitk_counters[tile] = 0u;
+  return true;
+}
+
+}  // namespace aotune

@@ -1,0 +1,527 @@
+//! End-to-end runtime tests on a real GPU, over a hand-written model:
+//! `z = copy_smem(relu(x + w))` on 1000 floats, three kernels compiled at
+//! test time (nvcc when found, else NVRTC to PTX), with the last kernel
+//! taking 64 KiB of dynamic shared memory so the opt-in path runs.
+//!
+//! Every test prints why and returns early when there is no driver, no
+//! device, or no compiler. This file also installs the test binary's global
+//! allocator: it counts allocations on threads that asked for it, which is
+//! how `infer` is shown to allocate nothing.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+
+use aotune_spec::artifact::ModelSpec;
+
+use super::driver::{self, DeviceBuffer};
+use super::launch_plan::tests::relu_add_spec;
+use super::{LoadOptions, Model, RuntimeError};
+
+const N: usize = 1000;
+/// Dynamic shared memory of the `copy_smem` launch: above the 48 KiB default.
+const SMEM_BYTES: u32 = 64 * 1024;
+
+const KERNELS: &str = r#"
+#define N 1000
+extern "C" __global__ void add_w(const float* __restrict__ x, const float* __restrict__ w,
+                                 float* __restrict__ t) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N) t[i] = x[i] + w[i];
+}
+extern "C" __global__ void relu(const float* __restrict__ t, float* __restrict__ y) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N) y[i] = fmaxf(t[i], 0.0f);
+}
+// Each thread parks its value 63 floats apart (up to ~63 KiB) and its
+// neighbour writes it out, so the result is right only if the full dynamic
+// allocation exists and the block synchronized.
+extern "C" __global__ void copy_smem(const float* __restrict__ y, float* __restrict__ z) {
+    extern __shared__ float stage[];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    stage[threadIdx.x * 63] = i < N ? y[i] : 0.0f;
+    __syncthreads();
+    int other = threadIdx.x ^ 1;
+    int j = blockIdx.x * blockDim.x + other;
+    if (j < N) z[j] = stage[other * 63];
+}
+"#;
+
+// ---- counting allocator --------------------------------------------------
+
+struct CountingAllocator;
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static COUNT: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note_allocation() {
+    // `try_with`: never panics, even during thread teardown; the cells are
+    // const-initialized, so touching them does not allocate.
+    let _ = COUNTING.try_with(|on| {
+        if on.get() {
+            let _ = COUNT.try_with(|c| c.set(c.get() + 1));
+        }
+    });
+}
+
+// SAFETY: forwards every call to `System` unchanged; it only counts.
+unsafe impl GlobalAlloc for CountingAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note_allocation();
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note_allocation();
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note_allocation();
+        // SAFETY: same contract as ours.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
+
+/// Heap allocations `f` makes on this thread.
+fn allocations_in(f: impl FnOnce()) -> usize {
+    COUNT.with(|c| c.set(0));
+    COUNTING.with(|on| on.set(true));
+    f();
+    COUNTING.with(|on| on.set(false));
+    COUNT.with(|c| c.get())
+}
+
+#[test]
+fn counting_allocator_counts_this_thread() {
+    let n = allocations_in(|| {
+        let v: Vec<u8> = Vec::with_capacity(std::hint::black_box(16));
+        drop(std::hint::black_box(v));
+    });
+    assert_eq!(n, 1);
+    assert_eq!(allocations_in(|| {}), 0);
+}
+
+// ---- fixtures ------------------------------------------------------------
+
+/// `None` (after printing why) unless a driver and a device are present.
+fn gpu_present() -> bool {
+    if !driver::driver_library_present() {
+        eprintln!("skipping: no NVIDIA driver (libcuda.so.1 not loadable)");
+        return false;
+    }
+    if let Err(e) = driver::init() {
+        eprintln!("skipping: cuInit failed: {}", super::error::describe(&e));
+        return false;
+    }
+    match driver::device_count() {
+        Ok(0) | Err(_) => {
+            eprintln!("skipping: no CUDA device visible");
+            false
+        }
+        Ok(_) => true,
+    }
+}
+
+/// nvcc's candidates: `$AOTUNE_NVCC`, the repo's pinned wheel, a system CUDA, `PATH`.
+fn nvcc_candidates() -> Vec<PathBuf> {
+    let mut candidates = Vec::new();
+    if let Some(path) = std::env::var_os("AOTUNE_NVCC") {
+        candidates.push(PathBuf::from(path));
+    }
+    candidates
+        .push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/cuda/nvidia/cu13/bin/nvcc"));
+    candidates.push(PathBuf::from("/usr/local/cuda/bin/nvcc"));
+    candidates.push(PathBuf::from("nvcc"));
+    candidates
+}
+
+fn compile_with_nvcc() -> Option<Vec<u8>> {
+    let dir = std::env::temp_dir().join(format!("aotune-gpu-tests-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).ok()?;
+    let source = dir.join("relu_add.cu");
+    let cubin = dir.join("relu_add.cubin");
+    std::fs::write(&source, KERNELS).ok()?;
+    for nvcc in nvcc_candidates() {
+        let status = Command::new(&nvcc)
+            .args(["-cubin", "-arch=sm_90", "-o"])
+            .arg(&cubin)
+            .arg(&source)
+            .status();
+        if matches!(status, Ok(s) if s.success()) {
+            let bytes = std::fs::read(&cubin).ok();
+            let _ = std::fs::remove_dir_all(&dir);
+            return bytes;
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    None
+}
+
+fn compile_with_nvrtc() -> Option<Vec<u8>> {
+    // SAFETY: only tries to `dlopen` libnvrtc under its known names.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return None;
+    }
+    let options = cudarc::nvrtc::CompileOptions {
+        arch: Some("compute_90"),
+        ..Default::default()
+    };
+    match cudarc::nvrtc::compile_ptx_with_opts(KERNELS, options) {
+        Ok(ptx) => ptx.as_bytes().map(<[u8]>::to_vec),
+        Err(e) => {
+            eprintln!("NVRTC failed on the test kernels: {e:?}");
+            None
+        }
+    }
+}
+
+/// The test kernels as a cubin (nvcc) or PTX (NVRTC), compiled once.
+fn kernel_image() -> Option<&'static [u8]> {
+    static IMAGE: OnceLock<Option<Vec<u8>>> = OnceLock::new();
+    let image = IMAGE.get_or_init(|| compile_with_nvcc().or_else(compile_with_nvrtc));
+    if image.is_none() {
+        eprintln!(
+            "skipping: neither nvcc (AOTUNE_NVCC, .tools, /usr/local/cuda, PATH) nor libnvrtc \
+             could compile the test kernels"
+        );
+    }
+    image.as_deref()
+}
+
+fn weights_from(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// `w[i] = (i % 7) - 3`, so `x + w` is negative for about half of `x`.
+fn weight_values(shift: f32) -> Vec<f32> {
+    (0..N).map(|i| (i % 7) as f32 - 3.0 + shift).collect()
+}
+
+fn input_values(scale: f32) -> Vec<f32> {
+    (0..N)
+        .map(|i| scale * ((i % 13) as f32 - 6.0) * 0.5)
+        .collect()
+}
+
+fn reference(x: &[f32], w: &[f32]) -> Vec<f32> {
+    x.iter().zip(w).map(|(a, b)| (a + b).max(0.0)).collect()
+}
+
+struct Fixture {
+    spec: ModelSpec,
+    image: &'static [u8],
+    w: Vec<f32>,
+    weights: Vec<u8>,
+}
+
+impl Fixture {
+    fn load(&self) -> Model {
+        Model::load(
+            &self.spec,
+            self.image,
+            &self.weights,
+            &LoadOptions::default(),
+        )
+        .unwrap_or_else(|e| panic!("load failed: {e}"))
+    }
+}
+
+/// The test model with weights `weight_values(shift)`, or `None` (printed) to skip.
+fn fixture(shift: f32) -> Option<Fixture> {
+    if !gpu_present() {
+        return None;
+    }
+    let image = kernel_image()?;
+    let w = weight_values(shift);
+    let weights = weights_from(&w);
+    let spec = relu_add_spec(N, &weights, SMEM_BYTES);
+    Some(Fixture {
+        spec,
+        image,
+        w,
+        weights,
+    })
+}
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+// ---- tests ---------------------------------------------------------------
+
+/// Runs without a GPU: the test kernels are valid CUDA for each compiler found.
+#[test]
+fn test_kernels_compile() {
+    match compile_with_nvcc() {
+        Some(cubin) => assert_eq!(&cubin[..4], b"\x7fELF", "nvcc output is not a cubin"),
+        None => eprintln!("skipping the nvcc half: no nvcc found"),
+    }
+    match compile_with_nvrtc() {
+        Some(ptx) => {
+            let text = String::from_utf8_lossy(&ptx);
+            for kernel in ["add_w", "relu", "copy_smem"] {
+                assert!(
+                    text.contains(&format!(".entry {kernel}")),
+                    "{kernel} missing"
+                );
+            }
+        }
+        None => eprintln!("skipping the NVRTC half: libnvrtc not loadable"),
+    }
+}
+
+#[test]
+fn gpu_infer_matches_the_reference() {
+    let Some(f) = fixture(0.0) else { return };
+    let mut model = f.load();
+    eprintln!("running on {}", model.device());
+    for scale in [1.0, -2.0, 0.25] {
+        let x = input_values(scale);
+        let mut z = vec![f32::NAN; N];
+        model.infer(&x, &mut z).unwrap();
+        assert_eq!(z, reference(&x, &f.w), "scale {scale}");
+    }
+}
+
+#[test]
+fn gpu_infer_does_not_allocate() {
+    let Some(f) = fixture(0.0) else { return };
+    let mut model = f.load();
+    let x = input_values(1.0);
+    let mut z = vec![0f32; N];
+    model.infer(&x, &mut z).unwrap();
+    let mut first_error = None;
+    let allocations = allocations_in(|| {
+        for _ in 0..10 {
+            if let Err(e) = model.infer(&x, &mut z) {
+                first_error.get_or_insert(e);
+            }
+        }
+    });
+    if let Some(e) = first_error {
+        panic!("infer failed: {e}");
+    }
+    assert_eq!(allocations, 0, "infer allocated");
+    assert_eq!(z, reference(&x, &f.w));
+}
+
+#[test]
+fn gpu_run_layers_shows_every_value() {
+    let Some(f) = fixture(0.0) else { return };
+    let mut model = f.load();
+    let x = input_values(1.0);
+    let t: Vec<f32> = x.iter().zip(&f.w).map(|(a, b)| a + b).collect();
+    let y = reference(&x, &f.w);
+    let mut seen = Vec::new();
+    model
+        .run_layers(&x, |index, slot, bytes| {
+            seen.push((index, slot.name.to_string(), f32s(bytes)));
+            true
+        })
+        .unwrap();
+    assert_eq!(
+        seen,
+        vec![
+            (0, "t".to_string(), t),
+            (1, "y".to_string(), y.clone()),
+            (2, "z".to_string(), y)
+        ]
+    );
+
+    let mut calls = 0;
+    model
+        .run_layers(&x, |_, _, _| {
+            calls += 1;
+            false
+        })
+        .unwrap();
+    assert_eq!(calls, 1, "returning false stops the run");
+}
+
+#[test]
+fn gpu_infer_device_uses_caller_buffers() {
+    let Some(f) = fixture(0.0) else { return };
+    let mut model = f.load();
+    let x = input_values(-1.0);
+    let ctx = model.context().clone();
+    let mut input = DeviceBuffer::alloc(&ctx, 4 * N).unwrap();
+    let output = DeviceBuffer::alloc(&ctx, 4 * N).unwrap();
+    input.upload_blocking(&weights_from(&x)).unwrap();
+    // SAFETY: both buffers are live device allocations of this context
+    // with the tensors' sizes, outside the model's memory.
+    unsafe { model.infer_device(input.ptr(), output.ptr()) }.unwrap();
+    let mut bytes = vec![0u8; 4 * N];
+    output.download(&mut bytes).unwrap();
+    assert_eq!(f32s(&bytes), reference(&x, &f.w));
+}
+
+#[test]
+fn gpu_two_models_coexist() {
+    let Some(a) = fixture(0.0) else { return };
+    let Some(b) = fixture(2.5) else { return };
+    let mut first = a.load();
+    let mut second = b.load();
+    let mut same_again = a.load();
+    let x = input_values(1.0);
+    let mut z = vec![0f32; N];
+    for _ in 0..3 {
+        first.infer(&x, &mut z).unwrap();
+        assert_eq!(z, reference(&x, &a.w));
+        second.infer(&x, &mut z).unwrap();
+        assert_eq!(z, reference(&x, &b.w));
+        same_again.infer(&x, &mut z).unwrap();
+        assert_eq!(z, reference(&x, &a.w));
+    }
+    drop(first);
+    second.infer(&x, &mut z).unwrap();
+    assert_eq!(z, reference(&x, &b.w));
+    let mut third = a.load();
+    third.infer(&x, &mut z).unwrap();
+    assert_eq!(z, reference(&x, &a.w));
+
+    // A model moves to another thread and runs there.
+    let handle = std::thread::spawn(move || {
+        let mut z = vec![0f32; N];
+        second.infer(&input_values(1.0), &mut z).map(|()| z)
+    });
+    assert_eq!(handle.join().unwrap().unwrap(), reference(&x, &b.w));
+}
+
+#[test]
+fn gpu_timing_returns_one_number_per_run_and_launch() {
+    let Some(f) = fixture(0.0) else { return };
+    let mut model = f.load();
+    let graph = model.time_graph(3, 5).unwrap();
+    assert_eq!(graph.len(), 5);
+    assert!(
+        graph.iter().all(|ms| ms.is_finite() && *ms > 0.0),
+        "{graph:?}"
+    );
+    let layers = model.time_layers(2, 3).unwrap();
+    assert_eq!(layers.len(), 3);
+    assert!(
+        layers.iter().all(|ms| ms.is_finite() && *ms > 0.0),
+        "{layers:?}"
+    );
+    let host = model.time_infer(&input_values(1.0), 2, 4).unwrap();
+    assert_eq!(host.len(), 4);
+    eprintln!("graph {graph:?} ms, layers {layers:?} ms, infer {host:?} ms");
+}
+
+#[test]
+fn gpu_memory_report_counts_the_models_buffers() {
+    let Some(f) = fixture(0.0) else { return };
+    let model = f.load();
+    let report = model.memory().unwrap();
+    assert_eq!(report.weights_bytes, 4 * N as u64);
+    assert_eq!(report.arena_bytes, f.spec.arena_bytes);
+    assert_eq!(report.staging_bytes, 8 * N as u64);
+    assert!(report.device_free <= report.device_total && report.device_total > 0);
+    assert!(!model.device_name().is_empty());
+    assert!(model.device().sm() >= 50);
+    eprintln!("{report}");
+}
+
+#[test]
+fn gpu_errors_are_typed() {
+    let Some(f) = fixture(0.0) else { return };
+    let mut model = f.load();
+    let mut z = vec![0f32; N];
+    let err = model.infer(&[0.0; 3], &mut z).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RuntimeError::WrongLength {
+                role: "input",
+                got: 3,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = model.infer(&input_values(1.0), &mut z[..10]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RuntimeError::WrongLength {
+                role: "output",
+                got: 10,
+                ..
+            }
+        ),
+        "{err}"
+    );
+
+    let options = LoadOptions::default();
+    let far = LoadOptions {
+        device: 999,
+        ..options
+    };
+    let err = Model::load(&f.spec, f.image, &f.weights, &far)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(err, RuntimeError::DeviceOutOfRange { ordinal: 999, .. }),
+        "{err}"
+    );
+
+    let mut missing = f.spec.clone();
+    missing.kernels.to_mut()[1] = "no_such_kernel".into();
+    let err = Model::load(&missing, f.image, &f.weights, &options)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&err, RuntimeError::MissingKernel { symbol, index: 1 } if symbol == "no_such_kernel"),
+        "{err}"
+    );
+
+    let err = Model::load(&f.spec, b"not a kernel image", &f.weights, &options)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(err, RuntimeError::InvalidKernelImage { .. }),
+        "{err}"
+    );
+
+    let mut too_wide = f.spec.clone();
+    too_wide.launches.to_mut()[1].block = [2048, 1, 1];
+    let err = Model::load(&too_wide, f.image, &f.weights, &options)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(err, RuntimeError::LaunchConfig { index: 1, .. }),
+        "{err}"
+    );
+
+    let mut too_much_smem = f.spec.clone();
+    too_much_smem.launches.to_mut()[2].smem_bytes = 1 << 20;
+    let err = Model::load(&too_much_smem, f.image, &f.weights, &options)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(err, RuntimeError::LaunchConfig { index: 2, .. }),
+        "{err}"
+    );
+
+    // The model still works after all that.
+    model.infer(&input_values(1.0), &mut z).unwrap();
+    assert_eq!(z, reference(&input_values(1.0), &f.w));
+}

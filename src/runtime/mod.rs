@@ -1,0 +1,38 @@
+//! The GPU runtime: loads a compiled model (spec, kernel image, weights) onto
+//! one NVIDIA GPU and runs it with no allocation per inference.
+//!
+//! [`Model::load`] does everything that allocates or can be prepared ahead:
+//! context, module, weights upload, one activation arena, pinned staging,
+//! parameter arrays, and the forward pass captured as a CUDA graph.
+//! [`Model::infer`] copies the input in, launches the graph and copies the
+//! output out. [`Model::run_layers`] runs launch by launch for per-layer
+//! checks, and the `time_*` methods measure with CUDA events. [`ModelFiles`]
+//! reads a build directory. The driver is reached through cudarc's
+//! `result`/`sys` layer (dynamically loaded, so binaries start without a
+//! GPU); all `unsafe` is in `driver.rs` and a few calls in `model.rs`.
+//! Errors are [`RuntimeError`]s that say what to do; nothing panics.
+
+mod device_info;
+mod driver;
+mod embedded;
+mod error;
+mod launch_plan;
+mod model;
+mod model_files;
+
+#[cfg(test)]
+mod gpu_tests;
+
+pub use device_info::{DeviceInfo, MemoryReport};
+pub use embedded::weights_path;
+pub use error::{CudaVersion, RuntimeError, REQUIRED_CUDA};
+pub use launch_plan::{resolve_args, validate as validate_spec, DeviceBases};
+pub use model::{LoadOptions, Model};
+pub use model_files::{ModelFiles, CUBIN_FILE, MANIFEST_FILE};
+
+/// Whether an NVIDIA driver library can be loaded on this machine (no CUDA
+/// call is made). [`Model::load`] checks this itself; callers can use it to
+/// choose the CPU path up front.
+pub fn driver_present() -> bool {
+    driver::driver_library_present()
+}

@@ -1,0 +1,1028 @@
+//! A compiled model loaded on one GPU: [`Model::load`] does all the work that
+//! allocates, [`Model::infer`] does none.
+//!
+//! Loading checks the spec and the weights, opens the device (primary
+//! context, retained), creates a stream, loads the kernel image and looks up
+//! every kernel, raises the dynamic shared memory limit of kernels that need
+//! more than 48 KiB, uploads the weights once, allocates one zeroed arena and
+//! pinned input/output staging buffers, resolves every launch's parameter
+//! array, and captures the forward pass twice as CUDA graphs: `forward`
+//! (kernels only, for `infer_device` and timing) and `io` (copy the staged
+//! input into the arena, kernels, copy the output slot back to staging). It
+//! then runs `io` once, which checks that every kernel runs and resolves every
+//! driver symbol `infer` needs. `infer` is then: copy into pinned memory, one
+//! graph launch, synchronize, copy out.
+//!
+//! Each `Model` owns its stream, module, memory and graphs, so several models
+//! (the same or different ones, on the same or different devices) coexist in
+//! one process; the primary context is shared through the driver's reference
+//! count. Every public method binds the model's context to the calling thread
+//! first.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use aotune_spec::artifact::{ModelSpec, TensorSlot};
+use cudarc::driver::result::DriverError;
+use cudarc::driver::sys::CUresult;
+use cudarc::driver::CudaContext;
+
+use super::device_info::{DeviceInfo, MemoryReport};
+use super::driver::{
+    self, DeviceAttribute, DeviceBuffer, Event, Function, GraphExec, KernelParams, Module,
+    PinnedBuffer, Stream,
+};
+use super::error::{error_name, CudaVersion, RuntimeError, REQUIRED_CUDA};
+use super::launch_plan::{self, DeviceBases};
+
+/// Dynamic shared memory a launch may use without opting in.
+const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
+
+/// How to load a model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// CUDA device ordinal (default 0).
+    pub device: usize,
+    /// Hash the weights and compare with the spec's FNV-1a 64 (default on;
+    /// about 0.1 s per 100 MB). Size is always checked.
+    /// [`ModelFiles::read_dir`](super::ModelFiles::read_dir) already hashes.
+    pub verify_weights_hash: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            device: 0,
+            verify_weights_hash: true,
+        }
+    }
+}
+
+/// One launch, ready to go: the kernel handle and its parameter array.
+struct PreparedLaunch {
+    function: Function,
+    grid: [u32; 3],
+    block: [u32; 3],
+    smem_bytes: u32,
+    params: KernelParams,
+}
+
+/// A compiled model, resident on one GPU.
+pub struct Model {
+    // Fields drop in declaration order, after `Drop::drop` has synchronized
+    // the stream: the graphs before the module and the memory their nodes
+    // use, the stream and the context last.
+    io_graph: GraphExec,
+    forward_graph: GraphExec,
+    launches: Vec<PreparedLaunch>,
+    _module: Module,
+    input_staging: PinnedBuffer,
+    output_staging: PinnedBuffer,
+    arena: DeviceBuffer,
+    weights: DeviceBuffer,
+    stream: Stream,
+    spec: ModelSpec,
+    device: DeviceInfo,
+    ctx: Arc<CudaContext>,
+}
+
+impl Model {
+    /// Opens device `options.device`, loads `cubin` (a cubin, fatbin or PTX
+    /// image holding every kernel of `spec`), uploads `weights` once,
+    /// allocates the arena and pinned staging, resolves every launch's
+    /// parameters and captures the forward pass as CUDA graphs (see the
+    /// module documentation). Fails with a [`RuntimeError`] naming the
+    /// problem, never panics; without an NVIDIA driver it returns
+    /// [`RuntimeError::NoDriver`].
+    pub fn load(
+        spec: &ModelSpec,
+        cubin: &[u8],
+        weights: &[u8],
+        options: &LoadOptions,
+    ) -> Result<Model, RuntimeError> {
+        launch_plan::validate(spec)?;
+        check_weights(spec, weights, options.verify_weights_hash)?;
+        if cubin.is_empty() {
+            return Err(RuntimeError::InvalidKernelImage {
+                bytes: 0,
+                code: "empty image".into(),
+            });
+        }
+
+        let ctx = open_device(options.device)?;
+        let device = query_device(&ctx, options.device)?;
+        let stream = Stream::new(&ctx).map_err(RuntimeError::cuda(
+            "cuStreamCreate",
+            "creating the model's stream",
+        ))?;
+        let module = load_module(&ctx, cubin, &device)?;
+        let functions = find_kernels(&module, spec)?;
+        configure_kernels(spec, &functions, &ctx, &device)?;
+
+        let mut weights_buffer = alloc_device(&ctx, &device, weights.len() as u64, "weights")?;
+        weights_buffer
+            .upload(weights, &stream)
+            .map_err(RuntimeError::cuda(
+                "cuMemcpyHtoDAsync",
+                "uploading the weights",
+            ))?;
+        let mut arena = alloc_device(&ctx, &device, spec.arena_bytes, "activation arena")?;
+        arena
+            .zero(&stream)
+            .map_err(RuntimeError::cuda("cuMemsetD8Async", "zeroing the arena"))?;
+        stream.synchronize().map_err(RuntimeError::cuda(
+            "cuStreamSynchronize",
+            "uploading the weights and zeroing the arena",
+        ))?;
+        let input_staging = alloc_pinned(&ctx, spec.inputs[0].bytes, "input staging buffer")?;
+        let mut output_staging =
+            alloc_pinned(&ctx, spec.outputs[0].bytes, "output staging buffer")?;
+
+        let bases = DeviceBases {
+            arena: arena.ptr(),
+            weights: weights_buffer.ptr(),
+        };
+        let launches: Vec<PreparedLaunch> = spec
+            .launches
+            .iter()
+            .map(|launch| PreparedLaunch {
+                function: functions[launch.kernel as usize],
+                grid: launch.grid,
+                block: launch.block,
+                smem_bytes: launch.smem_bytes,
+                params: KernelParams::new(launch_plan::resolve_args(&launch.args, bases)),
+            })
+            .collect();
+
+        let forward_graph = capture(&stream, "capturing the forward graph", || {
+            record_launches(&stream, &launches, spec)
+        })?;
+        let input_at = arena.ptr() + spec.inputs[0].offset;
+        let output_at = arena.ptr() + spec.outputs[0].offset;
+        let io_graph = capture(&stream, "capturing the inference graph", || {
+            // SAFETY: the input slot holds `input_staging.bytes()` bytes of the
+            // arena (validated); the staging buffer outlives the graph, which
+            // `Model` drops first.
+            unsafe { driver::copy_pinned_to_device(input_at, &input_staging, &stream) }.map_err(
+                RuntimeError::cuda("cuMemcpyHtoDAsync", "capturing the input copy"),
+            )?;
+            record_launches(&stream, &launches, spec)?;
+            // SAFETY: as above, for the output slot and the output staging.
+            unsafe { driver::copy_device_to_pinned(&mut output_staging, output_at, &stream) }
+                .map_err(RuntimeError::cuda(
+                    "cuMemcpyDtoHAsync",
+                    "capturing the output copy",
+                ))
+        })?;
+
+        let model = Model {
+            io_graph,
+            forward_graph,
+            launches,
+            _module: module,
+            input_staging,
+            output_staging,
+            arena,
+            weights: weights_buffer,
+            stream,
+            spec: spec.clone(),
+            device,
+            ctx,
+        };
+        model
+            .io_graph
+            .launch(&model.stream)
+            .map_err(RuntimeError::cuda(
+                "cuGraphLaunch",
+                "running the forward pass once at load",
+            ))?;
+        model.stream.synchronize().map_err(RuntimeError::cuda(
+            "cuStreamSynchronize",
+            "running the forward pass once at load (`aotune verify --per-layer` runs the \
+             launches one by one to find the failing one)",
+        ))?;
+        Ok(model)
+    }
+
+    /// Runs the model on `input` (f32, row-major, `spec.inputs[0]`'s element
+    /// count) and writes `output` (likewise for `spec.outputs[0]`). Copies
+    /// into pinned staging, launches the captured graph (input copy, kernels,
+    /// output copy), waits, copies out. Allocates nothing on the host or the
+    /// device.
+    pub fn infer(&mut self, input: &[f32], output: &mut [f32]) -> Result<(), RuntimeError> {
+        self.check_input(input.len())?;
+        self.check_output(output.len())?;
+        self.bind()?;
+        self.input_staging.as_f32_mut().copy_from_slice(input);
+        self.io_graph
+            .launch(&self.stream)
+            .map_err(RuntimeError::cuda(
+                "cuGraphLaunch",
+                "launching the inference graph",
+            ))?;
+        self.stream.synchronize().map_err(RuntimeError::cuda(
+            "cuStreamSynchronize",
+            "running the inference graph (`aotune verify --per-layer` runs the launches one by \
+             one to find the failing one)",
+        ))?;
+        output.copy_from_slice(self.output_staging.as_f32());
+        Ok(())
+    }
+
+    /// Like [`Model::infer`] with device buffers: copies `input` into the
+    /// arena, launches the kernels-only graph, copies the output slot to
+    /// `output`, and waits for all of it. Allocates nothing.
+    ///
+    /// # Safety
+    ///
+    /// `input` and `output` are device addresses (`CUdeviceptr`) usable from
+    /// this model's context (same device), holding `spec().inputs[0].bytes`
+    /// and `spec().outputs[0].bytes` bytes, not inside this model's memory;
+    /// writes to `input` on other streams have completed.
+    pub unsafe fn infer_device(&mut self, input: u64, output: u64) -> Result<(), RuntimeError> {
+        self.bind()?;
+        let input_slot = &self.spec.inputs[0];
+        let output_slot = &self.spec.outputs[0];
+        // SAFETY: the input slot lies inside the arena (validated); the
+        // caller vouches for `input`.
+        unsafe {
+            driver::copy_device_to_device(
+                self.arena.ptr() + input_slot.offset,
+                input,
+                input_slot.bytes as usize,
+                &self.stream,
+            )
+        }
+        .map_err(RuntimeError::cuda(
+            "cuMemcpyDtoDAsync",
+            "copying the input into the arena",
+        ))?;
+        self.forward_graph
+            .launch(&self.stream)
+            .map_err(RuntimeError::cuda(
+                "cuGraphLaunch",
+                "launching the forward graph",
+            ))?;
+        // SAFETY: as above, for the output slot and `output`.
+        unsafe {
+            driver::copy_device_to_device(
+                output,
+                self.arena.ptr() + output_slot.offset,
+                output_slot.bytes as usize,
+                &self.stream,
+            )
+        }
+        .map_err(RuntimeError::cuda(
+            "cuMemcpyDtoDAsync",
+            "copying the output out of the arena",
+        ))?;
+        self.stream.synchronize().map_err(RuntimeError::cuda(
+            "cuStreamSynchronize",
+            "running the forward graph",
+        ))
+    }
+
+    /// Runs the launches one at a time without the graph and, after each,
+    /// calls `inspect(launch_index, slot, bytes)` with the raw bytes of the
+    /// value it wrote (`spec().values[launch.output]`, in its own dtype and
+    /// layout). Stops early when `inspect` returns `false`. A failing launch
+    /// is reported with its index, node and kernel.
+    pub fn run_layers(
+        &mut self,
+        input: &[f32],
+        mut inspect: impl FnMut(usize, &TensorSlot, &[u8]) -> bool,
+    ) -> Result<(), RuntimeError> {
+        self.check_input(input.len())?;
+        self.bind()?;
+        self.input_staging.as_f32_mut().copy_from_slice(input);
+        let input_at = self.arena.ptr() + self.spec.inputs[0].offset;
+        // SAFETY: the input slot is in the arena; the staging buffer is not
+        // touched again before the synchronize below.
+        unsafe { driver::copy_pinned_to_device(input_at, &self.input_staging, &self.stream) }
+            .map_err(RuntimeError::cuda(
+                "cuMemcpyHtoDAsync",
+                "copying the input into the arena",
+            ))?;
+        let largest = self.spec.values.iter().map(|v| v.bytes).max().unwrap_or(0);
+        let mut host = vec![0u8; largest as usize];
+        for (index, (launch, prepared)) in self.spec.launches.iter().zip(&self.launches).enumerate()
+        {
+            let site = || format!("running {}", describe_launch(&self.spec, index, prepared));
+            // SAFETY: the parameters were resolved from validated offsets
+            // into the arena and weights, both alive for `self`'s lifetime.
+            unsafe { launch_prepared(prepared, &self.stream) }.map_err(|source| {
+                RuntimeError::Cuda {
+                    call: "cuLaunchKernel",
+                    during: site(),
+                    source,
+                }
+            })?;
+            let slot = &self.spec.values[launch.output as usize];
+            let bytes = &mut host[..slot.bytes as usize];
+            // SAFETY: the slot is in the arena; `bytes` is read only after
+            // the synchronize below.
+            unsafe {
+                driver::copy_device_to_host(bytes, self.arena.ptr() + slot.offset, &self.stream)
+            }
+            .map_err(|source| RuntimeError::Cuda {
+                call: "cuMemcpyDtoHAsync",
+                during: format!(
+                    "copying the output of {}",
+                    describe_launch(&self.spec, index, prepared)
+                ),
+                source,
+            })?;
+            self.stream
+                .synchronize()
+                .map_err(|source| RuntimeError::Cuda {
+                    call: "cuStreamSynchronize",
+                    during: site(),
+                    source,
+                })?;
+            if !inspect(index, slot, bytes) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Device milliseconds of each of `runs` (at least 1) back-to-back
+    /// launches of the kernels-only graph, after `warmup` untimed ones,
+    /// measured with CUDA events between consecutive launches. The input is
+    /// whatever the arena holds (the last `infer`'s).
+    pub fn time_graph(&mut self, warmup: usize, runs: usize) -> Result<Vec<f32>, RuntimeError> {
+        let runs = runs.max(1);
+        self.bind()?;
+        let events = self.events(runs + 1)?;
+        for _ in 0..warmup {
+            self.launch_forward_graph()?;
+        }
+        record(&events[0], &self.stream)?;
+        for event in &events[1..] {
+            self.launch_forward_graph()?;
+            record(event, &self.stream)?;
+        }
+        self.stream.synchronize().map_err(RuntimeError::cuda(
+            "cuStreamSynchronize",
+            "timing the forward graph",
+        ))?;
+        events
+            .windows(2)
+            .map(|pair| elapsed(&pair[0], &pair[1]))
+            .collect()
+    }
+
+    /// Host wall-clock milliseconds of each of `runs` (at least 1) full
+    /// [`Model::infer`] calls (copies in and out included) after `warmup`.
+    pub fn time_infer(
+        &mut self,
+        input: &[f32],
+        warmup: usize,
+        runs: usize,
+    ) -> Result<Vec<f32>, RuntimeError> {
+        let mut output = vec![0f32; self.spec.outputs[0].elements()];
+        for _ in 0..warmup {
+            self.infer(input, &mut output)?;
+        }
+        (0..runs.max(1))
+            .map(|_| {
+                let start = Instant::now();
+                self.infer(input, &mut output)?;
+                Ok(start.elapsed().as_secs_f32() * 1e3)
+            })
+            .collect()
+    }
+
+    /// Median device milliseconds of each launch (indexed like
+    /// `spec().launches`) over `runs` (at least 1) passes of direct launches,
+    /// after `warmup` untimed passes; events between consecutive launches.
+    pub fn time_layers(&mut self, warmup: usize, runs: usize) -> Result<Vec<f32>, RuntimeError> {
+        let runs = runs.max(1);
+        self.bind()?;
+        let count = self.launches.len();
+        let events = self.events(count + 1)?;
+        for _ in 0..warmup {
+            self.launch_all_direct(None)?;
+        }
+        let mut samples = vec![Vec::with_capacity(runs); count];
+        for _ in 0..runs {
+            self.launch_all_direct(Some(&events))?;
+            self.stream.synchronize().map_err(RuntimeError::cuda(
+                "cuStreamSynchronize",
+                "timing the launches one by one",
+            ))?;
+            for (index, pair) in events.windows(2).enumerate() {
+                samples[index].push(elapsed(&pair[0], &pair[1])?);
+            }
+        }
+        Ok(samples.into_iter().map(median).collect())
+    }
+
+    /// Bytes the model holds (weights, arena, pinned staging) and the
+    /// device's free and total memory right now.
+    pub fn memory(&self) -> Result<MemoryReport, RuntimeError> {
+        self.bind()?;
+        let (free, total) = driver::memory_info().map_err(RuntimeError::cuda(
+            "cuMemGetInfo",
+            "reading the device's memory use",
+        ))?;
+        Ok(MemoryReport {
+            weights_bytes: self.weights.bytes() as u64,
+            arena_bytes: self.arena.bytes() as u64,
+            staging_bytes: (self.input_staging.bytes() + self.output_staging.bytes()) as u64,
+            device_free: free as u64,
+            device_total: total as u64,
+        })
+    }
+
+    /// The GPU's name, e.g. `NVIDIA H200`.
+    pub fn device_name(&self) -> &str {
+        &self.device.name
+    }
+
+    /// The GPU: name, compute capability, driver version, memory.
+    pub fn device(&self) -> &DeviceInfo {
+        &self.device
+    }
+
+    /// The spec the model was loaded from.
+    pub fn spec(&self) -> &ModelSpec {
+        &self.spec
+    }
+
+    /// The (primary) context the model runs in, for code that shares it.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    fn bind(&self) -> Result<(), RuntimeError> {
+        self.ctx.bind_to_thread().map_err(RuntimeError::cuda(
+            "cuCtxSetCurrent",
+            "binding the model's CUDA context to this thread",
+        ))
+    }
+
+    fn check_input(&self, got: usize) -> Result<(), RuntimeError> {
+        check_length("input", &self.spec.inputs[0], got)
+    }
+
+    fn check_output(&self, got: usize) -> Result<(), RuntimeError> {
+        check_length("output", &self.spec.outputs[0], got)
+    }
+
+    fn events(&self, count: usize) -> Result<Vec<Event>, RuntimeError> {
+        (0..count)
+            .map(|_| {
+                Event::new(&self.ctx).map_err(RuntimeError::cuda(
+                    "cuEventCreate",
+                    "creating timing events",
+                ))
+            })
+            .collect()
+    }
+
+    fn launch_forward_graph(&self) -> Result<(), RuntimeError> {
+        self.forward_graph
+            .launch(&self.stream)
+            .map_err(RuntimeError::cuda(
+                "cuGraphLaunch",
+                "launching the forward graph",
+            ))
+    }
+
+    /// Every launch in order on the stream; with `events`, records
+    /// `events[0]` first and `events[i + 1]` after launch `i`.
+    fn launch_all_direct(&self, events: Option<&[Event]>) -> Result<(), RuntimeError> {
+        if let Some(events) = events {
+            record(&events[0], &self.stream)?;
+        }
+        for (index, prepared) in self.launches.iter().enumerate() {
+            // SAFETY: the parameters were resolved from validated offsets
+            // into the arena and weights, both alive for `self`'s lifetime.
+            unsafe { launch_prepared(prepared, &self.stream) }
+                .map_err(|source| launch_error(&self.spec, index, prepared, "launching", source))?;
+            if let Some(events) = events {
+                record(&events[index + 1], &self.stream)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Model {
+    fn drop(&mut self) {
+        // Let in-flight work finish before the graphs, module and memory go;
+        // errors cannot be reported from here, and the fields still drop.
+        if self.ctx.bind_to_thread().is_ok() {
+            let _ = self.stream.synchronize();
+        }
+    }
+}
+
+/// Launches one prepared launch on `stream`.
+///
+/// # Safety
+///
+/// The arena and weights the parameters point into are still allocated.
+unsafe fn launch_prepared(prepared: &PreparedLaunch, stream: &Stream) -> Result<(), DriverError> {
+    // SAFETY: the function's module is loaded for as long as the `Model`
+    // holding `prepared`; the parameter array matches the kernel (one
+    // pointer per argument, as the build emitted it); the caller vouches for
+    // the memory.
+    unsafe {
+        driver::launch(
+            prepared.function,
+            prepared.grid,
+            prepared.block,
+            prepared.smem_bytes,
+            stream,
+            &prepared.params,
+        )
+    }
+}
+
+/// Names the launch: index, node, kernel, configuration and argument addresses.
+fn describe_launch(spec: &ModelSpec, index: usize, prepared: &PreparedLaunch) -> String {
+    let launch = &spec.launches[index];
+    format!(
+        "launch {index} (node `{}`, kernel `{}`, grid {:?}, block {:?}, {} B dynamic shared, \
+         args {:#x?})",
+        launch.node,
+        spec.kernels[launch.kernel as usize],
+        launch.grid,
+        launch.block,
+        launch.smem_bytes,
+        prepared.params.values()
+    )
+}
+
+fn launch_error(
+    spec: &ModelSpec,
+    index: usize,
+    prepared: &PreparedLaunch,
+    doing: &str,
+    source: DriverError,
+) -> RuntimeError {
+    RuntimeError::Cuda {
+        call: "cuLaunchKernel",
+        during: format!("{doing} {}", describe_launch(spec, index, prepared)),
+        source,
+    }
+}
+
+/// Records every launch on a capturing stream.
+fn record_launches(
+    stream: &Stream,
+    launches: &[PreparedLaunch],
+    spec: &ModelSpec,
+) -> Result<(), RuntimeError> {
+    for (index, prepared) in launches.iter().enumerate() {
+        // SAFETY: the parameters point into the arena and weights, which the
+        // `Model` under construction owns and drops after its graphs.
+        unsafe { launch_prepared(prepared, stream) }
+            .map_err(|source| launch_error(spec, index, prepared, "capturing", source))?;
+    }
+    Ok(())
+}
+
+/// Captures what `body` enqueues on `stream` and instantiates it. The
+/// capture is always ended, so a failing `body` leaves the stream usable.
+fn capture(
+    stream: &Stream,
+    what: &'static str,
+    body: impl FnOnce() -> Result<(), RuntimeError>,
+) -> Result<GraphExec, RuntimeError> {
+    stream
+        .begin_capture()
+        .map_err(RuntimeError::cuda("cuStreamBeginCapture", what))?;
+    let recorded = body();
+    let ended = stream.end_capture();
+    recorded?;
+    let graph = ended.map_err(RuntimeError::cuda("cuStreamEndCapture", what))?;
+    graph
+        .instantiate()
+        .map_err(RuntimeError::cuda("cuGraphInstantiate", what))
+}
+
+fn record(event: &Event, stream: &Stream) -> Result<(), RuntimeError> {
+    event.record(stream).map_err(RuntimeError::cuda(
+        "cuEventRecord",
+        "recording a timing event",
+    ))
+}
+
+fn elapsed(start: &Event, end: &Event) -> Result<f32, RuntimeError> {
+    start.elapsed_ms(end).map_err(RuntimeError::cuda(
+        "cuEventElapsedTime",
+        "reading a timing event",
+    ))
+}
+
+fn median(mut samples: Vec<f32>) -> f32 {
+    if samples.is_empty() {
+        return f32::NAN;
+    }
+    samples.sort_by(f32::total_cmp);
+    let mid = samples.len() / 2;
+    if samples.len() % 2 == 1 {
+        samples[mid]
+    } else {
+        0.5 * (samples[mid - 1] + samples[mid])
+    }
+}
+
+fn check_length(role: &'static str, slot: &TensorSlot, got: usize) -> Result<(), RuntimeError> {
+    let expected = slot.elements();
+    if got == expected {
+        Ok(())
+    } else {
+        Err(RuntimeError::WrongLength {
+            role,
+            tensor: slot.name.to_string(),
+            shape: slot.shape.to_vec(),
+            expected,
+            got,
+        })
+    }
+}
+
+/// Size always; FNV-1a 64 when `hash` is set.
+pub(crate) fn check_weights(
+    spec: &ModelSpec,
+    weights: &[u8],
+    hash: bool,
+) -> Result<(), RuntimeError> {
+    if weights.len() as u64 != spec.weights.bytes {
+        return Err(RuntimeError::WeightsSize {
+            model: spec.name.to_string(),
+            expected: spec.weights.bytes,
+            got: weights.len() as u64,
+        });
+    }
+    if hash {
+        let got = aotune_spec::zoo::fnv1a64(weights);
+        if got != spec.weights.fnv1a64 {
+            return Err(RuntimeError::WeightsHash {
+                model: spec.name.to_string(),
+                expected: spec.weights.fnv1a64,
+                got,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Driver present → new enough → initialized → device exists → its primary
+/// context retained and bound.
+fn open_device(ordinal: usize) -> Result<Arc<CudaContext>, RuntimeError> {
+    if !driver::driver_library_present() {
+        return Err(RuntimeError::NoDriver);
+    }
+    let version = driver::driver_version().map_err(RuntimeError::cuda(
+        "cuDriverGetVersion",
+        "reading the driver version",
+    ))?;
+    if version < REQUIRED_CUDA.0 {
+        return Err(RuntimeError::DriverTooOld {
+            found: CudaVersion(version),
+            required: REQUIRED_CUDA,
+            detail: String::new(),
+        });
+    }
+    driver::init().map_err(|source| match source.0 {
+        CUresult::CUDA_ERROR_NO_DEVICE => RuntimeError::NoDevice {
+            detail: format!("cuInit: {}", error_name(&source)),
+        },
+        _ => RuntimeError::Cuda {
+            call: "cuInit",
+            during: "initializing the CUDA driver".into(),
+            source,
+        },
+    })?;
+    let count = driver::device_count().map_err(RuntimeError::cuda(
+        "cuDeviceGetCount",
+        "counting CUDA devices",
+    ))?;
+    if count == 0 {
+        return Err(RuntimeError::NoDevice {
+            detail: "cuDeviceGetCount found 0 devices".into(),
+        });
+    }
+    if ordinal >= count {
+        return Err(RuntimeError::DeviceOutOfRange { ordinal, count });
+    }
+    driver::retain_primary_context(ordinal).map_err(|source| RuntimeError::Cuda {
+        call: "cuDevicePrimaryCtxRetain",
+        during: format!("opening CUDA device {ordinal}"),
+        source,
+    })
+}
+
+fn query_device(ctx: &CudaContext, ordinal: usize) -> Result<DeviceInfo, RuntimeError> {
+    let during = "querying the device";
+    let attribute = |a| {
+        driver::device_attribute(ctx, a)
+            .map(|v| v.max(0) as u32)
+            .map_err(RuntimeError::cuda("cuDeviceGetAttribute", during))
+    };
+    let (name, total) = driver::device_name_and_memory(ctx)
+        .map_err(RuntimeError::cuda("cuDeviceGetName", during))?;
+    let driver_version =
+        driver::driver_version().map_err(RuntimeError::cuda("cuDriverGetVersion", during))?;
+    Ok(DeviceInfo {
+        ordinal,
+        name,
+        compute_capability: (
+            attribute(DeviceAttribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
+            attribute(DeviceAttribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
+        ),
+        driver: CudaVersion(driver_version),
+        total_memory: total as u64,
+        multiprocessors: attribute(DeviceAttribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+    })
+}
+
+fn load_module(
+    ctx: &Arc<CudaContext>,
+    image: &[u8],
+    device: &DeviceInfo,
+) -> Result<Module, RuntimeError> {
+    Module::load(ctx, image).map_err(|source| match source.0 {
+        CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU => RuntimeError::NoBinaryForGpu {
+            device: device.name.clone(),
+            sm: device.sm(),
+            driver: device.driver,
+            code: error_name(&source),
+        },
+        CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION => RuntimeError::PtxTooNew {
+            driver: device.driver,
+            code: error_name(&source),
+        },
+        CUresult::CUDA_ERROR_INVALID_IMAGE
+        | CUresult::CUDA_ERROR_INVALID_PTX
+        | CUresult::CUDA_ERROR_INVALID_SOURCE
+        | CUresult::CUDA_ERROR_INVALID_VALUE => RuntimeError::InvalidKernelImage {
+            bytes: image.len(),
+            code: error_name(&source),
+        },
+        _ => RuntimeError::Cuda {
+            call: "cuModuleLoadData",
+            during: format!("loading the kernel image ({} bytes)", image.len()),
+            source,
+        },
+    })
+}
+
+fn find_kernels(module: &Module, spec: &ModelSpec) -> Result<Vec<Function>, RuntimeError> {
+    spec.kernels
+        .iter()
+        .enumerate()
+        .map(|(index, symbol)| {
+            module.function(symbol).map_err(|source| match source.0 {
+                CUresult::CUDA_ERROR_NOT_FOUND => RuntimeError::MissingKernel {
+                    symbol: symbol.to_string(),
+                    index,
+                },
+                _ => RuntimeError::Cuda {
+                    call: "cuModuleGetFunction",
+                    during: format!("looking up kernel `{symbol}`"),
+                    source,
+                },
+            })
+        })
+        .collect()
+}
+
+/// Checks each launch's block size and shared memory against the kernel and
+/// device limits, and opts kernels into more than 48 KiB of dynamic shared
+/// memory where a launch needs it.
+fn configure_kernels(
+    spec: &ModelSpec,
+    functions: &[Function],
+    ctx: &CudaContext,
+    device: &DeviceInfo,
+) -> Result<(), RuntimeError> {
+    let optin = driver::device_attribute(
+        ctx,
+        DeviceAttribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+    )
+    .map_err(RuntimeError::cuda(
+        "cuDeviceGetAttribute",
+        "reading the shared memory limit",
+    ))?
+    .max(0) as u64;
+    let max_dynamic = launch_plan::max_shared_bytes_per_kernel(spec);
+    let mut limits = Vec::with_capacity(functions.len());
+    for (kernel, function) in functions.iter().enumerate() {
+        let symbol = &spec.kernels[kernel];
+        let during = || format!("reading the attributes of kernel `{symbol}`");
+        let cuda = |call| {
+            move |source| RuntimeError::Cuda {
+                call,
+                during: during(),
+                source,
+            }
+        };
+        let threads = function
+            .max_threads_per_block()
+            .map_err(cuda("cuFuncGetAttribute"))?
+            .max(0) as u64;
+        let static_bytes = function
+            .static_shared_bytes()
+            .map_err(cuda("cuFuncGetAttribute"))?
+            .max(0) as u64;
+        let dynamic = u64::from(max_dynamic[kernel]);
+        if static_bytes + dynamic <= optin
+            && static_bytes + dynamic > u64::from(DEFAULT_SHARED_LIMIT)
+        {
+            function
+                .set_max_dynamic_shared_bytes(max_dynamic[kernel] as i32)
+                .map_err(|source| RuntimeError::Cuda {
+                    call: "cuFuncSetAttribute",
+                    during: format!(
+                        "allowing kernel `{symbol}` {dynamic} B of dynamic shared memory"
+                    ),
+                    source,
+                })?;
+        }
+        limits.push((threads, static_bytes));
+    }
+    for (index, launch) in spec.launches.iter().enumerate() {
+        let (max_threads, static_bytes) = limits[launch.kernel as usize];
+        let threads: u64 = launch.block.iter().map(|&b| u64::from(b)).product();
+        let shared = static_bytes + u64::from(launch.smem_bytes);
+        let reason = if threads > max_threads {
+            Some(format!(
+                "block {:?} has {threads} threads but the kernel allows at most {max_threads} \
+                 (its register use limits it)",
+                launch.block
+            ))
+        } else if shared > optin {
+            Some(format!(
+                "it needs {shared} B of shared memory ({static_bytes} static + {} dynamic) but \
+                 the device allows {optin} B per block",
+                launch.smem_bytes
+            ))
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return Err(RuntimeError::LaunchConfig {
+                index,
+                node: launch.node.to_string(),
+                kernel: spec.kernels[launch.kernel as usize].to_string(),
+                device: device.name.clone(),
+                reason,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn alloc_device(
+    ctx: &Arc<CudaContext>,
+    device: &DeviceInfo,
+    bytes: u64,
+    what: &'static str,
+) -> Result<DeviceBuffer, RuntimeError> {
+    let out_of_memory = || {
+        let (free, total) = driver::memory_info().unwrap_or((0, device.total_memory as usize));
+        RuntimeError::OutOfMemory {
+            what,
+            device: device.name.clone(),
+            requested: bytes,
+            free: free as u64,
+            total: total as u64,
+        }
+    };
+    let size = usize::try_from(bytes).map_err(|_| out_of_memory())?;
+    DeviceBuffer::alloc(ctx, size).map_err(|source| match source.0 {
+        CUresult::CUDA_ERROR_OUT_OF_MEMORY => out_of_memory(),
+        _ => RuntimeError::Cuda {
+            call: "cuMemAlloc",
+            during: format!("allocating {bytes} bytes for the {what}"),
+            source,
+        },
+    })
+}
+
+fn alloc_pinned(
+    ctx: &Arc<CudaContext>,
+    bytes: u64,
+    what: &'static str,
+) -> Result<PinnedBuffer, RuntimeError> {
+    let host_out_of_memory = |code: String| RuntimeError::HostOutOfMemory {
+        what,
+        requested: bytes,
+        code,
+    };
+    let size = usize::try_from(bytes).map_err(|_| host_out_of_memory("too large".into()))?;
+    PinnedBuffer::alloc(ctx, size).map_err(|source| match source.0 {
+        CUresult::CUDA_ERROR_OUT_OF_MEMORY => host_out_of_memory(error_name(&source)),
+        _ => RuntimeError::Cuda {
+            call: "cuMemHostAlloc",
+            during: format!("allocating {bytes} bytes of pinned memory for the {what}"),
+            source,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::launch_plan::tests::relu_add_spec;
+
+    fn weights(n: usize) -> Vec<u8> {
+        (0..n).flat_map(|i| (i as f32).to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn load_without_a_driver_returns_no_driver() {
+        if driver::driver_library_present() {
+            eprintln!("skipping: libcuda is present here, the no-driver path cannot be exercised");
+            return;
+        }
+        let w = weights(100);
+        let spec = relu_add_spec(100, &w, 0);
+        let err = Model::load(&spec, b"\x7fELF", &w, &LoadOptions::default())
+            .err()
+            .expect("no driver, so load fails");
+        assert!(matches!(err, RuntimeError::NoDriver), "{err}");
+        assert!(err.to_string().contains("libcuda.so.1"), "{err}");
+    }
+
+    #[test]
+    fn spec_and_weights_are_checked_before_the_device() {
+        let w = weights(100);
+        let spec = relu_add_spec(100, &w, 0);
+        let options = LoadOptions::default();
+
+        let err = Model::load(&spec, b"\x7fELF", &w[..396], &options)
+            .err()
+            .unwrap();
+        assert!(
+            matches!(
+                err,
+                RuntimeError::WeightsSize {
+                    expected: 400,
+                    got: 396,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+
+        let mut other = w.clone();
+        other[0] ^= 1;
+        let err = Model::load(&spec, b"\x7fELF", &other, &options)
+            .err()
+            .unwrap();
+        assert!(matches!(err, RuntimeError::WeightsHash { .. }), "{err}");
+        assert!(err
+            .to_string()
+            .contains(&format!("{:016x}", spec.weights.fnv1a64)));
+
+        let err = Model::load(&spec, b"", &w, &options).err().unwrap();
+        assert!(
+            matches!(err, RuntimeError::InvalidKernelImage { bytes: 0, .. }),
+            "{err}"
+        );
+
+        let mut broken = spec.clone();
+        broken.launches.to_mut()[0].kernel = 7;
+        let err = Model::load(&broken, b"\x7fELF", &w, &options)
+            .err()
+            .unwrap();
+        assert!(matches!(err, RuntimeError::InvalidSpec { .. }), "{err}");
+    }
+
+    #[test]
+    fn hash_check_can_be_skipped() {
+        let w = weights(10);
+        let spec = relu_add_spec(10, &w, 0);
+        let mut other = w.clone();
+        other[0] ^= 1;
+        assert!(check_weights(&spec, &other, false).is_ok());
+        assert!(check_weights(&spec, &other, true).is_err());
+    }
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(vec![]).is_nan());
+    }
+
+    #[test]
+    fn length_errors_name_the_tensor() {
+        let w = weights(10);
+        let spec = relu_add_spec(10, &w, 0);
+        let err = check_length("input", &spec.inputs[0], 9).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("input `x`") && text.contains("[10]"),
+            "{text}"
+        );
+        assert!(text.contains("has 9"), "{text}");
+    }
+}
