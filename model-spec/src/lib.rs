@@ -8,6 +8,7 @@
 pub mod artifact;
 pub mod build;
 pub mod codegen;
+pub mod default_model;
 pub mod ir;
 pub mod onnx;
 pub mod passes;

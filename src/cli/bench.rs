@@ -23,6 +23,10 @@ pub struct BenchArgs {
     /// Tuning log to build with (default: none, heuristic configs).
     #[arg(long)]
     pub tuning: Option<PathBuf>,
+    /// Time the model compiled into this binary (ResNet-50, batch 1, fp16):
+    /// no ONNX file and no nvcc needed.
+    #[arg(long)]
+    pub embedded: bool,
     /// Print one JSON line with the results as well.
     #[arg(long)]
     pub json: bool,
@@ -54,6 +58,23 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
             "CPU reference: median {:.1} ms over {} runs",
             percentile(&times, 0.5),
             times.len()
+        );
+        return Ok(());
+    }
+    if args.embedded {
+        let mut model = super::embedded::load()?;
+        let mut ms = model.time_graph(args.warmup, args.runs)?;
+        ms.sort_by(f32::total_cmp);
+        let spec = model.spec();
+        println!(
+            "embedded {} batch {} {} on {}: GPU time median {:.4} ms, p90 {:.4} ms; {}",
+            spec.name,
+            spec.batch,
+            spec.precision,
+            model.device_name(),
+            percentile(&ms, 0.5),
+            percentile(&ms, 0.9),
+            model.memory()?
         );
         return Ok(());
     }

@@ -3,6 +3,7 @@
 mod bench;
 mod build;
 mod dump;
+mod embedded;
 mod gpu_model;
 mod model_args;
 mod profile;

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct ModelArgs {
-    /// The ONNX model.
+    /// The ONNX model (the default one is written by `make model`).
+    #[arg(default_value = "models/resnet50.onnx")]
     pub model: PathBuf,
     /// Batch size for a symbolic batch dimension [default: 1, or the exported batch].
     #[arg(long)]

@@ -5,6 +5,8 @@
 
 use std::path::PathBuf;
 
+pub mod gpu;
+
 /// The shared test data (`../shared` beside the checkout, or `$AOTUNE_SHARED`).
 /// `None` when absent: tests that need it print why and return.
 pub fn shared_dir() -> Option<PathBuf> {

@@ -21,7 +21,7 @@
 use super::config::{KernelConfig, LinearConfig, LinearShape};
 use super::implicit_gemm::{cheapest, ConvShape, MmaConfig, SimtConfig};
 use super::index_map::same_order;
-use super::source::{wrapper, Arg, Geometry, Instance, Params, Template, Workspace};
+use super::source::{tiled_wrapper, wrapper, Arg, Geometry, Instance, Params, Template, Workspace};
 use crate::ir::{Activation, Graph, Layout, NodeId, Op};
 use serde::{Deserialize, Serialize};
 
@@ -247,10 +247,14 @@ pub fn instantiate(shape: &ConvShape, config: &ConvConfig, symbol: &str) -> Inst
         },
     );
     let geometry = config.geometry(shape);
+    let wrap = match config {
+        ConvConfig::Direct(_) => wrapper,
+        _ => tiled_wrapper,
+    };
     let code = format!(
         "{}{}",
         p.render(),
-        wrapper(symbol, geometry.block[0], &args, &call)
+        wrap(symbol, geometry.block[0], &args, &call)
     );
     Instance {
         symbol: symbol.to_string(),

@@ -10,7 +10,7 @@
 use super::config::KernelConfig;
 use super::conv::{self, ConvConfig};
 use super::implicit_gemm::{ConvShape, MmaConfig, SimtConfig};
-use super::source::{wrapper, Arg, Geometry, Instance, Params, Template, Workspace};
+use super::source::{tiled_wrapper, Arg, Geometry, Instance, Params, Template, Workspace};
 use crate::ir::{is_row_major_bytes, Graph, NodeId, Op};
 use serde::{Deserialize, Serialize};
 
@@ -242,7 +242,7 @@ pub fn instantiate(shape: &ConvShape, config: &DenseConfig, symbol: &str) -> Ins
         code: format!(
             "{}{}",
             p.render(),
-            wrapper(symbol, geometry.block[0], &args, &call)
+            tiled_wrapper(symbol, geometry.block[0], &args, &call)
         ),
         geometry,
         workspace: Workspace::default(),

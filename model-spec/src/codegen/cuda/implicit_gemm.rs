@@ -21,6 +21,16 @@ pub const MAX_SMEM_BYTES: usize = 227 * 1024;
 pub const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
 /// Register budget per thread assumed by the validity rules.
 pub const MAX_REGS: usize = 255;
+/// Global loads (vector accesses) per thread and k tile the SIMT template
+/// allows, and f32 values it may hold prefetched: beyond these ptxas runs
+/// out of registers (measured with `-Xptxas -v` over the search space).
+pub const SIMT_MAX_LOADS: usize = 8;
+pub const SIMT_MAX_PREFETCH: usize = 32;
+
+/// Registers one thread may use in a CTA of `threads` with one CTA per SM.
+pub fn register_cap(threads: usize) -> usize {
+    ((65536 / threads.max(1)) & !7).min(MAX_REGS)
+}
 /// Split-K factors the search spaces offer.
 pub const SPLITS: [u32; 8] = [1, 2, 3, 4, 6, 8, 12, 16];
 
@@ -278,9 +288,21 @@ impl SimtConfig {
         if self.smem_bytes() > MAX_SMEM_BYTES {
             return Err(format!("{} B of shared memory", self.smem_bytes()));
         }
+        let (la, lb) = self.loads_per_thread(shape);
+        let prefetch = la * self.vec_a(shape) + lb * self.vec_b(shape);
+        if la + lb > SIMT_MAX_LOADS || prefetch > SIMT_MAX_PREFETCH {
+            return Err(format!(
+                "{} global loads holding {prefetch} values per thread and k tile (at most \
+                 {SIMT_MAX_LOADS} and {SIMT_MAX_PREFETCH})",
+                la + lb
+            ));
+        }
         let regs = self.regs_estimate(shape);
-        if regs > MAX_REGS {
-            return Err(format!("about {regs} registers per thread"));
+        if regs > register_cap(threads) {
+            return Err(format!(
+                "about {regs} registers per thread, {} available",
+                register_cap(threads)
+            ));
         }
         check_split(self.split_k, shape.gemm_k().div_ceil(self.block_k as usize))?;
         grid(shape, self.block_m, self.block_n, self.split_k).map(|_| ())
@@ -463,9 +485,19 @@ impl MmaConfig {
         if self.smem_bytes() > MAX_SMEM_BYTES {
             return Err(format!("{} B of shared memory", self.smem_bytes()));
         }
+        let chunks = (self.block_m * self.block_k / 8) as usize;
+        if !Self::a_vectorized(shape) && chunks > 4 * self.threads() {
+            return Err(format!(
+                "{} gathered A chunks per thread (at most 4 when C % 8 != 0)",
+                chunks.div_ceil(self.threads())
+            ));
+        }
         let regs = self.regs_estimate();
-        if regs > MAX_REGS {
-            return Err(format!("about {regs} registers per thread"));
+        if regs > register_cap(self.threads()) {
+            return Err(format!(
+                "about {regs} registers per thread, {} available",
+                register_cap(self.threads())
+            ));
         }
         check_split(self.split_k, shape.gemm_k().div_ceil(self.block_k as usize))?;
         grid(shape, self.block_m, self.block_n, self.split_k).map(|_| ())

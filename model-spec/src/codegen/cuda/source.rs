@@ -193,6 +193,18 @@ impl Arg {
 
 /// `extern "C" __global__ void __launch_bounds__(threads) symbol(args) { call; }`
 pub fn wrapper(symbol: &str, threads: u32, args: &[Arg], call: &str) -> String {
+    wrapper_with_bounds(symbol, &threads.to_string(), args, call)
+}
+
+/// [`wrapper`] for the tiled templates: `__launch_bounds__(threads, 1)`.
+/// Without a minimum block count ptxas may cap registers (at 64 for 128
+/// threads) to raise occupancy and spill; the tiled configs' validity rules
+/// bound their registers instead.
+pub fn tiled_wrapper(symbol: &str, threads: u32, args: &[Arg], call: &str) -> String {
+    wrapper_with_bounds(symbol, &format!("{threads}, 1"), args, call)
+}
+
+fn wrapper_with_bounds(symbol: &str, bounds: &str, args: &[Arg], call: &str) -> String {
     let params: Vec<String> = args
         .iter()
         .map(|a| {
@@ -205,7 +217,7 @@ pub fn wrapper(symbol: &str, threads: u32, args: &[Arg], call: &str) -> String {
         })
         .collect();
     format!(
-        "extern \"C\" __global__ void __launch_bounds__({threads}) {symbol}(\n    {}) {{\n  {call};\n}}\n",
+        "extern \"C\" __global__ void __launch_bounds__({bounds}) {symbol}(\n    {}) {{\n  {call};\n}}\n",
         params.join(",\n    ")
     )
 }

@@ -688,3 +688,21 @@ fn register_estimates_vs_ptxas() {
         }
     }
 }
+
+/// Debug aid: writes one conv instance's module to /tmp/one.cu.
+#[test]
+#[ignore]
+fn dump_one_conv() {
+    let (label, graph) = conv_cases(Precision::Fp16).remove(1);
+    let c = ConvConfig::Mma(MmaConfig {
+        block_m: 64,
+        block_n: 32,
+        block_k: 64,
+        warps_m: 2,
+        warps_n: 2,
+        stages: 3,
+        split_k: 1,
+    });
+    let inst = node_instance(&graph, Some(&c), &label);
+    std::fs::write("/tmp/one.cu", assemble(&[(inst, String::new())])).unwrap();
+}

@@ -1,0 +1,340 @@
+//! Helpers of the GPU integration tests (`gpu_kernels`, `gpu_fixtures`,
+//! `gpu_runtime`): whether to run or skip, build directories, a process-wide
+//! limit on concurrent builds (nvcc), decoding GPU tensors, and the
+//! fixtures' weight refill.
+//!
+//! Without an NVIDIA driver or without nvcc every GPU test prints one
+//! `SKIPPED <test>: <reason>` line and passes. `AOTUNE_GPU_TESTS_DRY_RUN=1`
+//! on a machine with nvcc but no driver runs everything up to
+//! `Model::load` (builds, CPU references) and checks that the load fails
+//! with `RuntimeError::NoDriver`.
+//!
+//! Environment:
+//! - `AOTUNE_TEST_JOBS`: concurrent builds (default: the number of cores);
+//! - `AOTUNE_GPU_TEST_TMP`: where build directories go (default: the
+//!   system temp dir); `AOTUNE_KEEP_BUILDS=1` keeps them;
+//! - `NVCC` / `CUDA_HOME`: which nvcc `Build` uses (see `Nvcc::find`).
+
+use aotune::artifact::TensorSlot;
+use aotune::runtime::{driver_present, LoadOptions, Model, ModelFiles, RuntimeError};
+use aotune_spec::build::Nvcc;
+use aotune_spec::ir::{DType, Layout, Precision};
+use aotune_spec::onnx::{fill_initializers, WeightFill};
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Condvar, Mutex, OnceLock};
+
+/// How far a GPU test can go on this machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Driver and nvcc: the whole test.
+    Gpu,
+    /// nvcc but no driver, with `AOTUNE_GPU_TESTS_DRY_RUN` set: builds and
+    /// CPU references only; loads must fail with `RuntimeError::NoDriver`.
+    DryRun,
+}
+
+fn dry_run_requested() -> bool {
+    std::env::var_os("AOTUNE_GPU_TESTS_DRY_RUN").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// `Some(mode)`, or `None` after printing `SKIPPED <test>: <reason>`.
+pub fn mode_or_skip(test: &str) -> Option<Mode> {
+    let nvcc = Nvcc::find();
+    if !driver_present() {
+        if dry_run_requested() {
+            return match nvcc {
+                Ok(_) => {
+                    println!("DRY RUN {test}: no NVIDIA driver; building and checking up to Model::load");
+                    Some(Mode::DryRun)
+                }
+                Err(e) => {
+                    super::skip(test, &format!("dry run asked for but no nvcc: {e}"));
+                    None
+                }
+            };
+        }
+        super::skip(
+            test,
+            "no NVIDIA driver (libcuda.so.1 not loadable); set AOTUNE_GPU_TESTS_DRY_RUN=1 to build without a GPU",
+        );
+        return None;
+    }
+    if let Err(e) = nvcc {
+        let first_line = e.to_string();
+        let first_line = first_line.lines().next().unwrap_or_default().to_string();
+        super::skip(test, &format!("no nvcc for the build step: {first_line}"));
+        return None;
+    }
+    hold_primary_context();
+    Some(Mode::Gpu)
+}
+
+/// Keeps device 0's primary context retained for the whole process, so
+/// loading and dropping many small models does not create and destroy the
+/// context each time.
+fn hold_primary_context() {
+    static CONTEXT: OnceLock<Option<std::sync::Arc<cudarc::driver::CudaContext>>> =
+        OnceLock::new();
+    CONTEXT.get_or_init(|| cudarc::driver::CudaContext::new(0).ok());
+}
+
+/// DESIGN.md's tolerances (rel. L2).
+pub fn tolerance(p: Precision) -> f64 {
+    match p {
+        Precision::Fp32 => 1e-5,
+        Precision::Tf32 => 2e-3,
+        Precision::Fp16 | Precision::Bf16 => 1e-2,
+    }
+}
+
+/// Loads a build directory on device 0. In a dry run, checks that the load
+/// fails with `NoDriver` and returns `None`.
+pub fn load(dir: &Path, mode: Mode) -> Result<Option<Model>, String> {
+    let files = ModelFiles::read_dir(dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
+    match (files.load(&LoadOptions::default()), mode) {
+        (Ok(model), Mode::Gpu) => Ok(Some(model)),
+        (Err(e), Mode::Gpu) => Err(format!("loading {}: {e}", dir.display())),
+        (Err(RuntimeError::NoDriver), Mode::DryRun) => Ok(None),
+        (Err(e), Mode::DryRun) => Err(format!(
+            "dry run: loading {} should fail with NoDriver, got: {e}",
+            dir.display()
+        )),
+        (Ok(_), Mode::DryRun) => Err("dry run: a model loaded without a driver".into()),
+    }
+}
+
+/// A fresh directory, removed on drop unless `AOTUNE_KEEP_BUILDS` is set.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> TempDir {
+        let root = std::env::var_os("AOTUNE_GPU_TEST_TMP")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        let path = root.join(format!("aotune-{label}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path)
+            .unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if std::env::var_os("AOTUNE_KEEP_BUILDS").is_none() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// Removes a build's directory once checked (kept with `AOTUNE_KEEP_BUILDS`).
+pub fn discard_build(dir: &Path) {
+    if std::env::var_os("AOTUNE_KEEP_BUILDS").is_none() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+// ---- concurrency -----------------------------------------------------------
+
+/// Concurrent builds allowed in this process (all tests together).
+pub fn jobs() -> usize {
+    std::env::var("AOTUNE_TEST_JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n: &usize| n > 0)
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(2)
+        })
+}
+
+static BUSY: Mutex<usize> = Mutex::new(0);
+static FREED: Condvar = Condvar::new();
+
+/// One of the process-wide [`jobs`] build slots, held until dropped.
+pub struct Slot(());
+
+pub fn slot() -> Slot {
+    let limit = jobs();
+    let mut busy = BUSY.lock().unwrap_or_else(|p| p.into_inner());
+    while *busy >= limit {
+        busy = FREED.wait(busy).unwrap_or_else(|p| p.into_inner());
+    }
+    *busy += 1;
+    Slot(())
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut busy = BUSY.lock().unwrap_or_else(|p| p.into_inner());
+        *busy -= 1;
+        FREED.notify_one();
+    }
+}
+
+/// Runs `work` over `items` on worker threads (each call holding a [`slot`])
+/// and hands every result to `sink` on the calling thread as it arrives, so
+/// the GPU checks of finished builds overlap with the builds still running.
+pub fn pipeline<J: Send, R: Send>(
+    items: Vec<J>,
+    work: impl Fn(J) -> R + Sync,
+    mut sink: impl FnMut(R),
+) {
+    let workers = jobs().min(items.len()).max(1);
+    let queue = Mutex::new(items.into_iter().collect::<VecDeque<J>>());
+    let (tx, rx) = mpsc::channel::<R>();
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            let tx = tx.clone();
+            let (queue, work) = (&queue, &work);
+            s.spawn(move || loop {
+                let job = queue.lock().unwrap_or_else(|p| p.into_inner()).pop_front();
+                let Some(job) = job else { break };
+                let result = {
+                    let _slot = slot();
+                    work(job)
+                };
+                if tx.send(result).is_err() {
+                    break;
+                }
+            });
+        }
+        drop(tx);
+        for r in rx {
+            sink(r);
+        }
+    });
+}
+
+// ---- tensors -----------------------------------------------------------------
+
+/// Decodes a slot's bytes (its dtype and layout) to logical row-major f32,
+/// as `aotune verify` does.
+pub fn decode(slot: &TensorSlot, bytes: &[u8]) -> Vec<f32> {
+    let physical: Vec<f32> = match slot.dtype {
+        DType::F32 => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        DType::F16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        DType::BF16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+    };
+    if slot.layout == Layout::RowMajor || slot.shape.len() != 4 {
+        return physical;
+    }
+    let (n, c, h, w) = (slot.shape[0], slot.shape[1], slot.shape[2], slot.shape[3]);
+    let mut logical = vec![0.0; physical.len()];
+    for ni in 0..n {
+        for hi in 0..h {
+            for wi in 0..w {
+                for ci in 0..c {
+                    logical[((ni * c + ci) * h + hi) * w + wi] =
+                        physical[((ni * h + hi) * w + wi) * c + ci];
+                }
+            }
+        }
+    }
+    logical
+}
+
+/// The kernel family and template of a generated symbol
+/// `<family>_<hash>_<tag>`, e.g. `conv/mma`, `dense/gemv`, `maxpool`.
+pub fn template_of(symbol: &str) -> String {
+    let parts: Vec<&str> = symbol.split('_').collect();
+    let hash_at = parts.iter().position(|p| {
+        (p.len() == 8 || p.len() == 16) && p.chars().all(|c| c.is_ascii_hexdigit())
+    });
+    let Some(i) = hash_at.filter(|&i| i > 0) else {
+        return symbol.to_string();
+    };
+    let family = parts[..i].join("_");
+    match parts.get(i + 1) {
+        Some(kind) if matches!(*kind, "mma" | "simt" | "direct" | "gemv") => {
+            format!("{family}/{kind}")
+        }
+        _ => family,
+    }
+}
+
+/// Index of the largest element of each row of `classes` values.
+pub fn top1(output: &[f32], classes: usize) -> Vec<usize> {
+    output.chunks(classes).map(super::argmax).collect()
+}
+
+// ---- fixtures ------------------------------------------------------------------
+
+/// A fixture's directory: `$AOTUNE_FIXTURE_PACK/<name>` when that variable is
+/// set, else `<shared>/fixtures/<name>` (`$AOTUNE_SHARED` or `../shared`).
+pub fn fixture_dir(name: &str) -> Result<PathBuf, String> {
+    if let Some(pack) = std::env::var_os("AOTUNE_FIXTURE_PACK") {
+        let dir = PathBuf::from(pack).join(name);
+        return if dir.is_dir() {
+            Ok(dir)
+        } else {
+            Err(format!(
+                "{} is not a directory (AOTUNE_FIXTURE_PACK)",
+                dir.display()
+            ))
+        };
+    }
+    let shared = super::shared_dir().ok_or_else(|| {
+        "neither AOTUNE_FIXTURE_PACK nor ../shared (AOTUNE_SHARED) is present".to_string()
+    })?;
+    let dir = shared.join("fixtures").join(name);
+    if dir.is_dir() {
+        Ok(dir)
+    } else {
+        Err(format!("{} is not present", dir.display()))
+    }
+}
+
+/// The files of a fixture a pack carries (everything in its directory is
+/// small: the graph without weights, the fill rule, inputs and outputs).
+pub fn fixture_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_file())
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    files
+}
+
+/// The fixture's model with its weights refilled (`model.onnx` in the
+/// directory if present, else `model.graph.onnx` + `fill.json`), as
+/// `tests/fixtures.rs` does.
+pub fn refilled_model(dir: &Path) -> Vec<u8> {
+    let full = dir.join("model.onnx");
+    if full.is_file() {
+        return std::fs::read(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()));
+    }
+    let fill: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("fill.json")).unwrap()).unwrap();
+    let fills: Vec<WeightFill> = fill["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| WeightFill {
+            name: t["name"].as_str().unwrap().to_string(),
+            seed: t["seed"].as_u64().unwrap(),
+            center: t["center"].as_f64().unwrap() as f32,
+            half_width: t["half_width"].as_f64().unwrap() as f32,
+        })
+        .collect();
+    let bytes = std::fs::read(dir.join("model.graph.onnx")).unwrap();
+    fill_initializers(&bytes, &dir.display().to_string(), &fills).unwrap()
+}
