@@ -6,10 +6,18 @@ PRECISION ?= fp32
 BATCH ?= 1
 CARGO ?= cargo
 
-.PHONY: run test model lint fmt fuzz dump clean-models cuda-tools
+.PHONY: run test model lint fmt fuzz dump clean-models cuda-tools generated example
 
-run: $(MODEL)
-	$(CARGO) run --release --bin aotune -- run $(MODEL) --batch $(BATCH) --precision $(PRECISION)
+# On a machine with an NVIDIA driver: GPU vs CPU reference, then timings.
+# Without one: the CPU reference.
+run: cuda-tools $(MODEL)
+	$(CARGO) build --release --bin aotune
+	if ls /dev/nvidia0 >/dev/null 2>&1; then \
+		./target/release/aotune verify $(MODEL) --batch $(BATCH) --precision $(PRECISION) && \
+		./target/release/aotune bench $(MODEL) --batch $(BATCH) --precision $(PRECISION); \
+	else \
+		./target/release/aotune run $(MODEL) --batch $(BATCH) --precision $(PRECISION); \
+	fi
 
 dump: $(MODEL)
 	$(CARGO) run --release --bin aotune -- dump $(MODEL) --batch $(BATCH) --precision $(PRECISION)
@@ -17,7 +25,7 @@ dump: $(MODEL)
 model: $(MODEL)
 
 $(MODEL):
-	$(CARGO) run --release -p aotune-spec --bin aotune-zoo -- resnet50 -o $(MODEL)
+	$(CARGO) run --profile ci -p aotune-spec --bin aotune-zoo -- resnet50 -o $(MODEL)
 
 test: cuda-tools
 	$(CARGO) test --workspace --profile ci
@@ -30,6 +38,14 @@ cuda-tools: .tools/cuda/nvidia/cu13/bin/nvcc
 
 .tools/cuda/nvidia/cu13/bin/nvcc:
 	python3 -m pip install --quiet --disable-pip-version-check --target .tools/cuda $(CUDA_WHEELS)
+
+# The user story: examples/resnet50-app embeds the model with include_model!.
+example: cuda-tools $(MODEL)
+	CARGO_TARGET_DIR=$(CURDIR)/target $(CARGO) build --profile ci --manifest-path examples/resnet50-app/Cargo.toml
+
+# Rewrites generated/ (the default model's kernels.cu, executor.rs, plan.txt).
+generated:
+	AOTUNE_BLESS=1 $(CARGO) test --profile ci --test generated
 
 lint:
 	$(CARGO) fmt --all --check

@@ -8,15 +8,19 @@
 //! multiples of 8, 7×7 inputs where split-K applies; with bias, residual Add,
 //! Relu and Clip(0, 6)), max and average pools (ceil_mode,
 //! count_include_pad), GlobalAveragePool and Gemm/MatMul → Dense (M = 1, 3,
-//! 8), at fp32, tf32, fp16 and bf16, batch 1 and 3.
+//! 8), and the templates no tuner reaches (unary/binary elementwise, Sum,
+//! BatchNormalization, GlobalMaxPool, Softmax, a Gemm of two activations, the
+//! layout converts, Concat), at fp32, tf32, fp16 and bf16, batch 1 and 3.
 //!
-//! For each (model, precision, batch) the tuned tasks (FusedConv, Dense,
-//! MaxPool, AveragePool) each get a sample of their `search_space` (the
-//! default config first, then configs chosen to cover every value of every
-//! config field, then evenly spaced ones; `AOTUNE_SWEEP_CONFIGS=<n>|all`,
-//! default 12), and build `i` is made with a tuning log (`best.json`)
-//! holding config `i` of every task. Each build is loaded and run; its
-//! output must match the CPU reference run on the same optimized graph
+//! For each (model, precision, batch) every task that runs a kernel gets a
+//! sample of its config type's `search_space` (the default config first,
+//! then configs chosen to cover every value of every config field, then
+//! evenly spaced ones; `AOTUNE_SWEEP_CONFIGS=<n>|all`, default 12): the
+//! tuned ones (FusedConv, Dense, MaxPool, AveragePool, whose records carry
+//! `template_versions()`) and the others alike. Build `i` is made with a
+//! tuning log (`best.json`) holding config `i` (cyclically) of every task,
+//! so a model costs as many builds as its largest sample. Each build is
+//! loaded and run; its output must match the CPU reference run on the same optimized graph
 //! (`built.compiled.graph`) and on the imported fp32 graph within DESIGN.md's
 //! tolerance, every launch's output must match the CPU's value of that node,
 //! two runs must agree bit for bit (split-K counters are reset by the
@@ -25,15 +29,24 @@
 //!
 //! Builds run in parallel (`AOTUNE_TEST_JOBS`, default all cores); the GPU
 //! checks run on the test's thread as builds finish.
+//! `AOTUNE_SWEEP_FILTER=<text>` keeps only the variants whose label
+//! (`<model> <precision> b<batch>`, e.g. `c16 bf16 b3`) contains it.
 
 mod common;
 
 use aotune_spec::build::template_versions;
 use aotune_spec::codegen::cuda::conv::conv_shape;
 use aotune_spec::codegen::cuda::dense::dense_shape;
+use aotune_spec::codegen::cuda::elementwise::elt_shape;
+use aotune_spec::codegen::cuda::matmul::matmul_shape;
 use aotune_spec::codegen::cuda::pool::pool_shape;
-use aotune_spec::codegen::cuda::{ConvConfig, DenseConfig, KernelConfig, LinearConfig};
-use aotune_spec::ir::{Conv2d, Graph, Pool2d, Precision};
+use aotune_spec::codegen::cuda::reduce::{reduce_shape, softmax_shape};
+use aotune_spec::codegen::cuda::{
+    generate_cuda, ConfigOverrides, ConvConfig, DenseConfig, KernelConfig, LinearConfig,
+    LinearShape, MatmulConfig,
+};
+use aotune_spec::ir::{Conv2d, Graph, Op, Pool2d, Precision};
+use aotune_spec::plan::MemoryPlan;
 use aotune_spec::reference::{rel_l2, run, run_traced, RunOptions};
 use aotune_spec::schedule::{BestLog, BestRecord, Target, BEST_FORMAT};
 use aotune_spec::zoo::fill;
@@ -109,7 +122,13 @@ mod proto {
         a
     }
 
-    pub fn node(op: &str, name: &str, inputs: &[&str], output: &str, attrs: &[(&str, Attr)]) -> Vec<u8> {
+    pub fn node(
+        op: &str,
+        name: &str,
+        inputs: &[&str],
+        output: &str,
+        attrs: &[(&str, Attr)],
+    ) -> Vec<u8> {
         let mut n = Vec::new();
         for i in inputs {
             string(&mut n, 1, i);
@@ -158,7 +177,7 @@ mod proto {
         v
     }
 
-    /// A `ModelProto` (IR 8, opset 17) around one graph.
+    /// A `ModelProto` (IR 9, opset 19) around one graph.
     pub fn model(
         name: &str,
         nodes: &[Vec<u8>],
@@ -178,9 +197,9 @@ mod proto {
         bytes(&mut g, 12, output);
         let mut opset = Vec::new();
         string(&mut opset, 1, "");
-        int(&mut opset, 2, 17);
+        int(&mut opset, 2, 19);
         let mut m = Vec::new();
-        int(&mut m, 1, 8);
+        int(&mut m, 1, 9);
         string(&mut m, 2, "aotune-gpu-kernels-test");
         bytes(&mut m, 7, &g);
         bytes(&mut m, 8, &opset);
@@ -235,9 +254,14 @@ impl Net {
 
     /// An initializer uniform in `[-half_width, half_width]`.
     fn constant(&mut self, dims: &[usize], half_width: f32) -> String {
+        self.constant_around(dims, 0.0, half_width)
+    }
+
+    /// An initializer uniform in `[center - half_width, center + half_width]`.
+    fn constant_around(&mut self, dims: &[usize], center: f32, half_width: f32) -> String {
         let name = self.fresh("w");
         let n: usize = dims.iter().product();
-        let values = fill(1000 + self.counter, 0.0, half_width, n);
+        let values = fill(1000 + self.counter, center, half_width, n);
         self.inits.push(proto::tensor(&name, dims, &values));
         name
     }
@@ -248,7 +272,13 @@ impl Net {
         name
     }
 
-    fn push(&mut self, op: &str, inputs: &[&str], shape: Vec<usize>, attrs: &[(&str, Attr)]) -> String {
+    fn push(
+        &mut self,
+        op: &str,
+        inputs: &[&str],
+        shape: Vec<usize>,
+        attrs: &[(&str, Attr)],
+    ) -> String {
         let out = self.fresh(&op.to_ascii_lowercase());
         let node_name = format!("{out}_node");
         self.nodes
@@ -283,7 +313,10 @@ impl Net {
         };
         let [p, q] = geometry.output_hw(h, w).expect("conv output size");
         let fan_in = (c / groups) * kernel * kernel;
-        let wname = self.constant(&[k, c / groups, kernel, kernel], gain * (3.0 / fan_in as f32).sqrt());
+        let wname = self.constant(
+            &[k, c / groups, kernel, kernel],
+            gain * (3.0 / fan_in as f32).sqrt(),
+        );
         let mut inputs = vec![x.to_string(), wname];
         if bias {
             inputs.push(self.constant(&[k], 0.5));
@@ -320,7 +353,14 @@ impl Net {
         self.push("Clip", &[x, &lo, &hi], shape, &[])
     }
 
-    fn pool_shape(&self, x: &str, kernel: usize, stride: usize, pads: [usize; 4], ceil: bool) -> Vec<usize> {
+    fn pool_shape(
+        &self,
+        x: &str,
+        kernel: usize,
+        stride: usize,
+        pads: [usize; 4],
+        ceil: bool,
+    ) -> Vec<usize> {
         let [n, c, h, w] = <[usize; 4]>::try_from(self.shape(x)).expect("pool input is 4-D");
         let pool = Pool2d {
             kernel: [kernel, kernel],
@@ -333,7 +373,14 @@ impl Net {
         vec![n, c, p, q]
     }
 
-    fn maxpool(&mut self, x: &str, kernel: usize, stride: usize, pads: [usize; 4], ceil: bool) -> String {
+    fn maxpool(
+        &mut self,
+        x: &str,
+        kernel: usize,
+        stride: usize,
+        pads: [usize; 4],
+        ceil: bool,
+    ) -> String {
         let shape = self.pool_shape(x, kernel, stride, pads, ceil);
         self.push(
             "MaxPool",
@@ -389,6 +436,7 @@ impl Net {
 
     /// `Gemm(x, W, C)`: W is `[n, k]` with `transB = 1`, else `[k, n]`; C is
     /// a bias `[n]` (constant), or `residual` (an activation `[batch, n]`).
+    #[allow(clippy::too_many_arguments)]
     fn gemm(
         &mut self,
         x: &str,
@@ -436,6 +484,60 @@ impl Net {
         self.push("Add", &[&y, &c], vec![s[0], n], &[])
     }
 
+    /// A one-input op keeping the shape (Relu, Sigmoid, ...).
+    fn unary(&mut self, op: &str, x: &str) -> String {
+        let shape = self.shape(x);
+        self.push(op, &[x], shape, &[])
+    }
+
+    /// `op(x, y)` where `y` broadcasts to `x`'s shape.
+    fn binary(&mut self, op: &str, x: &str, y: &str) -> String {
+        let shape = self.shape(x);
+        self.push(op, &[x, y], shape, &[])
+    }
+
+    fn sum(&mut self, xs: &[&str]) -> String {
+        let shape = self.shape(xs[0]);
+        self.push("Sum", xs, shape, &[])
+    }
+
+    /// Inference BatchNormalization with per-channel constants.
+    fn batch_norm(&mut self, x: &str) -> String {
+        let c = self.shape(x)[1];
+        let scale = self.constant_around(&[c], 1.0, 0.5);
+        let bias = self.constant(&[c], 0.5);
+        let mean = self.constant(&[c], 0.3);
+        let var = self.constant_around(&[c], 1.0, 0.5);
+        let shape = self.shape(x);
+        self.push(
+            "BatchNormalization",
+            &[x, &scale, &bias, &mean, &var],
+            shape,
+            &[("epsilon", Attr::Float(1e-5))],
+        )
+    }
+
+    fn softmax(&mut self, x: &str, axis: i64) -> String {
+        let shape = self.shape(x);
+        self.push("Softmax", &[x], shape, &[("axis", Attr::Int(axis))])
+    }
+
+    fn global_max_pool(&mut self, x: &str) -> String {
+        let s = self.shape(x);
+        self.push("GlobalMaxPool", &[x], vec![s[0], s[1], 1, 1], &[])
+    }
+
+    /// `Gemm(a, b, transB = 1)` with both operands activations: `a·bᵀ`.
+    fn gemm_runtime(&mut self, a: &str, b: &str) -> String {
+        let (sa, sb) = (self.shape(a), self.shape(b));
+        self.push(
+            "Gemm",
+            &[a, b],
+            vec![sa[0], sb[0]],
+            &[("transB", Attr::Int(1))],
+        )
+    }
+
     /// Marks `x` as one of the model's results.
     fn output(&mut self, x: &str) {
         self.ends.push(x.to_string());
@@ -444,7 +546,11 @@ impl Net {
     /// The serialized model: every result flattened, concatenated on axis 1.
     fn finish(mut self) -> Vec<u8> {
         let ends = std::mem::take(&mut self.ends);
-        assert!(ends.len() >= 2, "{}: a test model needs two or more results", self.name);
+        assert!(
+            ends.len() >= 2,
+            "{}: a test model needs two or more results",
+            self.name
+        );
         let flat: Vec<String> = ends
             .iter()
             .map(|e| {
@@ -611,6 +717,40 @@ fn net_tiny() -> Net {
     m
 }
 
+/// The templates no tuning log reaches: unary and broadcasting binary
+/// elementwise ops, Sum, a standalone BatchNormalization, GlobalMaxPool,
+/// Softmax, and a Gemm of two activations (the matmul template).
+fn net_misc() -> Net {
+    let mut m = Net::new("misc", &[16, 6, 6]);
+    let x = "input";
+    let s = m.unary("Sigmoid", x);
+    m.output(&s);
+    let r = m.unary("Relu", x);
+    let c = m.clip(x, -0.5, 0.5);
+    m.output(&c);
+    let per_channel = m.constant(&[16, 1, 1], 1.0);
+    let mul = m.binary("Mul", x, &per_channel);
+    let divisor = m.constant_around(&[1], 2.0, 0.5);
+    let div = m.binary("Div", &mul, &divisor);
+    m.output(&div);
+    let sub = m.binary("Sub", x, &s);
+    m.output(&sub);
+    let add = m.binary("Add", &r, &mul);
+    m.output(&add);
+    let sum = m.sum(&[x, &r, &s]);
+    m.output(&sum);
+    let bn = m.batch_norm(x);
+    m.output(&bn);
+    let gmp = m.global_max_pool(x);
+    m.output(&gmp);
+    let flat = m.flatten(x);
+    let sm = m.softmax(&flat, 1);
+    m.output(&sm);
+    let gram = m.gemm_runtime(&flat, &flat);
+    m.output(&gram);
+    m
+}
+
 /// Dense layers from a `[batch, 64]` input: Gemm (transB = 1, bias, Relu),
 /// MatMul + Add + Clip, Gemm (transB = 0, alpha, beta, N = 17) and Gemm with
 /// an activation as C (residual).
@@ -707,7 +847,12 @@ fn cover_sample(default: Candidate, space: Vec<Candidate>, n: usize) -> Vec<Cand
             .iter()
             .enumerate()
             .filter(|(i, _)| !taken[*i])
-            .map(|(i, c)| (c.features.iter().filter(|f| !covered.contains(*f)).count(), i))
+            .map(|(i, c)| {
+                (
+                    c.features.iter().filter(|f| !covered.contains(*f)).count(),
+                    i,
+                )
+            })
             .max_by_key(|&(new, i)| (new, std::cmp::Reverse(i)));
         match best {
             Some((new, i)) if new > 0 => {
@@ -723,7 +868,11 @@ fn cover_sample(default: Candidate, space: Vec<Candidate>, n: usize) -> Vec<Cand
     if left > 0 && !free.is_empty() {
         let picks = left.min(free.len());
         for j in 0..picks {
-            let at = if picks == 1 { 0 } else { j * (free.len() - 1) / (picks - 1) };
+            let at = if picks == 1 {
+                0
+            } else {
+                j * (free.len() - 1) / (picks - 1)
+            };
             chosen.push(space[free[at]].clone());
         }
     }
@@ -738,18 +887,41 @@ struct Swept {
     key: String,
     template: String,
     configs: Vec<Candidate>,
+    /// Size of the whole search space.
+    space: usize,
+    /// Distinct config field values in the space, and in the sample.
+    values: usize,
+    values_sampled: usize,
 }
 
-fn sweeps(graph: &Graph, tasks: &[aotune_spec::schedule::Task], n: usize) -> Result<Vec<Swept>, String> {
+fn sweeps(
+    graph: &Graph,
+    plan: &MemoryPlan,
+    tasks: &[aotune_spec::schedule::Task],
+    n: usize,
+) -> Result<Vec<Swept>, String> {
     let versions = template_versions();
     let mut out = Vec::new();
     for task in tasks {
-        let Some(template) = versions.get(&task.key.op) else {
-            continue;
-        };
         let node = task.nodes[0];
-        let (default, space) = match task.key.op.as_str() {
-            "FusedConv" => {
+        let op = &graph.node(node).op;
+        let output = graph.node(node).output;
+        if op.is_view() && plan.buffer(output).is_some_and(|b| b.alias_of.is_some()) {
+            continue; // an aliased view: no kernel
+        }
+        let linear = |items: LinearShape| {
+            let d = LinearConfig::default_for(&items);
+            let space = LinearConfig::search_space(&items);
+            (
+                candidate(&d, false),
+                space
+                    .iter()
+                    .map(|c| candidate(c, false))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let (default, space) = match op {
+            Op::FusedConv { .. } | Op::Conv(_) => {
                 let shape = conv_shape(graph, node)?;
                 let d = ConvConfig::default_for(&shape);
                 let space = ConvConfig::search_space(&shape);
@@ -761,7 +933,7 @@ fn sweeps(graph: &Graph, tasks: &[aotune_spec::schedule::Task], n: usize) -> Res
                         .collect::<Vec<_>>(),
                 )
             }
-            "Dense" => {
+            Op::Dense { .. } => {
                 let shape = dense_shape(graph, node)?;
                 let d = DenseConfig::default_for(&shape);
                 let space = DenseConfig::search_space(&shape);
@@ -773,26 +945,52 @@ fn sweeps(graph: &Graph, tasks: &[aotune_spec::schedule::Task], n: usize) -> Res
                         .collect(),
                 )
             }
-            "MaxPool" | "AveragePool" => {
-                let items = pool_shape(graph, node)?.items();
-                let d = LinearConfig::default_for(&items);
-                let space = LinearConfig::search_space(&items);
+            Op::MaxPool(_) | Op::AveragePool { .. } => linear(pool_shape(graph, node)?.items()),
+            Op::GlobalAveragePool | Op::GlobalMaxPool | Op::ReduceMean { .. } => {
+                linear(reduce_shape(graph, node)?.items())
+            }
+            Op::Softmax { .. } => linear(softmax_shape(graph, node)?.items()),
+            Op::Gemm { .. } | Op::MatMul => {
+                let shape = matmul_shape(graph, node)?;
+                let d = MatmulConfig::default_for(&shape);
+                let space = MatmulConfig::search_space(&shape);
                 (
                     candidate(&d, false),
                     space.iter().map(|c| candidate(c, false)).collect(),
                 )
             }
-            other => return Err(format!("no sweep for tuned op {other}")),
+            _ => linear(elt_shape(graph, node)?.items()),
         };
+        // Ops the tuner does not tune have no template version; the build
+        // applies their records all the same.
+        let template = versions
+            .get(&task.key.op)
+            .cloned()
+            .unwrap_or_else(|| "-".into());
         if space.is_empty() {
-            return Err(format!("task {} ({}) has an empty search space", task.key.hash_hex(), task.key.op));
+            return Err(format!(
+                "task {} ({}) has an empty search space",
+                task.key.hash_hex(),
+                task.key.op
+            ));
         }
+        let all: BTreeSet<String> = space
+            .iter()
+            .flat_map(|c| c.features.iter().cloned())
+            .collect();
+        let values = all.len();
+        let size = space.len();
+        let configs = cover_sample(default, space, n);
+        let sampled: BTreeSet<&String> = configs.iter().flat_map(|c| c.features.iter()).collect();
         out.push(Swept {
             hash: task.key.hash_hex(),
             op: task.key.op.clone(),
             key: task.key.canonical.clone(),
-            template: template.clone(),
-            configs: cover_sample(default, space, n),
+            template,
+            values_sampled: sampled.iter().filter(|f| all.contains(f.as_str())).count(),
+            configs,
+            space: size,
+            values,
         });
     }
     Ok(out)
@@ -867,7 +1065,13 @@ struct Stats {
 }
 
 impl Stats {
-    fn note(&mut self, template: &str, precision: Precision, err: f64, at: impl FnOnce() -> String) {
+    fn note(
+        &mut self,
+        template: &str,
+        precision: Precision,
+        err: f64,
+        at: impl FnOnce() -> String,
+    ) {
         let slot = self
             .worst
             .entry(template.to_string())
@@ -890,9 +1094,15 @@ impl Stats {
         println!(
             "  {:<14} {}  kernels  worst at",
             "template",
-            precisions.iter().map(|p| format!("{p:>9}")).collect::<String>()
+            precisions
+                .iter()
+                .map(|p| format!("{p:>9}"))
+                .collect::<String>()
         );
-        for (template, by_p) in &self.worst {
+        let empty = BTreeMap::new();
+        let templates: BTreeSet<&String> = self.worst.keys().chain(self.kernels.keys()).collect();
+        for template in templates {
+            let by_p = self.worst.get(template).unwrap_or(&empty);
             let cells: String = precisions
                 .iter()
                 .map(|p| match by_p.get(p) {
@@ -961,8 +1171,14 @@ fn compare_build(variant: &Variant, index: usize, checked: Checked, mode: Mode, 
         stats.fail(format!("{what}: second infer: {e}"));
         return;
     }
-    if out.iter().zip(&again).any(|(a, b)| a.to_bits() != b.to_bits()) {
-        stats.fail(format!("{what}: two runs of the same input differ (split-K counters or races?)"));
+    if out
+        .iter()
+        .zip(&again)
+        .any(|(a, b)| a.to_bits() != b.to_bits())
+    {
+        stats.fail(format!(
+            "{what}: two runs of the same input differ (split-K counters or races?)"
+        ));
     }
     if out.iter().any(|x| !x.is_finite()) {
         stats.fail(format!("{what}: the output holds NaN or infinity"));
@@ -972,11 +1188,15 @@ fn compare_build(variant: &Variant, index: usize, checked: Checked, mode: Mode, 
     stats.note("(model output)", p, err_emu, || what.clone());
     // fp32 vs the imported graph differs only in summation order; reduced
     // precisions are held to the same bar as against their emulation.
-    if !(err_emu <= tol) {
-        stats.fail(format!("{what}: output vs CPU emulation rel. L2 {err_emu:.3e} > {tol:e}"));
+    if gpu::exceeds(err_emu, tol) {
+        stats.fail(format!(
+            "{what}: output vs CPU emulation rel. L2 {err_emu:.3e} > {tol:e}"
+        ));
     }
-    if !(err_ref <= tol) {
-        stats.fail(format!("{what}: output vs fp32 reference rel. L2 {err_ref:.3e} > {tol:e}"));
+    if gpu::exceeds(err_ref, tol) {
+        stats.fail(format!(
+            "{what}: output vs fp32 reference rel. L2 {err_ref:.3e} > {tol:e}"
+        ));
     }
     let graph = &built.compiled.graph;
     let node_of: HashMap<&str, usize> = graph
@@ -992,11 +1212,14 @@ fn compare_build(variant: &Variant, index: usize, checked: Checked, mode: Mode, 
         let launch = &spec.launches[i];
         let symbol = spec.kernels[launch.kernel as usize].to_string();
         let Some(&node) = node_of.get(&*slot.name) else {
-            layer_failures.push(format!("launch {i} writes '{}', which no node of the graph outputs", slot.name));
+            layer_failures.push(format!(
+                "launch {i} writes '{}', which no node of the graph outputs",
+                slot.name
+            ));
             return true;
         };
         let err = rel_l2(&got, &traced[node]);
-        if !(err <= tol) {
+        if gpu::exceeds(err, tol) {
             layer_failures.push(format!(
                 "launch {i} node '{}' kernel {symbol}: rel. L2 {err:.3e} > {tol:e} vs the CPU",
                 launch.node
@@ -1007,6 +1230,18 @@ fn compare_build(variant: &Variant, index: usize, checked: Checked, mode: Mode, 
     });
     if let Err(e) = ran {
         stats.fail(format!("{what}: run_layers: {e}"));
+    }
+    // The captured graph still gives the same bits after launch-by-launch runs.
+    match model.infer(&input, &mut again) {
+        Ok(())
+            if out
+                .iter()
+                .zip(&again)
+                .all(|(a, b)| a.to_bits() == b.to_bits()) => {}
+        Ok(()) => stats.fail(format!(
+            "{what}: infer after run_layers differs from the first infer"
+        )),
+        Err(e) => stats.fail(format!("{what}: infer after run_layers: {e}")),
     }
     for (template, err, at) in layer_errors {
         stats.note(&template, p, err, || at);
@@ -1042,8 +1277,13 @@ fn sweep(test: &str, net: fn() -> Net, batches: &[usize]) {
     let model_bytes = std::fs::read(&onnx).expect("read test model");
     let n = sample_size();
     let mut variants = Vec::new();
+    let filter = std::env::var("AOTUNE_SWEEP_FILTER").unwrap_or_default();
     for &precision in &Precision::ALL {
         for &batch in batches {
+            let label = format!("{test} {precision} b{batch}");
+            if !label.contains(filter.as_str()) {
+                continue;
+            }
             let options = CompileOptions {
                 batch: Some(batch),
                 precision,
@@ -1051,11 +1291,19 @@ fn sweep(test: &str, net: fn() -> Net, batches: &[usize]) {
             };
             let compiled = compile_bytes(&model_bytes, test, &options)
                 .unwrap_or_else(|e| panic!("{test} {precision} b{batch}: compile: {e}"));
-            let sweeps = sweeps(&compiled.graph, &compiled.tasks, n)
+            let sweeps = sweeps(&compiled.graph, &compiled.plan, &compiled.tasks, n)
                 .unwrap_or_else(|e| panic!("{test} {precision} b{batch}: {e}"));
             let builds = sweeps.iter().map(|s| s.configs.len()).max().unwrap_or(1);
+            println!(
+                "{label}: {} swept tasks, {} of {} configs, {} of {} config field values",
+                sweeps.len(),
+                sweeps.iter().map(|s| s.configs.len()).sum::<usize>(),
+                sweeps.iter().map(|s| s.space).sum::<usize>(),
+                sweeps.iter().map(|s| s.values_sampled).sum::<usize>(),
+                sweeps.iter().map(|s| s.values).sum::<usize>(),
+            );
             variants.push(Variant {
-                label: format!("{test} {precision} b{batch}"),
+                label,
                 precision,
                 batch,
                 sweeps,
@@ -1079,7 +1327,7 @@ fn sweep(test: &str, net: fn() -> Net, batches: &[usize]) {
         Done {
             variant: job.variant,
             index: job.index,
-            result: build_and_reference(v, job.index, &onnx, tmp.path()),
+            result: gpu::catch(|| build_and_reference(v, job.index, &onnx, tmp.path())),
         }
     };
     let mut stats = Stats::default();
@@ -1097,13 +1345,22 @@ fn sweep(test: &str, net: fn() -> Net, batches: &[usize]) {
         stats.failures.is_empty(),
         "{test}: {} failure(s):\n{}",
         stats.failures.len(),
-        shown.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n")
+        shown
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
     );
 }
 
 /// Worker side: write the log, build (nvcc), check the configs landed, run
 /// the CPU references.
-fn build_and_reference(v: &Variant, index: usize, onnx: &std::path::Path, tmp: &std::path::Path) -> Result<Checked, String> {
+fn build_and_reference(
+    v: &Variant,
+    index: usize,
+    onnx: &std::path::Path,
+    tmp: &std::path::Path,
+) -> Result<Checked, String> {
     let started = Instant::now();
     let dir: PathBuf = tmp.join(format!(
         "{}_{}_b{}_{index}",
@@ -1195,6 +1452,11 @@ fn dense_m1_m3_m8() {
     sweep("dense", net_dense, &[1, 3, 8]);
 }
 
+#[test]
+fn elementwise_softmax_matmul() {
+    sweep("misc", net_misc, &[1, 3]);
+}
+
 /// Without a GPU: the test models import, optimize into the intended ops,
 /// and every tuned task has a non-empty sample whose configs are valid.
 #[test]
@@ -1205,6 +1467,7 @@ fn test_models_compile_and_sample() {
         ("odd", net_odd),
         ("tiny", net_tiny),
         ("dense", net_dense),
+        ("misc", net_misc),
     ] {
         let bytes = net().finish();
         for precision in [Precision::Fp32, Precision::Fp16] {
@@ -1215,23 +1478,59 @@ fn test_models_compile_and_sample() {
             };
             let compiled = compile_bytes(&bytes, name, &options)
                 .unwrap_or_else(|e| panic!("{name} {precision}: {e}"));
-            let sw = sweeps(&compiled.graph, &compiled.tasks, 12)
+            let sw = sweeps(&compiled.graph, &compiled.plan, &compiled.tasks, 12)
                 .unwrap_or_else(|e| panic!("{name} {precision}: {e}"));
-            assert!(!sw.is_empty(), "{name}: no tuned task");
+            assert!(!sw.is_empty(), "{name}: no task to sweep");
+            // Code generation (no nvcc) accepts every node, with every sampled config.
+            for i in 0..sw.iter().map(|s| s.configs.len()).max().unwrap_or(1) {
+                let overrides = ConfigOverrides {
+                    by_task: sw
+                        .iter()
+                        .map(|s| (s.hash.clone(), s.configs[i % s.configs.len()].json.clone()))
+                        .collect(),
+                };
+                let module = generate_cuda(&compiled.graph, &compiled.plan, &overrides)
+                    .unwrap_or_else(|e| panic!("{name} {precision} configs {i}: {e}"));
+                assert!(
+                    module.warnings.is_empty(),
+                    "{name} {precision}: {:?}",
+                    module.warnings
+                );
+            }
             for s in &sw {
-                assert!(!s.configs.is_empty() && s.configs.len() <= 12, "{name}: {}", s.op);
-                let distinct: BTreeSet<String> = s.configs.iter().map(|c| c.json.to_string()).collect();
+                assert!(
+                    !s.configs.is_empty() && s.configs.len() <= 12,
+                    "{name}: {}",
+                    s.op
+                );
+                let distinct: BTreeSet<String> =
+                    s.configs.iter().map(|c| c.json.to_string()).collect();
                 assert_eq!(distinct.len(), s.configs.len(), "{name}: duplicate configs");
             }
             let counts = op_counts(&compiled.graph);
             println!(
-                "{name} {precision}: {counts:?}; {} tuned tasks, configs {:?}",
+                "{name} {precision}: {counts:?}; {} swept tasks, configs {:?}",
                 sw.len(),
                 sw.iter().map(|s| s.configs.len()).collect::<Vec<_>>()
             );
             let expect_dense = matches!(name, "c16" | "odd" | "tiny" | "dense");
-            assert_eq!(counts.contains_key("Dense"), expect_dense, "{name}: {counts:?}");
-            if name != "dense" {
+            if name == "misc" {
+                for op in [
+                    "Softmax",
+                    "Gemm",
+                    "BatchNormalization",
+                    "GlobalMaxPool",
+                    "Sum",
+                ] {
+                    assert!(counts.contains_key(op), "{name}: no {op} in {counts:?}");
+                }
+            }
+            assert_eq!(
+                counts.contains_key("Dense"),
+                expect_dense,
+                "{name}: {counts:?}"
+            );
+            if name != "dense" && name != "misc" {
                 assert!(counts.contains_key("FusedConv"), "{name}: {counts:?}");
                 assert!(!counts.contains_key("Conv"), "{name}: unfused Conv left");
             }
@@ -1248,12 +1547,21 @@ fn test_models_compile_and_sample() {
         channels_last: true,
     };
     let compiled = compile_bytes(&bytes, "tiny", &options).unwrap();
-    let sw = sweeps(&compiled.graph, &compiled.tasks, 12).unwrap();
+    let sw = sweeps(&compiled.graph, &compiled.plan, &compiled.tasks, 12).unwrap();
     let features: BTreeSet<&str> = sw
         .iter()
-        .flat_map(|s| s.configs.iter().flat_map(|c| c.features.iter().map(String::as_str)))
+        .flat_map(|s| {
+            s.configs
+                .iter()
+                .flat_map(|c| c.features.iter().map(String::as_str))
+        })
         .collect();
-    for f in ["kernel=mma", "kernel=simt", "mma.split_k=4", "simt.split_k=2"] {
+    for f in [
+        "kernel=mma",
+        "kernel=simt",
+        "mma.split_k=4",
+        "simt.split_k=2",
+    ] {
         assert!(features.contains(f), "{f} not sampled: {features:?}");
     }
 }

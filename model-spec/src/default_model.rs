@@ -29,6 +29,13 @@ pub fn build(model: &Path, tuning: &str) -> Result<Build, String> {
 pub fn embed(model: &Path, tuning: &str) -> Result<(), String> {
     println!("cargo:rerun-if-changed={}", model.display());
     println!("cargo:rerun-if-changed={tuning}");
+    println!("cargo:rerun-if-env-changed=AOTUNE_NO_EMBED");
+    if std::env::var_os("AOTUNE_NO_EMBED").is_some() {
+        return Err(
+            "AOTUNE_NO_EMBED is set: building the aotune binary without an embedded GPU model"
+                .into(),
+        );
+    }
     if let Err(e) = Nvcc::find() {
         return Err(format!(
             "building the aotune binary without an embedded GPU model: {e}. \

@@ -7,14 +7,13 @@ mod generated {
     include!(concat!(env!("OUT_DIR"), "/aotune/resnet50/executor.rs"));
 }
 
-use aotune::runtime::{Model, RuntimeError};
-
 /// Loads the embedded model, or says why this binary has none.
-pub fn load() -> anyhow::Result<Model> {
+pub fn load() -> anyhow::Result<aotune::runtime::Model> {
     #[cfg(not(aotune_no_default_model))]
     {
-        Ok(Model::load_embedded(&generated::SPEC, generated::KERNELS, generated::WEIGHTS)
-            .map_err(|e: RuntimeError| anyhow::anyhow!(e))?)
+        use aotune::runtime::{Model, RuntimeError};
+        Model::load_embedded(&generated::SPEC, generated::KERNELS, generated::WEIGHTS)
+            .map_err(|e: RuntimeError| anyhow::anyhow!(e))
     }
     #[cfg(aotune_no_default_model)]
     {

@@ -2,6 +2,7 @@
 
 mod bench;
 mod build;
+mod classify;
 mod dump;
 mod embedded;
 mod gpu_model;
@@ -36,6 +37,8 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Compare the GPU with the CPU reference on the same random input.
     Verify(verify::VerifyArgs),
+    /// Classify a JPEG/PNG image with an ImageNet model: top-K classes and their probabilities.
+    Classify(classify::ClassifyArgs),
     /// Write a ResNet from the zoo (torchvision topology, deterministic weights) as ONNX.
     Zoo(zoo::ZooArgs),
 }
@@ -48,6 +51,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Bench(args) => bench::bench(args),
         Command::Build(args) => build::build(args),
         Command::Verify(args) => verify::verify(args),
+        Command::Classify(args) => classify::classify(args),
     }
 }
 

@@ -201,6 +201,27 @@ impl Model {
             "running the forward pass once at load (`aotune verify --per-layer` runs the \
              launches one by one to find the failing one)",
         ))?;
+        // `infer_device` uses device-to-device copies: make their first call
+        // (cudarc resolves the driver symbol lazily, which allocates) here.
+        // SAFETY: a zero-byte copy inside the arena touches no memory.
+        unsafe {
+            driver::copy_device_to_device(model.arena.ptr(), model.arena.ptr(), 0, &model.stream)
+        }
+        .map_err(RuntimeError::cuda(
+            "cuMemcpyDtoDAsync",
+            "preparing device-pointer inference",
+        ))?;
+        model
+            .forward_graph
+            .launch(&model.stream)
+            .map_err(RuntimeError::cuda(
+                "cuGraphLaunch",
+                "running the kernels-only graph once at load",
+            ))?;
+        model.stream.synchronize().map_err(RuntimeError::cuda(
+            "cuStreamSynchronize",
+            "running the kernels-only graph once at load",
+        ))?;
         Ok(model)
     }
 

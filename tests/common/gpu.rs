@@ -45,7 +45,9 @@ pub fn mode_or_skip(test: &str) -> Option<Mode> {
         if dry_run_requested() {
             return match nvcc {
                 Ok(_) => {
-                    println!("DRY RUN {test}: no NVIDIA driver; building and checking up to Model::load");
+                    println!(
+                        "DRY RUN {test}: no NVIDIA driver; building and checking up to Model::load"
+                    );
                     Some(Mode::DryRun)
                 }
                 Err(e) => {
@@ -74,8 +76,7 @@ pub fn mode_or_skip(test: &str) -> Option<Mode> {
 /// loading and dropping many small models does not create and destroy the
 /// context each time.
 fn hold_primary_context() {
-    static CONTEXT: OnceLock<Option<std::sync::Arc<cudarc::driver::CudaContext>>> =
-        OnceLock::new();
+    static CONTEXT: OnceLock<Option<std::sync::Arc<cudarc::driver::CudaContext>>> = OnceLock::new();
     CONTEXT.get_or_init(|| cudarc::driver::CudaContext::new(0).ok());
 }
 
@@ -86,6 +87,11 @@ pub fn tolerance(p: Precision) -> f64 {
         Precision::Tf32 => 2e-3,
         Precision::Fp16 | Precision::Bf16 => 1e-2,
     }
+}
+
+/// True when a rel. L2 error fails its tolerance (NaN fails).
+pub fn exceeds(err: f64, tol: f64) -> bool {
+    err.is_nan() || err > tol
 }
 
 /// Loads a build directory on device 0. In a dry run, checks that the load
@@ -108,11 +114,22 @@ pub fn load(dir: &Path, mode: Mode) -> Result<Option<Model>, String> {
 pub struct TempDir(pub PathBuf);
 
 impl TempDir {
+    /// `<tmp>/aotune-<label>-<pid>`.
     pub fn new(label: &str) -> TempDir {
+        Self::at(&format!("aotune-{label}-{}", std::process::id()))
+    }
+
+    /// `<tmp>/aotune-<label>`, emptied first: for a directory held in a
+    /// `static` (never dropped), so that reruns reuse one place.
+    pub fn reused(label: &str) -> TempDir {
+        Self::at(&format!("aotune-{label}"))
+    }
+
+    fn at(name: &str) -> TempDir {
         let root = std::env::var_os("AOTUNE_GPU_TEST_TMP")
             .map(PathBuf::from)
             .unwrap_or_else(std::env::temp_dir);
-        let path = root.join(format!("aotune-{label}-{}", std::process::id()));
+        let path = root.join(name);
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path)
             .unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
@@ -212,6 +229,19 @@ pub fn pipeline<J: Send, R: Send>(
     });
 }
 
+/// Runs `f`, turning a panic into an error (so one bad build does not hide
+/// the results of the others).
+pub fn catch<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic".into());
+        Err(format!("panicked: {message}"))
+    })
+}
+
 // ---- tensors -----------------------------------------------------------------
 
 /// Decodes a slot's bytes (its dtype and layout) to logical row-major f32,
@@ -253,9 +283,9 @@ pub fn decode(slot: &TensorSlot, bytes: &[u8]) -> Vec<f32> {
 /// `<family>_<hash>_<tag>`, e.g. `conv/mma`, `dense/gemv`, `maxpool`.
 pub fn template_of(symbol: &str) -> String {
     let parts: Vec<&str> = symbol.split('_').collect();
-    let hash_at = parts.iter().position(|p| {
-        (p.len() == 8 || p.len() == 16) && p.chars().all(|c| c.is_ascii_hexdigit())
-    });
+    let hash_at = parts
+        .iter()
+        .position(|p| (p.len() == 8 || p.len() == 16) && p.chars().all(|c| c.is_ascii_hexdigit()));
     let Some(i) = hash_at.filter(|&i| i > 0) else {
         return symbol.to_string();
     };

@@ -4,14 +4,12 @@
 //! out, in `<out_dir>/aotune/<name>[_b<batch>]/`.
 //!
 //! ```no_run
-//! // build.rs
-//! fn main() {
-//!     aotune_spec::Build::new("models/resnet50.onnx")
-//!         .tuning("models/resnet50.best.json")
-//!         .precision(aotune_spec::ir::Precision::Fp16)
-//!         .compile()
-//!         .unwrap_or_else(|e| panic!("{e}"));
-//! }
+//! // in build.rs's main():
+//! aotune_spec::Build::new("models/resnet50.onnx")
+//!     .tuning("models/resnet50.best.json")
+//!     .precision(aotune_spec::ir::Precision::Fp16)
+//!     .compile()
+//!     .unwrap_or_else(|e| panic!("{e}"));
 //! ```
 
 mod executor;

@@ -1,6 +1,6 @@
 //! Kernel configurations as data: the [`KernelConfig`] contract every
 //! template's config struct implements, the [`ConfigOverrides`] a tuning log
-//! supplies, and [`choose`], which picks a task's config (a valid override,
+//! supplies, and `choose`, which picks a task's config (a valid override,
 //! else the template's heuristic default) and records why an override was
 //! not used.
 

@@ -10,12 +10,73 @@
 //! Activations must be NHWC and weights OHWI (`channels_last: true`); the
 //! epilogue is `act(acc + bias + residual)` in f32, rounded once at the store.
 //!
-//! Default launch geometry for zoo ResNet-50, batch 1, on the H200's 132 SMs
-//! (from [`ConvConfig::default_for`]'s cost model; `tests::resnet50_geometry`
-//! prints it). GEMM M × N × K, the tile, and the CTAs launched:
+//! Default launch geometry for zoo ResNet-50 at batch 1 on the H200 (132
+//! SMs), from [`ConvConfig::default_for`]: one line per kernel (`convN xK`:
+//! first layer using it, number of layers), GEMM M × N × K, config tag
+//! (`m`/`n`/`k` tile, `w` warps or `t` thread tile, `p` stages, `s` split-K),
+//! CTAs per launch. Every layer launches at least 98 CTAs: where M·N tiles
+//! alone would leave most SMs idle (layers 3 and 4, M = 196 and 49), split-K
+//! fills them. A test checks this text against the heuristic.
 //!
 //! ```text
-#![doc = include_str!("resnet50_b1_geometry.txt")]
+//! fp16 / bf16: tensor cores
+//! conv1      12544 x   64 x  147  mma_m128n64k32w2x4p3s1     98 CTAs x 256 threads
+//! conv2       3136 x   64 x   64  mma_m32n64k64w2x4p3s1      98 CTAs x 256 threads
+//! conv3 x3    3136 x   64 x  576  mma_m32n64k64w2x4p3s1      98 CTAs x 256 threads
+//! conv4       3136 x  256 x   64  mma_m64n128k32w2x4p3s1     98 CTAs x 256 threads
+//! conv5 x3    3136 x  256 x   64  mma_m64n128k32w2x4p3s1     98 CTAs x 256 threads
+//! conv6 x2    3136 x   64 x  256  mma_m32n64k64w2x4p3s1      98 CTAs x 256 threads
+//! conv12      3136 x  128 x  256  mma_m64n64k32w2x4p4s1      98 CTAs x 256 threads
+//! conv13       784 x  128 x 1152  mma_m64n64k32w2x4p4s4     104 CTAs x 256 threads
+//! conv14       784 x  512 x  128  mma_m64n64k32w2x4p4s1     104 CTAs x 256 threads
+//! conv15       784 x  512 x  256  mma_m64n64k32w2x4p4s1     104 CTAs x 256 threads
+//! conv16 x3    784 x  128 x  512  mma_m32n32k64w2x2p4s1     100 CTAs x 128 threads
+//! conv17 x3    784 x  128 x 1152  mma_m64n64k32w2x4p4s4     104 CTAs x 256 threads
+//! conv18 x3    784 x  512 x  128  mma_m64n64k32w2x4p4s1     104 CTAs x 256 threads
+//! conv25       784 x  256 x  512  mma_m32n64k64w2x4p3s1     100 CTAs x 256 threads
+//! conv26       196 x  256 x 2304  mma_m32n64k64w2x4p3s4     112 CTAs x 256 threads
+//! conv27       196 x 1024 x  256  mma_m32n64k64w2x4p3s1     112 CTAs x 256 threads
+//! conv28       196 x 1024 x  512  mma_m32n64k64w2x4p3s1     112 CTAs x 256 threads
+//! conv29 x5    196 x  256 x 1024  mma_m32n64k64w2x4p3s4     112 CTAs x 256 threads
+//! conv30 x5    196 x  256 x 2304  mma_m32n64k64w2x4p3s4     112 CTAs x 256 threads
+//! conv31 x5    196 x 1024 x  256  mma_m32n64k64w2x4p3s1     112 CTAs x 256 threads
+//! conv44       196 x  512 x 1024  mma_m64n64k32w2x4p4s4     128 CTAs x 256 threads
+//! conv45        49 x  512 x 4608  mma_m32n64k64w2x4p3s8     128 CTAs x 256 threads
+//! conv46        49 x 2048 x  512  mma_m32n32k64w2x2p4s1     128 CTAs x 128 threads
+//! conv47        49 x 2048 x 1024  mma_m64n64k32w2x4p4s4     128 CTAs x 256 threads
+//! conv48 x2     49 x  512 x 2048  mma_m32n64k64w2x4p3s8     128 CTAs x 256 threads
+//! conv49 x2     49 x  512 x 4608  mma_m32n64k64w2x4p3s8     128 CTAs x 256 threads
+//! conv50 x2     49 x 2048 x  512  mma_m32n32k64w2x2p4s1     128 CTAs x 128 threads
+//! 53 launches, 5808 CTAs, 27 distinct kernels
+//! fp32 / tf32: SIMT
+//! conv1      12544 x   64 x  147  simt_m64n64k8t4x4s2       392 CTAs x 256 threads
+//! conv2       3136 x   64 x   64  simt_m32n32k16t4x4s4      784 CTAs x  64 threads
+//! conv3 x3    3136 x   64 x  576  simt_m32n32k16t4x4s6     1176 CTAs x  64 threads
+//! conv4       3136 x  256 x   64  simt_m64n128k32t4x4s1      98 CTAs x 512 threads
+//! conv5 x3    3136 x  256 x   64  simt_m64n128k32t4x4s1      98 CTAs x 512 threads
+//! conv6 x2    3136 x   64 x  256  simt_m32n64k16t4x4s4      392 CTAs x 128 threads
+//! conv12      3136 x  128 x  256  simt_m32n64k16t4x4s4      784 CTAs x 128 threads
+//! conv13       784 x  128 x 1152  simt_m32n32k16t4x4s12    1200 CTAs x  64 threads
+//! conv14       784 x  512 x  128  simt_m64n128k32t4x4s2     104 CTAs x 512 threads
+//! conv15       784 x  512 x  256  simt_m64n128k32t4x4s2     104 CTAs x 512 threads
+//! conv16 x3    784 x  128 x  512  simt_m32n32k16t4x4s8      800 CTAs x  64 threads
+//! conv17 x3    784 x  128 x 1152  simt_m32n32k16t4x4s12    1200 CTAs x  64 threads
+//! conv18 x3    784 x  512 x  128  simt_m64n128k32t4x4s2     104 CTAs x 512 threads
+//! conv25       784 x  256 x  512  simt_m64n128k32t4x4s4     104 CTAs x 512 threads
+//! conv26       196 x  256 x 2304  simt_m32n32k16t4x4s16     896 CTAs x  64 threads
+//! conv27       196 x 1024 x  256  simt_m32n32k16t4x4s4      896 CTAs x  64 threads
+//! conv28       196 x 1024 x  512  simt_m32n32k16t4x4s4      896 CTAs x  64 threads
+//! conv29 x5    196 x  256 x 1024  simt_m32n32k16t4x4s16     896 CTAs x  64 threads
+//! conv30 x5    196 x  256 x 2304  simt_m32n32k16t4x4s16     896 CTAs x  64 threads
+//! conv31 x5    196 x 1024 x  256  simt_m32n32k16t4x4s4      896 CTAs x  64 threads
+//! conv44       196 x  512 x 1024  simt_m32n32k16t4x4s8      896 CTAs x  64 threads
+//! conv45        49 x  512 x 4608  simt_m32n64k16t4x4s16     256 CTAs x 128 threads
+//! conv46        49 x 2048 x  512  simt_m32n32k16t4x4s8     1024 CTAs x  64 threads
+//! conv47        49 x 2048 x 1024  simt_m32n64k16t4x4s8      512 CTAs x 128 threads
+//! conv48 x2     49 x  512 x 2048  simt_m32n32k16t4x4s16     512 CTAs x  64 threads
+//! conv49 x2     49 x  512 x 4608  simt_m32n64k16t4x4s16     256 CTAs x 128 threads
+//! conv50 x2     49 x 2048 x  512  simt_m32n32k16t4x4s8     1024 CTAs x  64 threads
+//! 53 launches, 36888 CTAs, 27 distinct kernels
 //! ```
 
 use super::config::{KernelConfig, LinearConfig, LinearShape};

@@ -446,12 +446,15 @@ impl MmaConfig {
     }
 
     /// Registers per thread: accumulators, A and B fragments, A row
-    /// bookkeeping, about 40 for addresses and loop state.
+    /// bookkeeping, about 40 for addresses and loop state, and 64 more for
+    /// the split-K fixup (calibrated against ptxas: 64×64 warp tiles fit
+    /// only without split-K).
     pub fn regs_estimate(&self) -> usize {
         let (wtm, wtn) = self.warp_tile();
         let (mi, ni) = (wtm / 16, wtn / 8);
         let la = (self.block_m as usize * self.block_k as usize / 8).div_ceil(self.threads());
-        mi * ni * 4 + mi * 4 + ni * 2 + 4 * la + 40
+        let split = if self.split_k > 1 { 64 } else { 0 };
+        mi * ni * 4 + mi * 4 + ni * 2 + 4 * la + 40 + split
     }
 
     pub fn validate(&self, shape: &ConvShape) -> Result<(), String> {
@@ -729,6 +732,9 @@ mod tests {
         c.block_m = 256;
         c.block_n = 256;
         c.block_k = 64;
+        assert!(c.validate(&shape).unwrap_err().contains("warp tile"));
+        c.warps_m = 4;
+        c.warps_n = 4;
         assert!(c.validate(&shape).unwrap_err().contains("shared memory"));
         let f32_shape = conv(1, 64, 56, 64, 3, 1, DType::F32);
         assert!(MmaConfig {

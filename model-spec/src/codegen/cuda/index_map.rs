@@ -2,43 +2,22 @@
 //! physical index `j` to the physical offset of the input element it reads.
 //!
 //! Each value's physical order is its layout's permutation of the logical
-//! axes ([`Layout::physical_order`]). [`broadcast_src`] maps through the
-//! *logical coordinates* (numpy broadcasting: input axes aligned to the
-//! right, size-1 axes read index 0), [`reshape_src`] through the *logical
-//! row-major index* (views and Converts, whose shapes may differ but whose
-//! logical order is the same). Both collapse to `return j;` when the two
-//! physical orders coincide, which the templates use to vectorize.
+//! axes ([`Layout::strides`]). A logical coordinate of physical index `j` is
+//! `j / s % d` (s: the axis's physical stride, d: its size), and an offset
+//! is a sum of coordinates times strides, so every map is one expression.
+//! [`broadcast_src`] maps through the *logical coordinates* (numpy
+//! broadcasting: input axes aligned to the right, size-1 axes read index 0),
+//! [`reshape_src`] through the *logical row-major index* (views and
+//! Converts, whose shapes may differ but whose logical order is the same).
+//! Both collapse to `return j;` when the two physical orders coincide, which
+//! the templates use to vectorize.
 
 use crate::ir::{is_row_major_bytes, Layout};
-use std::fmt::Write;
 
 /// True when a value of `shape` in layout `a` has the same element order as
 /// in layout `b`.
 pub fn same_order(shape: &[usize], a: Layout, b: Layout) -> bool {
     a == b || (is_row_major_bytes(shape, a) && is_row_major_bytes(shape, b))
-}
-
-/// Statements declaring `{prefix}{axis}` = logical coordinate of each axis of
-/// `shape` for physical index `var` (axes of size 1 are always 0 and get no
-/// variable; [`offset`] never reads them).
-pub fn decompose(shape: &[usize], layout: Layout, var: &str, prefix: &str) -> String {
-    let order = if shape.len() == 4 {
-        layout.physical_order(4)
-    } else {
-        (0..shape.len()).collect()
-    };
-    let mut s = format!("int {prefix}t = {var}; ");
-    for &axis in order.iter().rev() {
-        let d = shape[axis];
-        if d != 1 {
-            let _ = write!(
-                s,
-                "const int {prefix}{axis} = {prefix}t % {d}; {prefix}t /= {d}; "
-            );
-        }
-    }
-    let _ = write!(s, "(void){prefix}t; ");
-    s
 }
 
 /// Element strides of each logical axis of `shape` in `layout`.
@@ -50,18 +29,42 @@ fn strides(shape: &[usize], layout: Layout) -> Vec<usize> {
     }
 }
 
-/// Expression of the physical offset of logical coordinates
-/// `{prefix}{axis + lead}` in a value of `shape`, where `lead` aligns its
-/// axes to the right of a coordinate set of higher rank; size-1 axes
-/// contribute nothing (broadcast).
-fn offset(shape: &[usize], layout: Layout, prefix: &str, lead: usize) -> String {
-    let terms: Vec<String> = strides(shape, layout)
+/// Expression of logical coordinate `axis` of physical index `var` in a
+/// value of `shape` laid out in `layout`.
+fn coordinate(var: &str, shape: &[usize], layout: Layout, axis: usize) -> String {
+    let s = strides(shape, layout)[axis];
+    let d = shape[axis];
+    let total: usize = shape.iter().product();
+    match (s, s * d == total) {
+        (1, true) => var.to_string(),
+        (1, false) => format!("{var} % {d}"),
+        (s, true) => format!("{var} / {s}"),
+        (s, false) => format!("{var} / {s} % {d}"),
+    }
+}
+
+/// Expression of the physical offset, in a value of `in_shape` laid out in
+/// `in_layout`, of the element whose logical coordinates are those of
+/// physical index `var` of a value of `out_shape` in `out_layout`; input
+/// axes align to the right of the output's and size-1 input axes read 0.
+fn offset(
+    var: &str,
+    out_shape: &[usize],
+    out_layout: Layout,
+    in_shape: &[usize],
+    in_layout: Layout,
+) -> String {
+    let lead = out_shape.len().saturating_sub(in_shape.len());
+    let terms: Vec<String> = strides(in_shape, in_layout)
         .iter()
         .enumerate()
-        .filter(|&(axis, _)| shape[axis] != 1)
-        .map(|(axis, &stride)| match stride {
-            1 => format!("{prefix}{}", axis + lead),
-            s => format!("{prefix}{} * {s}", axis + lead),
+        .filter(|&(axis, _)| in_shape[axis] != 1)
+        .map(|(axis, &stride)| {
+            let c = coordinate(var, out_shape, out_layout, axis + lead);
+            match stride {
+                1 => format!("({c})"),
+                s => format!("({c}) * {s}"),
+            }
         })
         .collect();
     if terms.is_empty() {
@@ -79,14 +82,12 @@ pub fn broadcast_src(
     in_shape: &[usize],
     in_layout: Layout,
 ) -> String {
-    if in_shape == out_shape && same_order(out_shape, out_layout, in_layout) {
+    if broadcast_is_identity(out_shape, out_layout, in_shape, in_layout) {
         return "return j;".to_string();
     }
-    let lead = out_shape.len().saturating_sub(in_shape.len());
     format!(
-        "{}return {};",
-        decompose(out_shape, out_layout, "j", "o"),
-        offset(in_shape, in_layout, "o", lead)
+        "return {};",
+        offset("j", out_shape, out_layout, in_shape, in_layout)
     )
 }
 
@@ -112,21 +113,19 @@ pub fn reshape_src(
     if reshape_is_identity(out_shape, out_layout, in_shape, in_layout) {
         return "return j;".to_string();
     }
-    let mut s = String::new();
     let logical = if is_row_major_bytes(out_shape, out_layout) {
         "j".to_string()
     } else {
-        s.push_str(&decompose(out_shape, out_layout, "j", "o"));
-        offset(out_shape, Layout::RowMajor, "o", 0)
+        offset("j", out_shape, out_layout, out_shape, Layout::RowMajor)
     };
     if is_row_major_bytes(in_shape, in_layout) {
-        let _ = write!(s, "return {logical};");
+        format!("return {logical};")
     } else {
-        let _ = write!(s, "const int li = {logical}; ");
-        s.push_str(&decompose(in_shape, Layout::RowMajor, "li", "i"));
-        let _ = write!(s, "return {};", offset(in_shape, in_layout, "i", 0));
+        format!(
+            "const int li = {logical}; return {};",
+            offset("li", in_shape, Layout::RowMajor, in_shape, in_layout)
+        )
     }
-    s
 }
 
 /// True when [`reshape_src`] is the identity.
@@ -146,46 +145,60 @@ pub fn channel_of(shape: &[usize], layout: Layout) -> String {
     if shape.len() < 2 || shape[1] == 1 {
         return "return 0;".to_string();
     }
-    format!("{}return o1;", decompose(shape, layout, "j", "o"))
+    format!("return {};", coordinate("j", shape, layout, 1))
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    /// Evaluates a rendered body for `j` with a tiny interpreter of the
-    /// statement forms the renderer emits.
+    /// Evaluates a rendered body (`return e;` or `const int v = e; return
+    /// e;`) with `+ * / %` and parentheses, for `j`.
     pub(crate) fn eval(body: &str, j: i64) -> i64 {
-        use std::collections::HashMap;
-        let mut vars: HashMap<String, i64> = HashMap::new();
-        vars.insert("j".into(), j);
-        let value = |vars: &HashMap<String, i64>, e: &str| -> i64 {
-            e.split(" + ")
-                .map(|term| {
-                    term.split(" * ")
-                        .map(|f| f.trim().parse::<i64>().unwrap_or_else(|_| vars[f.trim()]))
-                        .product::<i64>()
-                })
-                .sum()
-        };
-        for stmt in body.split(';').map(str::trim).filter(|s| !s.is_empty()) {
-            if let Some(e) = stmt.strip_prefix("return ") {
-                return value(&vars, e);
+        fn expr(tokens: &[&str], pos: &mut usize, vars: &[(String, i64)]) -> i64 {
+            let mut value = term(tokens, pos, vars);
+            while *pos < tokens.len() && tokens[*pos] == "+" {
+                *pos += 1;
+                value += term(tokens, pos, vars);
             }
-            if stmt.starts_with("(void)") {
-                continue;
-            }
-            let stmt = stmt.trim_start_matches("const ").trim_start_matches("int ");
-            if let Some((lhs, rhs)) = stmt.split_once(" /= ") {
-                let v = vars[lhs] / value(&vars, rhs);
-                vars.insert(lhs.into(), v);
-            } else if let Some((lhs, rhs)) = stmt.split_once(" = ") {
-                let v = if let Some((a, m)) = rhs.split_once(" % ") {
-                    vars[a] % m.parse::<i64>().unwrap()
-                } else {
-                    value(&vars, rhs)
+            value
+        }
+        fn term(tokens: &[&str], pos: &mut usize, vars: &[(String, i64)]) -> i64 {
+            let mut value = atom(tokens, pos, vars);
+            while *pos < tokens.len() && matches!(tokens[*pos], "*" | "/" | "%") {
+                let op = tokens[*pos];
+                *pos += 1;
+                let rhs = atom(tokens, pos, vars);
+                value = match op {
+                    "*" => value * rhs,
+                    "/" => value / rhs,
+                    _ => value % rhs,
                 };
-                vars.insert(lhs.into(), v);
+            }
+            value
+        }
+        fn atom(tokens: &[&str], pos: &mut usize, vars: &[(String, i64)]) -> i64 {
+            let t = tokens[*pos];
+            *pos += 1;
+            if t == "(" {
+                let v = expr(tokens, pos, vars);
+                *pos += 1; // ")"
+                return v;
+            }
+            t.parse()
+                .unwrap_or_else(|_| vars.iter().find(|(n, _)| n == t).expect(t).1)
+        }
+        let spaced = body.replace('(', " ( ").replace(')', " ) ");
+        let mut vars = vec![("j".to_string(), j)];
+        for stmt in spaced.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+            let tokens: Vec<&str> = stmt.split_whitespace().collect();
+            match tokens.as_slice() {
+                ["return", rest @ ..] => return expr(rest, &mut 0, &vars),
+                ["const", "int", name, "=", rest @ ..] => {
+                    let v = expr(rest, &mut 0, &vars);
+                    vars.push((name.to_string(), v));
+                }
+                _ => panic!("unexpected statement {stmt}"),
             }
         }
         panic!("no return in {body}");
@@ -199,7 +212,7 @@ mod tests {
         for j in 0..120i64 {
             let (n, c, h, w) = (j / 60, (j / 20) % 3, (j / 5) % 4, j % 5);
             let want = n * s[0] as i64 + c * s[1] as i64 + h * s[2] as i64 + w * s[3] as i64;
-            assert_eq!(eval(&body, j), want, "j={j}");
+            assert_eq!(eval(&body, j), want, "j={j} {body}");
         }
         let back = reshape_src(&shape, Layout::ChannelsLast, &shape, Layout::RowMajor);
         for j in 0..120i64 {
@@ -208,8 +221,26 @@ mod tests {
     }
 
     #[test]
+    fn flatten_of_channels_last_reads_through_the_layout() {
+        // [2,3,2,2] NHWC flattened to [2,12] row-major.
+        let body = reshape_src(
+            &[2, 12],
+            Layout::RowMajor,
+            &[2, 3, 2, 2],
+            Layout::ChannelsLast,
+        );
+        let s = Layout::ChannelsLast.strides(&[2, 3, 2, 2]);
+        for j in 0..24i64 {
+            let (n, c, h, w) = (j / 12, (j / 4) % 3, (j / 2) % 2, j % 2);
+            let want = n * s[0] as i64 + c * s[1] as i64 + h * s[2] as i64 + w * s[3] as i64;
+            assert_eq!(eval(&body, j), want, "{body}");
+        }
+    }
+
+    #[test]
     fn broadcast_reads_size_one_axes_at_zero() {
         let body = broadcast_src(&[2, 3, 4], Layout::RowMajor, &[3, 1], Layout::RowMajor);
+        assert_eq!(body, "return (j / 4 % 3);");
         for j in 0..24i64 {
             assert_eq!(eval(&body, j), (j / 4) % 3);
         }
@@ -224,20 +255,22 @@ mod tests {
             ),
             0
         );
+        // [5, 1, 1] against [1, 2, 3] → [5, 2, 3].
+        let body = broadcast_src(&[5, 2, 3], Layout::RowMajor, &[1, 2, 3], Layout::RowMajor);
+        for j in 0..30i64 {
+            assert_eq!(eval(&body, j), j % 6);
+        }
     }
 
     #[test]
-    fn flatten_of_row_major_bytes_is_the_identity() {
+    fn row_major_bytes_need_no_map() {
         assert!(reshape_is_identity(
             &[1, 2048],
             Layout::RowMajor,
             &[1, 2048, 1, 1],
             Layout::ChannelsLast
         ));
-        assert_eq!(
-            channel_of(&[2, 3, 4, 5], Layout::ChannelsLast).ends_with("return o1;"),
-            true
-        );
         assert_eq!(eval(&channel_of(&[2, 3, 4, 5], Layout::ChannelsLast), 7), 1);
+        assert_eq!(eval(&channel_of(&[2, 3, 4, 5], Layout::RowMajor), 47), 2);
     }
 }

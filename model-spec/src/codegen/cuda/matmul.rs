@@ -136,7 +136,7 @@ impl KernelConfig for MatmulConfig {
     }
 }
 
-fn row_major<'a>(graph: &'a Graph, v: crate::ir::ValueId) -> Result<&'a crate::ir::Value, String> {
+fn row_major(graph: &Graph, v: crate::ir::ValueId) -> Result<&crate::ir::Value, String> {
     let value = graph.value(v);
     if is_row_major_bytes(&value.shape, value.layout) {
         Ok(value)

@@ -6,7 +6,7 @@
 //! nothing; every other node is a launch of the kernel of its task
 //! ([`crate::schedule::task_key`]): nodes with equal keys share one kernel,
 //! rendered once from the template its op family uses and the config chosen
-//! for the task ([`config::choose`]: the tuned override when it parses and is
+//! for the task (`config::choose`: the tuned override when it parses and is
 //! valid, else the template's heuristic default).
 //!
 //! Kernels are `extern "C" __global__` wrappers named
@@ -40,6 +40,10 @@ pub mod pool;
 pub mod reduce;
 pub mod source;
 
+#[cfg(test)]
+mod gpu;
+#[cfg(test)]
+mod gpu_tests;
 #[cfg(test)]
 mod nvcc;
 #[cfg(test)]

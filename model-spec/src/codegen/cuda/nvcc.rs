@@ -119,6 +119,15 @@ static COUNTER: AtomicUsize = AtomicUsize::new(0);
 /// Compiles `source` with `nvcc -cubin -arch=sm_90 -Xptxas -v`; returns the
 /// per-kernel reports, or nvcc's output on failure.
 pub fn compile(nvcc: &Nvcc, source: &str, label: &str) -> Result<Vec<KernelReport>, String> {
+    compile_cubin(nvcc, source, label).map(|(_, reports)| reports)
+}
+
+/// [`compile`], also returning the cubin.
+pub fn compile_cubin(
+    nvcc: &Nvcc,
+    source: &str,
+    label: &str,
+) -> Result<(Vec<u8>, Vec<KernelReport>), String> {
     let dir = std::env::temp_dir().join(format!(
         "aotune-nvcc-{}-{}",
         std::process::id(),
@@ -153,8 +162,9 @@ pub fn compile(nvcc: &Nvcc, source: &str, label: &str) -> Result<Vec<KernelRepor
             log.lines().take(60).collect::<Vec<_>>().join("\n")
         ));
     }
+    let cubin = std::fs::read(dir.join(format!("{label}.cubin"))).map_err(|e| e.to_string())?;
     let _ = std::fs::remove_dir_all(&dir);
-    Ok(parse_ptxas(&log))
+    Ok((cubin, parse_ptxas(&log)))
 }
 
 #[cfg(test)]

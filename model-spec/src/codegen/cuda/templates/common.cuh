@@ -123,7 +123,7 @@ __device__ __forceinline__ void epilogue_store_checked(typename P::TOut* __restr
 // partials workspace (slice z, tile, fragment, thread: coalesced), fences,
 // and counts itself in on the tile's counter. The CTA that arrives last sums
 // the slices in the fixed order z = 0..SPLIT-1 (deterministic whichever CTA
-// is last), resets the counter to 0 for the next launch (graph replays
+// is last; its own slice is read back like the others), resets the counter to 0 for the next launch (graph replays
 // included), and runs the epilogue. Launches using the workspace must not
 // overlap, which a single stream or a captured graph guarantees.
 
@@ -131,8 +131,7 @@ template <int FR, int T, int SPLIT>
 __device__ __forceinline__ bool splitk_reduce(float (&acc)[FR], int tile, int num_tiles) {
   __shared__ unsigned int is_last;
   const int tid = threadIdx.x;
-  const int z = blockIdx.z;
-  float* slice = splitk_partials + (size_t)z * num_tiles * FR * T + (size_t)tile * FR * T;
+  float* slice = splitk_partials + (size_t)blockIdx.z * num_tiles * FR * T + (size_t)tile * FR * T;
 #pragma unroll
   for (int f = 0; f < FR; ++f) __stcg(slice + f * T + tid, acc[f]);
   __threadfence();
@@ -144,17 +143,16 @@ __device__ __forceinline__ bool splitk_reduce(float (&acc)[FR], int tile, int nu
   __syncthreads();
   if (!is_last) return false;
   __threadfence();
+  // Slices outer and not unrolled, so only FR sums are live; the CTA's own
+  // slice is read back too (it is in L2), which keeps the order fixed.
+#pragma unroll 1
+  for (int s = 0; s < SPLIT; ++s) {
+    const float* part = splitk_partials + (size_t)s * num_tiles * FR * T + (size_t)tile * FR * T;
 #pragma unroll
-  for (int f = 0; f < FR; ++f) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int s = 0; s < SPLIT; ++s) {
-      const float part = (s == z) ? acc[f]
-                                  : __ldcg(splitk_partials + (size_t)s * num_tiles * FR * T +
-                                           (size_t)tile * FR * T + f * T + tid);
-      sum = (s == 0) ? part : sum + part;
+    for (int f = 0; f < FR; ++f) {
+      const float v = __ldcg(part + f * T + tid);
+      acc[f] = (s == 0) ? v : acc[f] + v;
     }
-    acc[f] = sum;
   }
   if (tid == 0) splitk_counters[tile] = 0u;
   return true;

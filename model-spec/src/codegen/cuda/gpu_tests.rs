@@ -1,0 +1,339 @@
+//! GPU differential tests: generated kernels against the CPU reference
+//! (`reference::run`), on the machine's first GPU. Every template over the
+//! sweep shapes × a sample of its configs × precisions, then zoo ResNet-50
+//! layer by layer, then its timing. Without libcuda (or without nvcc and
+//! NVRTC) the tests print `SKIPPED: …` and pass. Run them with
+//! `cargo test -p aotune-spec --release --lib gpu_ -- --nocapture --test-threads=1`.
+//!
+//! Tolerances (relative L2, DESIGN.md): fp32 1e-5, tf32 2e-3, fp16/bf16 1e-2.
+
+use super::gpu::{self, Gpu, Loaded};
+use super::source::{assemble, Instance};
+use super::sweep_tests::{conv_cases, dense_cases, misc_cases, node_instance, sample};
+use super::test_graphs::values;
+use super::*;
+use crate::ir::{Graph, NodeId, Op, Precision};
+use crate::plan::{plan_memory, MemoryPlan};
+use crate::reference::{rel_l2, run, run_traced, RunOptions};
+use crate::zoo::ResNetDepth;
+
+fn tolerance(p: Precision) -> f64 {
+    match p {
+        Precision::Fp32 => 1e-5,
+        Precision::Tf32 => 2e-3,
+        Precision::Fp16 | Precision::Bf16 => 1e-2,
+    }
+}
+
+fn gpu_or_skip() -> Option<(&'static Gpu, std::sync::MutexGuard<'static, ()>)> {
+    match Gpu::get() {
+        Ok(g) => Some(g),
+        Err(why) => {
+            println!("SKIPPED: no GPU ({why})");
+            None
+        }
+    }
+}
+
+/// Deterministic inputs for every graph input, logical row-major.
+fn inputs(graph: &Graph) -> Vec<Vec<f32>> {
+    graph
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| values(graph.value(v).numel(), 100 + i as u64))
+        .collect()
+}
+
+/// The configs each single-op case is run with.
+fn configs(graph: &Graph, label: &str, per_template: usize) -> Vec<Instance> {
+    let node = graph.node(NodeId(0));
+    let mut out = vec![node_instance::<LinearConfig>(
+        graph,
+        None,
+        &format!("{label}_d"),
+    )];
+    let mut add = |values: Vec<serde_json::Value>| {
+        for (i, v) in values.iter().enumerate() {
+            out.push(node_instance(graph, Some(v), &format!("{label}_{i}")));
+        }
+    };
+    let json = |v: &dyn erased::Json| v.json();
+    match &node.op {
+        Op::FusedConv { .. } => {
+            let shape = conv::conv_shape(graph, NodeId(0)).unwrap();
+            let space = ConvConfig::search_space(&shape);
+            let (mma, other): (Vec<_>, Vec<_>) = space
+                .into_iter()
+                .partition(|c| matches!(c, ConvConfig::Mma(_)));
+            let mut picked = sample(&mma, per_template);
+            picked.extend(sample(&other, per_template));
+            // Always some split-K.
+            picked.extend(
+                mma.iter()
+                    .chain(&other)
+                    .filter(|c| c.tag().ends_with("s3") || c.tag().ends_with("s4"))
+                    .take(2),
+            );
+            add(picked.iter().map(|c| json(c)).collect());
+        }
+        Op::Dense { .. } => {
+            let shape = dense::dense_shape(graph, NodeId(0)).unwrap();
+            let space = DenseConfig::search_space(&shape);
+            add(sample(&space, 2 * per_template)
+                .iter()
+                .map(|c| json(c))
+                .collect());
+        }
+        Op::Gemm { .. } | Op::MatMul => {
+            let shape = matmul::matmul_shape(graph, NodeId(0)).unwrap();
+            add(MatmulConfig::search_space(&shape)
+                .iter()
+                .map(|c| json(c))
+                .collect());
+        }
+        _ => add(vec![json(&LinearConfig {
+            block: 64,
+            per_thread: 4,
+        })]),
+    }
+    out
+}
+
+/// Serialization of any config, for `configs`.
+mod erased {
+    pub trait Json {
+        fn json(&self) -> serde_json::Value;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn json(&self) -> serde_json::Value {
+            serde_json::to_value(self).unwrap_or_default()
+        }
+    }
+}
+
+/// Runs every case × config of one precision from one compiled module and
+/// returns the failures.
+fn check_cases(gpu: &Gpu, precision: Precision, cases: Vec<(String, Graph)>) -> Vec<String> {
+    let mut prepared: Vec<(String, Graph, MemoryPlan, Vec<Instance>)> = Vec::new();
+    for (label, graph) in cases {
+        let plan = plan_memory(&graph).unwrap();
+        let label = format!("{label}_{precision}");
+        let instances = configs(&graph, &label, 4);
+        prepared.push((label, graph, plan, instances));
+    }
+    let all: Vec<(Instance, String)> = prepared
+        .iter()
+        .flat_map(|(_, _, _, xs)| xs.iter().map(|x| (x.clone(), x.symbol.clone())))
+        .collect();
+    let cubin = match gpu::compile(&assemble(&all), &format!("gpu_{precision}")) {
+        Ok(c) => c,
+        Err(e) => return vec![format!("{precision}: compile failed: {e}")],
+    };
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for (label, graph, plan, instances) in &prepared {
+        let node = graph.node(NodeId(0));
+        let mut args = node.inputs.clone();
+        args.push(node.output);
+        let m = CudaModule {
+            source: String::new(),
+            kernels: instances.iter().map(|x| x.symbol.clone()).collect(),
+            launches: instances
+                .iter()
+                .enumerate()
+                .map(|(i, x)| KernelLaunch {
+                    node: NodeId(0),
+                    kernel: i as u32,
+                    grid: x.geometry.grid,
+                    block: x.geometry.block,
+                    smem_bytes: x.geometry.smem_bytes,
+                    args: args.clone(),
+                })
+                .collect(),
+            warnings: Vec::new(),
+        };
+        let feeds = inputs(graph);
+        let feed_refs: Vec<&[f32]> = feeds.iter().map(Vec::as_slice).collect();
+        let want = run(graph, &feed_refs, &RunOptions::default())
+            .unwrap()
+            .remove(0);
+        let result = (|| -> Result<(), String> {
+            let loaded = Loaded::new(gpu, graph, plan, &m, &cubin)?;
+            loaded.feed(graph, plan, &feed_refs)?;
+            for (i, x) in instances.iter().enumerate() {
+                loaded.poison(graph, plan, node.output)?;
+                loaded.launch(&m, i)?;
+                loaded.sync(&x.symbol)?;
+                let got = loaded.read(graph, plan, node.output)?;
+                let err = rel_l2(&got, &want);
+                checked += 1;
+                if err.is_nan() || err > tolerance(precision) {
+                    failures.push(format!(
+                        "{label}: {} ({}): rel L2 {err:e}",
+                        x.symbol, x.config
+                    ));
+                }
+            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            failures.push(format!("{label}: {e}"));
+        }
+    }
+    println!(
+        "{precision}: {checked} kernels checked, {} failures",
+        failures.len()
+    );
+    failures
+}
+
+#[test]
+fn gpu_templates_match_the_reference() {
+    let Some((gpu, _guard)) = gpu_or_skip() else {
+        return;
+    };
+    let mut failures = Vec::new();
+    for precision in Precision::ALL {
+        let mut cases = conv_cases(precision);
+        cases.extend(dense_cases(precision));
+        cases.extend(misc_cases(precision));
+        failures.extend(check_cases(gpu, precision, cases));
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Runs zoo ResNet-50 at `batch` layer by layer against the reference;
+/// returns a report and whether it passed.
+fn check_resnet50(gpu: &Gpu, batch: usize, precision: Precision) -> Result<String, String> {
+    use std::fmt::Write;
+    let c = super::tests::compiled(ResNetDepth::R50, batch, precision);
+    let m = generate_cuda(&c.graph, &c.plan, &ConfigOverrides::new()).map_err(|e| e.to_string())?;
+    let cubin = gpu::compile(&m.source, &format!("resnet50_b{batch}_{precision}"))?;
+    let loaded = Loaded::new(gpu, &c.graph, &c.plan, &m, &cubin)?;
+    let feeds = inputs(&c.graph);
+    let feed_refs: Vec<&[f32]> = feeds.iter().map(Vec::as_slice).collect();
+    loaded.feed(&c.graph, &c.plan, &feed_refs)?;
+    let got = loaded.run(&c.graph, &c.plan, &m, true)?;
+    let want =
+        run_traced(&c.graph, &feed_refs, &RunOptions::default()).map_err(|e| e.to_string())?;
+    let tol = tolerance(precision);
+    let mut report = String::new();
+    let mut worst: f64 = 0.0;
+    let mut first_bad = None;
+    for (node, values) in &got {
+        let node = node.ok_or("untraced launch")?;
+        let err = rel_l2(values, &want[node.index()]);
+        worst = worst.max(err);
+        let name = &c.graph.node(node).name;
+        let _ = writeln!(report, "  {name:<22} rel L2 {err:.3e}");
+        if (err.is_nan() || err > 2.0 * tol) && first_bad.is_none() {
+            first_bad = Some(format!("{name}: {err:e}"));
+        }
+    }
+    let out_node = c.graph.node_ids().last().ok_or("empty graph")?;
+    let final_err = rel_l2(&got.last().ok_or("no launches")?.1, &want[out_node.index()]);
+    let summary = format!(
+        "ResNet-50 batch {batch} {precision}: output rel L2 {final_err:.3e}, worst layer {worst:.3e}"
+    );
+    match first_bad {
+        None if final_err <= tol => Ok(summary),
+        _ => Err(format!(
+            "{summary}; first bad layer {first_bad:?}\n{report}"
+        )),
+    }
+}
+
+#[test]
+fn gpu_resnet50_matches_the_reference_layer_by_layer() {
+    let Some((gpu, _guard)) = gpu_or_skip() else {
+        return;
+    };
+    let mut failures = Vec::new();
+    for (batch, precision) in [
+        (1, Precision::Fp32),
+        (1, Precision::Tf32),
+        (1, Precision::Fp16),
+        (1, Precision::Bf16),
+        (2, Precision::Fp16),
+    ] {
+        match check_resnet50(gpu, batch, precision) {
+            Ok(s) => println!("{s}"),
+            Err(e) => failures.push(e),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Times the ResNet-50 launch sequence (plain stream launches, no CUDA
+/// graph) and prints the slowest kernels.
+#[test]
+fn gpu_resnet50_timing() {
+    let Some((gpu, _guard)) = gpu_or_skip() else {
+        return;
+    };
+    for (batch, precision) in [
+        (1, Precision::Fp16),
+        (1, Precision::Bf16),
+        (1, Precision::Fp32),
+        (1, Precision::Tf32),
+        (8, Precision::Fp16),
+    ] {
+        let c = super::tests::compiled(ResNetDepth::R50, batch, precision);
+        let m = generate_cuda(&c.graph, &c.plan, &ConfigOverrides::new()).unwrap();
+        let cubin = gpu::compile(&m.source, "timing").unwrap();
+        let loaded = Loaded::new(gpu, &c.graph, &c.plan, &m, &cubin).unwrap();
+        let feeds = inputs(&c.graph);
+        let feed_refs: Vec<&[f32]> = feeds.iter().map(Vec::as_slice).collect();
+        loaded.feed(&c.graph, &c.plan, &feed_refs).unwrap();
+        let (total, each) = loaded.time(&m, 50).unwrap();
+        let sum: f64 = each.iter().sum();
+        println!(
+            "ResNet-50 batch {batch} {precision}: {:.1} us per forward ({} launches), \
+             {sum:.1} us summed over kernels timed alone",
+            total,
+            m.launches.len()
+        );
+        let mut order: Vec<usize> = (0..each.len()).collect();
+        order.sort_by(|&a, &b| each[b].total_cmp(&each[a]));
+        for &i in order.iter().take(12) {
+            let l = &m.launches[i];
+            println!(
+                "  {:>7.2} us  {:<12} {:<44} grid {:?} block {}",
+                each[i],
+                c.graph.node(l.node).name,
+                m.kernels[l.kernel as usize],
+                l.grid,
+                l.block[0]
+            );
+        }
+    }
+}
+
+/// The modules the GPU tests load, through nvcc on any machine (ignored:
+/// the sweeps cover the same templates; run it after changing `configs`).
+#[test]
+#[ignore]
+fn gpu_test_modules_compile() {
+    let Some(nvcc) = super::nvcc::find_or_skip() else {
+        return;
+    };
+    for precision in Precision::ALL {
+        let mut cases = conv_cases(precision);
+        cases.extend(dense_cases(precision));
+        cases.extend(misc_cases(precision));
+        let all: Vec<(Instance, String)> = cases
+            .iter()
+            .flat_map(|(label, graph)| configs(graph, &format!("{label}_{precision}"), 4))
+            .map(|x| (x.clone(), x.symbol.clone()))
+            .collect();
+        let n = all.len();
+        super::nvcc::compile(&nvcc, &assemble(&all), &format!("gpu_{precision}")).unwrap();
+        println!("{precision}: {n} kernels compile");
+    }
+}
