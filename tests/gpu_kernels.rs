@@ -1208,7 +1208,7 @@ fn compare_build(variant: &Variant, index: usize, checked: Checked, mode: Mode, 
     let mut layer_failures = Vec::new();
     let mut layer_errors = Vec::new();
     let ran = model.run_layers(&input, |i, slot, bytes| {
-        let got = gpu::decode(slot, bytes);
+        let got = aotune::runtime::decode_slot(slot, bytes);
         let launch = &spec.launches[i];
         let symbol = spec.kernels[launch.kernel as usize].to_string();
         let Some(&node) = node_of.get(&*slot.name) else {

@@ -4,9 +4,8 @@
 use super::gpu_model;
 use super::model_args::ModelArgs;
 use anyhow::bail;
-use aotune::runtime::driver_present;
-use aotune_spec::artifact::TensorSlot;
-use aotune_spec::ir::{DType, Layout, Precision};
+use aotune::runtime::{decode_slot, driver_present};
+use aotune_spec::ir::Precision;
 use aotune_spec::reference::{rel_l2, run, run_traced, RunOptions};
 use clap::Args;
 use std::collections::HashMap;
@@ -34,40 +33,6 @@ pub fn tolerance(p: Precision) -> f64 {
         Precision::Tf32 => 2e-3,
         Precision::Fp16 | Precision::Bf16 => 1e-2,
     }
-}
-
-/// Decodes a slot's bytes (its dtype and layout) to logical row-major f32.
-pub fn decode(slot: &TensorSlot, bytes: &[u8]) -> Vec<f32> {
-    let physical: Vec<f32> = match slot.dtype {
-        DType::F32 => bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect(),
-        DType::F16 => bytes
-            .chunks_exact(2)
-            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
-            .collect(),
-        DType::BF16 => bytes
-            .chunks_exact(2)
-            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
-            .collect(),
-    };
-    if slot.layout == Layout::RowMajor || slot.shape.len() != 4 {
-        return physical;
-    }
-    let (n, c, h, w) = (slot.shape[0], slot.shape[1], slot.shape[2], slot.shape[3]);
-    let mut logical = vec![0.0; physical.len()];
-    for ni in 0..n {
-        for hi in 0..h {
-            for wi in 0..w {
-                for ci in 0..c {
-                    logical[((ni * c + ci) * h + hi) * w + wi] =
-                        physical[((ni * h + hi) * w + wi) * c + ci];
-                }
-            }
-        }
-    }
-    logical
 }
 
 pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
@@ -113,7 +78,7 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
         let mut first_bad = None;
         let layer_tol = tol.max(1e-5);
         gpu.model.run_layers(&input, |i, slot, bytes| {
-            let got = decode(slot, bytes);
+            let got = decode_slot(slot, bytes);
             let Some(&node) = node_of_output.get(&*slot.name) else {
                 return true;
             };

@@ -19,6 +19,7 @@ mod error;
 mod launch_plan;
 mod model;
 mod model_files;
+mod slot_decode;
 
 #[cfg(test)]
 mod gpu_tests;
@@ -29,6 +30,7 @@ pub use error::{CudaVersion, RuntimeError, REQUIRED_CUDA};
 pub use launch_plan::{resolve_args, validate as validate_spec, DeviceBases};
 pub use model::{LoadOptions, Model};
 pub use model_files::{ModelFiles, CUBIN_FILE, MANIFEST_FILE};
+pub use slot_decode::decode_slot;
 
 /// Whether an NVIDIA driver library can be loaded on this machine (no CUDA
 /// call is made). [`Model::load`] checks this itself; callers can use it to

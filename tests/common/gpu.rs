@@ -15,10 +15,9 @@
 //!   system temp dir); `AOTUNE_KEEP_BUILDS=1` keeps them;
 //! - `NVCC` / `CUDA_HOME`: which nvcc `Build` uses (see `Nvcc::find`).
 
-use aotune::artifact::TensorSlot;
 use aotune::runtime::{driver_present, LoadOptions, Model, ModelFiles, RuntimeError};
 use aotune_spec::build::Nvcc;
-use aotune_spec::ir::{DType, Layout, Precision};
+use aotune_spec::ir::Precision;
 use aotune_spec::onnx::{fill_initializers, WeightFill};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -243,41 +242,6 @@ pub fn catch<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
 }
 
 // ---- tensors -----------------------------------------------------------------
-
-/// Decodes a slot's bytes (its dtype and layout) to logical row-major f32,
-/// as `aotune verify` does.
-pub fn decode(slot: &TensorSlot, bytes: &[u8]) -> Vec<f32> {
-    let physical: Vec<f32> = match slot.dtype {
-        DType::F32 => bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect(),
-        DType::F16 => bytes
-            .chunks_exact(2)
-            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
-            .collect(),
-        DType::BF16 => bytes
-            .chunks_exact(2)
-            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
-            .collect(),
-    };
-    if slot.layout == Layout::RowMajor || slot.shape.len() != 4 {
-        return physical;
-    }
-    let (n, c, h, w) = (slot.shape[0], slot.shape[1], slot.shape[2], slot.shape[3]);
-    let mut logical = vec![0.0; physical.len()];
-    for ni in 0..n {
-        for hi in 0..h {
-            for wi in 0..w {
-                for ci in 0..c {
-                    logical[((ni * c + ci) * h + hi) * w + wi] =
-                        physical[((ni * h + hi) * w + wi) * c + ci];
-                }
-            }
-        }
-    }
-    logical
-}
 
 /// The kernel family and template of a generated symbol
 /// `<family>_<hash>_<tag>`, e.g. `conv/mma`, `dense/gemv`, `maxpool`.

@@ -216,14 +216,21 @@ impl Build {
                 (_, Some(b)) => format!("{base}_b{b}"),
             };
             let dir = out_root.join("aotune").join(&name);
-            built.push(self.build_one(
+            let one = self.build_one(
                 &model_bytes,
                 batch,
                 &name,
                 &dir,
                 tuning.as_ref(),
                 nvcc.as_ref(),
-            )?);
+            )?;
+            if script {
+                // Tuning-log decisions (ignored records, untuned tasks) reach the user.
+                for note in &one.notes {
+                    println!("cargo:warning=aotune {name}: {note}");
+                }
+            }
+            built.push(one);
         }
         Ok(built)
     }
