@@ -1,29 +1,56 @@
 #!/usr/bin/env bash
-# One device call: correctness first (runtime GPU tests, per-layer verify),
-# then timings of aotune and PyTorch in the same call. Binaries are built on
-# the dev machine and carried in .device/ (see docs/notes/gpu-runs.md).
+# One GPU-machine call (binaries built here by bench/prepare_device.sh, carried
+# in .device/). Modes, combinable: `tests` (every GPU test binary), `sass`
+# (bench/sass_check.sh on the generated kernels), `check` (verify --per-layer),
+# `bench` (aotune timings, with and without programmatic dependent launch, and
+# PyTorch in the same call). Logs go to $OUT; a table is printed last.
+# Env: PRECISIONS, BATCHES, PT_BATCHES, PER_LAYER=--per-layer, TUNING=<best.json>.
 set -u
 export PATH=/usr/local/cuda/bin:$PATH
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export NVCC=/usr/local/cuda/bin/nvcc
 export AOTUNE_CACHE=/tmp/aotune-cache
+export AOTUNE_FIXTURE_PACK=$PWD/.device/fixture-pack
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 B=.device/aotune
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
-[ -f /tmp/r50.onnx ] || $B zoo resnet50 -o /tmp/r50.onnx
-MODE=${1:-check}
-if [ "$MODE" = check ]; then
-  echo "== runtime GPU tests"
-  .device/aotune-lib-tests runtime:: --test-threads=1 2>&1 | tail -25
-  for p in fp32 fp16; do
-    echo "== verify $p"
-    $B verify /tmp/r50.onnx --precision $p --per-layer 2>&1 | tee "$OUT/verify_$p.log" | awk 'NR<=3 || /e[-+]0[0-4]|NaN|inf|first|every|error|rel/' | head -40
-  done
-fi
-if [ "$MODE" = bench ] || [ "$MODE" = check ]; then
-  for p in ${PRECISIONS:-fp32 tf32 fp16}; do
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+[ -f /tmp/r50.onnx ] || $B zoo resnet50 -o /tmp/r50.onnx >/dev/null
+for MODE in "${@:-check}"; do
+case $MODE in
+tests)
+  for t in aotune-lib-tests spec-lib-tests gpu_runtime gpu_kernels gpu_fixtures; do
+    [ -x .device/$t ] || continue
+    filter=""; [ $t = spec-lib-tests ] && filter=gpu_
+    .device/$t $filter --test-threads=1 > "$OUT/test_$t.log" 2>&1
+    echo "== $t: $(grep -E '^test result' "$OUT/test_$t.log" | tail -1)"
+    grep -E "FAILED|panicked|KNOWN GAP" "$OUT/test_$t.log" | head -10
+  done ;;
+sass)
+  bash bench/sass_check.sh generated/kernels.cu > "$OUT/sass.log" 2>&1; echo "== sass_check rc=$?"; tail -15 "$OUT/sass.log" ;;
+check)
+  for p in ${PRECISIONS:-fp16 tf32}; do
+    $B verify /tmp/r50.onnx --precision $p --per-layer > "$OUT/verify_$p.log" 2>&1
+    echo "== verify $p rc=$?"; grep -E "first|every|rel|error" "$OUT/verify_$p.log" | tail -3
+  done ;;
+bench)
+  for p in ${PRECISIONS:-fp16 tf32 fp32}; do
     for b in ${BATCHES:-1}; do
-      $B bench /tmp/r50.onnx --precision $p --batch $b --json ${PER_LAYER:-} 2>&1 | tee -a "$OUT/bench.log" | grep -v '^{'
+      pl=${PER_LAYER:-}   # the per-layer profile once per (precision, batch)
+      for pdl in "" --pdl; do
+        $B bench /tmp/r50.onnx --precision $p --batch $b --json ${TUNING:+--tuning $TUNING} $pdl \
+          $pl > "$OUT/bench_${p}_b${b}${pdl}.log" 2>&1
+        grep '^{' "$OUT/bench_${p}_b${b}${pdl}.log" >> "$OUT/bench.jsonl"
+        pl=""
+      done
     done
   done
-  python3 bench/pytorch_baseline.py --batches ${PT_BATCHES:-1} --runs 100 --out "$OUT/pytorch.jsonl" 2>&1 | tail -8
-fi
+  python3 bench/pytorch_baseline.py --batches ${PT_BATCHES:-1} --runs 100 --out "$OUT/pytorch.jsonl" > "$OUT/pytorch.log" 2>&1
+  echo "== aotune"; python3 - "$OUT/bench.jsonl" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    print(f"{r['precision']:5} b{r['batch']:<4} pdl={str(r.get('pdl')):5} median {r['median_ms']:.4f} ms  p90 {r['p90_ms']:.4f}  {r['images_per_s']:.0f} img/s")
+PY
+  echo "== PyTorch"; tail -8 "$OUT/pytorch.log" ;;
+esac
+done

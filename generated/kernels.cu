@@ -7,8 +7,8 @@
 namespace aotune {
 // Split-K workspace shared by the split-K kernels below (launches are
 // serialized); counters are zero at load and reset by each kernel.
-__device__ float splitk_partials[524288];
-__device__ unsigned int splitk_counters[32];
+__device__ float splitk_partials[262144];
+__device__ unsigned int splitk_counters[64];
 }  // namespace aotune
 
 // ---- common.cuh ----
@@ -21,6 +21,26 @@ __device__ unsigned int splitk_counters[32];
 // with nvcc and NVRTC alike.
 
 namespace aotune {
+
+// ---- programmatic dependent launch (sm_90) -------------------------------
+//
+// Every kernel starts here. Launched as a programmatic dependent launch, it
+// may begin while the previous kernel finishes: `griddepcontrol.wait` blocks
+// until that kernel has completed and its writes are visible, so nothing
+// before this call may touch global memory. `launch_dependents` then lets
+// the next kernel be scheduled as soon as every CTA of this one has started
+// (it still waits for this one to finish). Without the launch attribute both
+// are no-ops.
+__device__ __forceinline__ void grid_dependency_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// -inf as a constant expression that nvcc and NVRTC both accept (NVRTC
+// lacks __builtin_huge_valf).
+__device__ __forceinline__ constexpr float neg_inf() { return __builtin_bit_cast(float, 0xff800000u); }
 
 // ---- conversions ---------------------------------------------------------
 
@@ -88,10 +108,21 @@ __device__ __forceinline__ float activate(float x, float lo, float hi) {
   return x;
 }
 
+// Loads V consecutive elements like load_f32, in accesses of at most 16
+// bytes (an f32 bias for 8 half outputs is two 16-byte loads).
+template <int V, class T>
+__device__ __forceinline__ void load_f32_wide(const T* __restrict__ p, float* out) {
+  constexpr int A = (V * sizeof(T) > 16) ? 16 / (int)sizeof(T) : V;
+  static_assert(V % A == 0, "whole accesses");
+#pragma unroll
+  for (int i = 0; i < V / A; ++i) load_f32<A>(p + i * A, out + i * A);
+}
+
 // Finishes V consecutive outputs (columns n..n+V-1 of GEMM row m, stored at
 // y[m * P::GEMM_N + n]): act(acc + bias[n] + residual[m, n]) in f32, one
 // rounding at the store. With V > 1 the caller guarantees the V columns are
-// all in range and the accesses aligned (GEMM_N % V == 0, n % V == 0).
+// all in range and the accesses aligned (GEMM_N % V == 0, n % V == 0); the
+// store is one access, so V * sizeof(TOut) is at most 16 bytes.
 template <class P, int V>
 __device__ __forceinline__ void epilogue_store(typename P::TOut* __restrict__ y,
                                                const typename P::TBias* __restrict__ bias,
@@ -100,13 +131,13 @@ __device__ __forceinline__ void epilogue_store(typename P::TOut* __restrict__ y,
   const int at = m * P::GEMM_N + n;
   if (P::HAS_BIAS) {
     float b[V];
-    load_f32<V>(bias + n, b);
+    load_f32_wide<V>(bias + n, b);
 #pragma unroll
     for (int i = 0; i < V; ++i) v[i] += b[i];
   }
   if (P::HAS_RES) {
     float r[V];
-    load_f32<V>(res + at, r);
+    load_f32_wide<V>(res + at, r);
 #pragma unroll
     for (int i = 0; i < V; ++i) v[i] += r[i];
   }
@@ -175,19 +206,44 @@ __device__ __forceinline__ bool splitk_reduce(float (&acc)[FR], int tile, int nu
 }  // namespace aotune
 
 // ---- conv_mma.cu ----
-// aotune: implicit-GEMM convolution on the tensor cores (mma.sync m16n8k16,
-// f16 or bf16 operands, f32 accumulation).
+// aotune: implicit-GEMM convolution on the tensor cores, f32 accumulation:
+// mma.sync m16n8k16 for f16/bf16 operands, m16n8k8 for tf32 (f32 in memory,
+// rounded to tf32 with cvt.rna after ldmatrix, as the CPU reference rounds).
 //
 // Same GEMM view as conv_simt.cu (A = im2col of the NHWC input, B = OHWI
-// weight rows, y = [N*P*Q, K]). CTA tile BM x BN, K step BK (32 or 64),
-// WARPS_M x WARPS_N warps, each owning a (BM/WARPS_M) x (BN/WARPS_N) warp tile
-// of MI x NI mma tiles. Shared tiles are row-major with k contiguous and rows
-// padded by 8 elements (16 bytes), which makes both the 16-byte cp.async
-// stores and the ldmatrix.x4 reads conflict-free without a swizzle. A
-// STAGES-deep cp.async pipeline (zero-fill for padding and out-of-range rows)
-// feeds it when A_VEC / B_VEC (C % 8 == 0, R*S*C % 8 == 0); otherwise that
-// operand is gathered element by element into the same stage (the stem, C=3).
-// SPLIT_K > 1 splits the k tiles over blockIdx.z (see splitk_reduce).
+// weight rows, y = [N*P*Q, K]). CTA tile BM x BN, K step BK elements (64 or
+// 128 bytes of k), WARPS_M x WARPS_N warps, each owning a (BM/WARPS_M) x
+// (BN/WARPS_N) warp tile of MI x NI mma tiles. One CTA per tile, tiles
+// numbered with the N tile fastest (blockIdx.x), so the CTAs sharing an A
+// tile run together and A comes from DRAM once however many N tiles there
+// are. SPLIT_K > 1 splits the k tiles over blockIdx.z (see splitk_reduce).
+//
+// Shared tiles are row-major with k contiguous, rows of KC 16-byte chunks,
+// no padding: chunk c of row r is stored at chunk c ^ ((r / (8 / KC)) % KC).
+// Any 8 consecutive rows then put one logical chunk in 8 distinct 16-byte
+// bank groups, so ldmatrix (8 rows x 16 bytes per phase) and the cp.async
+// fill (whole 128-byte lines per phase) are conflict-free.
+//
+// In bytes both mma shapes read the same fragments: a k step is 32 bytes of
+// k (16 halves or 8 tf32), ldmatrix.x4 gives A as four 8 x 16-byte matrices
+// (rows 0-7 / 8-15 x bytes 0-15 / 16-31) and B as two n8 tiles x two k
+// halves. For 32-bit data ldmatrix's b16 pairs are whole tf32 values: lane
+// i gets row i/4, element i%4, which is the m16n8k8 .tf32 fragment layout
+// (a0 = (g, t), a1 = (g+8, t), a2 = (g, t+4), a3 = (g+8, t+4); b0 = (k t,
+// n g), b1 = (k t+4, n g); g = lane/4, t = lane%4).
+//
+// A STAGES-deep cp.async pipeline (zero-fill for padding and out-of-range
+// rows) feeds it when A_VEC / B_VEC (C and R*S*C multiples of one 16-byte
+// chunk); otherwise that operand is gathered element by element into the
+// same stage (the stem, C=3).
+//
+// Epilogue (P::STAGED_EPILOGUE): the accumulators go through shared memory
+// (the pipeline buffers, EPI_MI mma rows per warp per pass, rows padded to
+// BN + 8 floats so the quads' 8-byte stores hit distinct banks), then each
+// thread finishes 16 bytes of output: bias, residual (16-byte loads),
+// activation and one rounding, consecutive threads on consecutive chunks of
+// a row, so every warp store writes whole 32-byte sectors. Otherwise each
+// thread stores its fragments directly (2 values per row).
 
 namespace aotune {
 
@@ -220,182 +276,148 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned int (&r)[4], const void* p)
                : "r"(smem_addr(p)));
 }
 
-__device__ __forceinline__ void mma_16816(float* d, const unsigned int (&a)[4],
-                                          const unsigned int (&b)[2], __half) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+// Chunk index at which logical 16-byte chunk `chunk` of tile row `row` is
+// stored, for rows of KC chunks (see the header).
+template <int KC> __device__ __forceinline__ int swizzle(int row, int chunk) {
+  return chunk ^ ((row / (8 / KC)) % KC);
 }
 
-__device__ __forceinline__ void mma_16816(float* d, const unsigned int (&a)[4],
-                                          const unsigned int (&b)[2], __nv_bfloat16) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+// One mma.sync per operand type: `prepare` turns ldmatrix's raw fragment
+// registers into operands (tf32: round to nearest, ties away, as
+// ir::round_tf32), `run` accumulates one 16 x 8 tile over one 32-byte k step.
+template <class T> struct Mma;
+
+template <> struct Mma<__half> {
+  template <int R> static __device__ __forceinline__ void prepare(unsigned int (&)[R]) {}
+  static __device__ __forceinline__ void run(float* d, const unsigned int (&a)[4],
+                                             const unsigned int (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+};
+
+template <> struct Mma<__nv_bfloat16> {
+  template <int R> static __device__ __forceinline__ void prepare(unsigned int (&)[R]) {}
+  static __device__ __forceinline__ void run(float* d, const unsigned int (&a)[4],
+                                             const unsigned int (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+};
+
+template <> struct Mma<float> {
+  template <int R> static __device__ __forceinline__ void prepare(unsigned int (&r)[R]) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) r[i] = __float_as_uint(round_tf32(__uint_as_float(r[i])));
+  }
+  static __device__ __forceinline__ void run(float* d, const unsigned int (&a)[4],
+                                             const unsigned int (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+};
+
+// Builds one 16-byte chunk of a shared tile from CE raw elements,
+// `element(i)` giving the i-th (zero where it falls outside the operand).
+template <class E, int CE, class F>
+__device__ __forceinline__ void gather_chunk(unsigned char* dst, F element) {
+  uint4 pack;
+  E* e = reinterpret_cast<E*>(&pack);
+#pragma unroll
+  for (int i = 0; i < CE; ++i) e[i] = element(i);
+  *reinterpret_cast<uint4*>(dst) = pack;
 }
 
-template <class P>
-__device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
-                                         const typename P::TW* __restrict__ wgt,
-                                         const typename P::TBias* __restrict__ bias,
-                                         const typename P::TRes* __restrict__ res,
-                                         typename P::TOut* __restrict__ y) {
-  typedef typename P::TIn T16;
-  constexpr int BM = P::BM, BN = P::BN, BK = P::BK, STAGES = P::STAGES;
-  constexpr int WARPS_M = P::WARPS_M, WARPS_N = P::WARPS_N, T = 32 * WARPS_M * WARPS_N;
-  constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N, MI = WTM / 16, NI = WTN / 8;
-  constexpr int PITCH = BK + 8;
-  constexpr int A_STAGE = BM * PITCH, B_STAGE = BN * PITCH;
-  constexpr int M = P::GEMM_M, N = P::GEMM_N, GK = P::GEMM_K;
-  constexpr int KC = BK / 8;  // 16-byte chunks per tile row
-  constexpr int CA = BM * KC, LA = (CA + T - 1) / T;
-  constexpr int CB = BN * KC, LB = (CB + T - 1) / T;
-  constexpr int KT = (GK + BK - 1) / BK;
-  constexpr int KT_SPLIT = (KT + P::SPLIT_K - 1) / P::SPLIT_K;
-  constexpr int PQ = P::P * P::Q;
-  constexpr int SC = P::S * P::C;
-  static_assert(WTM % 16 == 0 && WTN % 16 == 0 && BK % 16 == 0, "mma tile shape");
-  static_assert(!P::A_VEC || P::C % 8 == 0, "16-byte A chunks stay inside one pixel");
-  static_assert(!P::B_VEC || GK % 8 == 0, "16-byte B chunks stay inside one row");
-
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  T16* As = reinterpret_cast<T16*>(smem_raw);
-  T16* Bs = As + STAGES * A_STAGE;
-  const unsigned short* xb = reinterpret_cast<const unsigned short*>(x);
-  const unsigned short* wb = reinterpret_cast<const unsigned short*>(wgt);
-
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int wm = warp / WARPS_N, wn = warp % WARPS_N;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  const int kt_begin = blockIdx.z * KT_SPLIT;
-  const int kt_end = min(KT, kt_begin + KT_SPLIT);
-
-  // Rows of A this thread copies: image offset and top-left input pixel.
-  int a_img[LA], a_h[LA], a_w[LA];
-  bool a_row[LA];
+// The staged epilogue (see the header): the CTA's accumulators pass
+// through `cs` (shared, at least WARPS_M * EPI_MI * 16 rows of BN + 8
+// floats) in MI / EPI_MI passes; each pass stages mma rows
+// pass * EPI_MI .. + EPI_MI - 1 of every warp, then the CTA finishes them.
+template <class P, int MI, int NI, int WTM, int WTN, int T>
+__device__ __forceinline__ void staged_epilogue(float* __restrict__ cs, const float* acc, int wm,
+                                                int wn, int g, int t4, int m0, int n0,
+                                                typename P::TOut* __restrict__ y,
+                                                const typename P::TBias* __restrict__ bias,
+                                                const typename P::TRes* __restrict__ res) {
+  constexpr int V = 16 / (int)sizeof(typename P::TOut);  // outputs per 16-byte store
+  constexpr int Q = V / 4;                                // float4 reads per chunk
+  constexpr int BN = P::BN, M = P::GEMM_M, N = P::GEMM_N, EPI_MI = P::EPI_MI;
+  constexpr int WROWS = EPI_MI * 16;  // rows one warp row stages per pass
+  constexpr int ROWS = P::WARPS_M * WROWS;
+  constexpr int PITCH = BN + 8;  // floats; PITCH % 32 == 8 for BN % 32 == 0
+  constexpr int CPR = BN / V;    // 16-byte output chunks per row
+  constexpr int CHUNKS = ROWS * CPR, L = (CHUNKS + T - 1) / T;
+  static_assert(MI % EPI_MI == 0, "whole passes");
+  static_assert(BN % V == 0, "whole chunks per tile row");
+  // Lanes 4-7 of every 8 read their chunk's float4s in rotated order, so
+  // the 8 lanes of a 128-bit shared-load phase cover all 32 banks.
+  const int rot = (threadIdx.x / 4) % Q;
 #pragma unroll
-  for (int l = 0; l < LA; ++l) {
-    const int idx = tid + l * T;
-    const int m = m0 + idx / KC;
-    a_row[l] = (CA % T == 0 || idx < CA) && m < M;
-    const int mm = a_row[l] ? m : 0;
-    const int img = mm / PQ, pq = mm % PQ;
-    a_img[l] = img * (P::H * P::W * P::C);
-    a_h[l] = (pq / P::Q) * P::SH - P::PH;
-    a_w[l] = (pq % P::Q) * P::SW - P::PW;
-  }
-
-  auto load_stage = [&](int stage, int kt) {
-    T16* as = As + stage * A_STAGE;
-    T16* bs = Bs + stage * B_STAGE;
+  for (int pass = 0; pass < MI / EPI_MI; ++pass) {
+    if (pass > 0) __syncthreads();
 #pragma unroll
-    for (int l = 0; l < LA; ++l) {
-      const int idx = tid + l * T;
-      if (CA % T != 0 && idx >= CA) continue;
-      T16* dst = as + (idx / KC) * PITCH + (idx % KC) * 8;
-      const int k = kt * BK + (idx % KC) * 8;
-      if (P::A_VEC) {
-        const int r = k / SC, s = (k % SC) / P::C, c = k % P::C;
-        const int h = a_h[l] + r * P::DH, w = a_w[l] + s * P::DW;
-        bool ok = a_row[l] && (GK % BK == 0 || k < GK);
-        if (P::A_BOUNDS) ok = ok && h >= 0 && h < P::H && w >= 0 && w < P::W;
-        const T16* src = ok ? x + a_img[l] + (h * P::W + w) * P::C + c : x;
-        cp_async_16<true>(dst, src, ok);
-      } else {
-        unsigned short v[8];
+    for (int lmi = 0; lmi < EPI_MI; ++lmi) {
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const int ke = k + e;
-          const int r = ke / SC, s = (ke % SC) / P::C, c = ke % P::C;
-          const int h = a_h[l] + r * P::DH, w = a_w[l] + s * P::DW;
-          bool ok = a_row[l] && ke < GK;
-          if (P::A_BOUNDS) ok = ok && h >= 0 && h < P::H && w >= 0 && w < P::W;
-          v[e] = ok ? xb[a_img[l] + (h * P::W + w) * P::C + c] : (unsigned short)0;
-        }
-        *reinterpret_cast<uint4*>(dst) =
-            make_uint4(v[0] | (unsigned int)v[1] << 16, v[2] | (unsigned int)v[3] << 16,
-                       v[4] | (unsigned int)v[5] << 16, v[6] | (unsigned int)v[7] << 16);
-      }
-    }
-#pragma unroll
-    for (int l = 0; l < LB; ++l) {
-      const int idx = tid + l * T;
-      if (CB % T != 0 && idx >= CB) continue;
-      T16* dst = bs + (idx / KC) * PITCH + (idx % KC) * 8;
-      const int n = n0 + idx / KC;
-      const int k = kt * BK + (idx % KC) * 8;
-      if (P::B_VEC) {
-        const bool ok = n < N && (GK % BK == 0 || k < GK);
-        cp_async_16<false>(dst, ok ? wgt + n * GK + k : wgt, ok);
-      } else {
-        unsigned short v[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const bool ok = n < N && k + e < GK;
-          v[e] = ok ? wb[n * GK + k + e] : (unsigned short)0;
-        }
-        *reinterpret_cast<uint4*>(dst) =
-            make_uint4(v[0] | (unsigned int)v[1] << 16, v[2] | (unsigned int)v[3] << 16,
-                       v[4] | (unsigned int)v[5] << 16, v[6] | (unsigned int)v[7] << 16);
-      }
-    }
-  };
-
-  float acc[MI * NI * 4];
-#pragma unroll
-  for (int i = 0; i < MI * NI * 4; ++i) acc[i] = 0.0f;
-
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (kt_begin + s < kt_end) load_stage(s, kt_begin + s);
-    cp_async_commit();
-  }
-
-  for (int kt = kt_begin; kt < kt_end; ++kt) {
-    const int i = kt - kt_begin;
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();
-    if (kt + STAGES - 1 < kt_end) load_stage((i + STAGES - 1) % STAGES, kt + STAGES - 1);
-    cp_async_commit();
-    const T16* as = As + (i % STAGES) * A_STAGE + (wm * WTM) * PITCH;
-    const T16* bs = Bs + (i % STAGES) * B_STAGE + (wn * WTN) * PITCH;
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      unsigned int af[MI][4], bf[NI][2];
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi)
-        ldmatrix_x4(af[mi], as + (mi * 16 + lane % 16) * PITCH + kk * 16 + (lane / 16) * 8);
-#pragma unroll
-      for (int nj = 0; nj < NI / 2; ++nj) {
-        unsigned int t[4];
-        ldmatrix_x4(t, bs + (nj * 16 + lane % 8 + (lane / 16) * 8) * PITCH + kk * 16 +
-                           ((lane / 8) % 2) * 8);
-        bf[2 * nj][0] = t[0];
-        bf[2 * nj][1] = t[1];
-        bf[2 * nj + 1][0] = t[2];
-        bf[2 * nj + 1][1] = t[3];
-      }
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi)
+      for (int half_row = 0; half_row < 2; ++half_row) {
+        float* row = cs + (wm * WROWS + lmi * 16 + g + half_row * 8) * PITCH + wn * WTN + t4 * 2;
 #pragma unroll
         for (int ni = 0; ni < NI; ++ni) {
-          mma_16816(acc + (mi * NI + ni) * 4, af[mi], bf[ni], T16());
+          const int a = ((pass * EPI_MI + lmi) * NI + ni) * 4 + half_row * 2;
+          *reinterpret_cast<float2*>(row + ni * 8) = make_float2(acc[a], acc[a + 1]);
         }
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int l = 0; l < L; ++l) {
+      const int idx = threadIdx.x + l * T;
+      if (CHUNKS % T != 0 && idx >= CHUNKS) break;
+      const int row = idx / CPR, chunk = idx % CPR;
+      const int m = m0 + (row / WROWS) * WTM + pass * WROWS + row % WROWS;
+      const int n = n0 + chunk * V;
+      if (m >= M || n >= N) continue;
+      const float* src = cs + row * PITCH + chunk * V;
+      float4 p[Q];
+#pragma unroll
+      for (int i = 0; i < Q; ++i) p[i] = *reinterpret_cast<const float4*>(src + ((i + rot) % Q) * 4);
+      float v[V];
+#pragma unroll
+      for (int j = 0; j < Q; ++j) {
+        float4 u = p[0];
+#pragma unroll
+        for (int i = 1; i < Q; ++i) {
+          if ((i + rot) % Q == j) u = p[i];
+        }
+        v[4 * j] = u.x;
+        v[4 * j + 1] = u.y;
+        v[4 * j + 2] = u.z;
+        v[4 * j + 3] = u.w;
+      }
+      if (N % V == 0) {
+        epilogue_store<P, V>(y, bias, res, m, n, v);
+      } else {
+        epilogue_store_checked<P, V>(y, bias, res, m, n, v);
+      }
     }
   }
-  cp_async_wait<0>();
+}
 
-  if (P::SPLIT_K > 1) {
-    if (!splitk_reduce<MI * NI * 4, T, P::SPLIT_K>(acc, blockIdx.y * gridDim.x + blockIdx.x,
-                                                    gridDim.x * gridDim.y))
-      return;
-  }
-
-  const int g = lane / 4, t4 = lane % 4;
+// The direct epilogue: each thread finishes and stores its own fragments,
+// two consecutive outputs per row (c0,c1 at row g, c2,c3 at row g + 8).
+template <class P, int MI, int NI, int WTM, int WTN>
+__device__ __forceinline__ void direct_epilogue(const float* acc, int wm, int wn, int g, int t4,
+                                                int m0, int n0, typename P::TOut* __restrict__ y,
+                                                const typename P::TBias* __restrict__ bias,
+                                                const typename P::TRes* __restrict__ res) {
+  constexpr int M = P::GEMM_M, N = P::GEMM_N;
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
@@ -417,6 +439,201 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
   }
 }
 
+template <class P>
+__device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
+                                         const typename P::TW* __restrict__ wgt,
+                                         const typename P::TBias* __restrict__ bias,
+                                         const typename P::TRes* __restrict__ res,
+                                         typename P::TOut* __restrict__ y) {
+  typedef typename P::TIn TE;
+  typedef typename RawBytes<sizeof(TE)>::type E;
+  constexpr int CE = 16 / (int)sizeof(TE);  // elements per 16-byte chunk
+  constexpr int BM = P::BM, BN = P::BN, BK = P::BK, STAGES = P::STAGES;
+  constexpr int WARPS_M = P::WARPS_M, WARPS_N = P::WARPS_N, T = 32 * WARPS_M * WARPS_N;
+  constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N, MI = WTM / 16, NI = WTN / 8;
+  constexpr int KC = BK / CE;  // 16-byte chunks per tile row
+  constexpr int ROW = KC * 16;  // bytes per tile row
+  constexpr int KSTEPS = ROW / 32;  // mma k steps per k tile
+  constexpr int A_STAGE = BM * ROW, B_STAGE = BN * ROW;
+  constexpr int M = P::GEMM_M, N = P::GEMM_N, GK = P::GEMM_K;
+  constexpr int CA = BM * KC, LA = (CA + T - 1) / T;
+  constexpr int CB = BN * KC, LB = (CB + T - 1) / T;
+  constexpr int KT = (GK + BK - 1) / BK;
+  constexpr int KT_SPLIT = (KT + P::SPLIT_K - 1) / P::SPLIT_K;
+  constexpr int N_TILES = (N + BN - 1) / BN;
+  constexpr int PQ = P::P * P::Q;
+  constexpr int SC = P::S * P::C;
+  static_assert(sizeof(TE) == sizeof(typename P::TW), "one operand type");
+  static_assert(KC == 4 || KC == 8, "tile rows of 64 or 128 bytes");
+  static_assert(WTM % 16 == 0 && WTN % 16 == 0, "mma tile shape");
+  static_assert(!P::A_VEC || P::C % CE == 0, "16-byte A chunks stay inside one pixel");
+  static_assert(!P::B_VEC || GK % CE == 0, "16-byte B chunks stay inside one row");
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* As = smem_raw;
+  unsigned char* Bs = smem_raw + STAGES * A_STAGE;
+  const E* xe = reinterpret_cast<const E*>(x);
+  const E* we = reinterpret_cast<const E*>(wgt);
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+  const int m0 = (blockIdx.x / N_TILES) * BM, n0 = (blockIdx.x % N_TILES) * BN;
+  const int kt_begin = blockIdx.z * KT_SPLIT;
+  const int kt_end = min(KT, kt_begin + KT_SPLIT);
+
+  // Each thread copies one k chunk (the same for all its rows, as T is a
+  // multiple of KC) of rows row0, row0 + T / KC, ... of each tile.
+  static_assert(T % KC == 0, "one chunk column per thread");
+  constexpr int ROW_STEP = T / KC;
+  const int chunk = tid % KC, row0 = tid / KC;
+
+  // Per A row: the element offset of its window's top-left input pixel
+  // (negative past the top or left edge), and with A_BOUNDS that pixel's h
+  // and w. Rows past M read nothing: a_h is far below 0 (A_BOUNDS) or
+  // a_pix is -1 (no bounds, where valid offsets are >= 0).
+  constexpr int NO_ROW = -0x40000000;
+  int a_pix[LA], a_h[P::A_BOUNDS ? LA : 1], a_w[P::A_BOUNDS ? LA : 1];
+#pragma unroll
+  for (int l = 0; l < LA; ++l) {
+    const int m = m0 + row0 + l * ROW_STEP;
+    const bool live = (CA % T == 0 || row0 + l * ROW_STEP < BM) && m < M;
+    const int mm = live ? m : 0;
+    const int img = mm / PQ, pq = mm % PQ;
+    const int h = (pq / P::Q) * P::SH - P::PH, w = (pq % P::Q) * P::SW - P::PW;
+    a_pix[l] = img * (P::H * P::W * P::C) + (h * P::W + w) * P::C;
+    if (P::A_BOUNDS) {
+      a_h[l] = live ? h : NO_ROW;
+      a_w[l] = w;
+    } else if (!live) {
+      a_pix[l] = -1;
+    }
+  }
+  // Whether row l's window tap (r, s) is inside the input.
+  auto a_inside = [&](int l, int r, int s) {
+    if (!P::A_BOUNDS) return a_pix[l] >= 0;
+    const int h = a_h[P::A_BOUNDS ? l : 0] + r * P::DH, w = a_w[P::A_BOUNDS ? l : 0] + s * P::DW;
+    return h >= 0 && h < P::H && w >= 0 && w < P::W;
+  };
+
+  auto load_stage = [&](int stage, int kt) {
+    unsigned char* as = As + stage * A_STAGE;
+    unsigned char* bs = Bs + stage * B_STAGE;
+    const int k = kt * BK + chunk * CE;
+    const bool k_ok = GK % BK == 0 || k < GK;
+    if (P::A_VEC) {
+      // One window tap and channel offset for all of this thread's rows.
+      const int r = k / SC, s = (k % SC) / P::C, c = k % P::C;
+      const int tap = (r * P::DH * P::W + s * P::DW) * P::C + c;
+#pragma unroll
+      for (int l = 0; l < LA; ++l) {
+        const int row = row0 + l * ROW_STEP;
+        if (CA % T != 0 && row >= BM) continue;
+        const bool ok = k_ok && a_inside(l, r, s);
+        cp_async_16<true>(as + row * ROW + swizzle<KC>(row, chunk) * 16,
+                          ok ? x + a_pix[l] + tap : x, ok);
+      }
+    } else {
+#pragma unroll
+      for (int l = 0; l < LA; ++l) {
+        const int row = row0 + l * ROW_STEP;
+        if (CA % T != 0 && row >= BM) continue;
+        gather_chunk<E, CE>(as + row * ROW + swizzle<KC>(row, chunk) * 16, [&](int e) {
+          const int ke = k + e;
+          const int r = ke / SC, s = (ke % SC) / P::C, c = ke % P::C;
+          const bool ok = ke < GK && a_inside(l, r, s);
+          return ok ? xe[a_pix[l] + (r * P::DH * P::W + s * P::DW) * P::C + c] : (E)0;
+        });
+      }
+    }
+#pragma unroll
+    for (int l = 0; l < LB; ++l) {
+      const int row = row0 + l * ROW_STEP;
+      if (CB % T != 0 && row >= BN) continue;
+      unsigned char* dst = bs + row * ROW + swizzle<KC>(row, chunk) * 16;
+      const int n = n0 + row;
+      if (P::B_VEC) {
+        const bool ok = n < N && k_ok;
+        cp_async_16<false>(dst, ok ? wgt + n * GK + k : wgt, ok);
+      } else {
+        gather_chunk<E, CE>(dst, [&](int e) {
+          const bool ok = n < N && k + e < GK;
+          return ok ? we[n * GK + k + e] : (E)0;
+        });
+      }
+    }
+  };
+
+  // Byte offsets (within a stage) of this lane's ldmatrix rows for each k
+  // step. Rows 16 apart share a swizzle phase, so one offset per k step
+  // serves every mi / nj.
+  const int a_ld_row = wm * WTM + lane % 16;
+  const int b_ld_row = wn * WTN + lane % 8 + (lane / 16) * 8;
+  int a_ld[KSTEPS], b_ld[KSTEPS];
+#pragma unroll
+  for (int kk = 0; kk < KSTEPS; ++kk) {
+    a_ld[kk] = a_ld_row * ROW + swizzle<KC>(a_ld_row, 2 * kk + lane / 16) * 16;
+    b_ld[kk] = b_ld_row * ROW + swizzle<KC>(b_ld_row, 2 * kk + (lane / 8) % 2) * 16;
+  }
+
+  float acc[MI * NI * 4];
+#pragma unroll
+  for (int i = 0; i < MI * NI * 4; ++i) acc[i] = 0.0f;
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (kt_begin + s < kt_end) load_stage(s, kt_begin + s);
+    cp_async_commit();
+  }
+
+  for (int kt = kt_begin; kt < kt_end; ++kt) {
+    const int i = kt - kt_begin;
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    if (kt + STAGES - 1 < kt_end) load_stage((i + STAGES - 1) % STAGES, kt + STAGES - 1);
+    cp_async_commit();
+    const unsigned char* as = As + (i % STAGES) * A_STAGE;
+    const unsigned char* bs = Bs + (i % STAGES) * B_STAGE;
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk) {
+      unsigned int af[MI][4], bf[NI][2];
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        ldmatrix_x4(af[mi], as + a_ld[kk] + mi * 16 * ROW);
+        Mma<TE>::prepare(af[mi]);
+      }
+#pragma unroll
+      for (int nj = 0; nj < NI / 2; ++nj) {
+        unsigned int t[4];
+        ldmatrix_x4(t, bs + b_ld[kk] + nj * 16 * ROW);
+        Mma<TE>::prepare(t);
+        bf[2 * nj][0] = t[0];
+        bf[2 * nj][1] = t[1];
+        bf[2 * nj + 1][0] = t[2];
+        bf[2 * nj + 1][1] = t[3];
+      }
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) Mma<TE>::run(acc + (mi * NI + ni) * 4, af[mi], bf[ni]);
+    }
+  }
+  cp_async_wait<0>();
+
+  if (P::SPLIT_K > 1) {
+    if (!splitk_reduce<MI * NI * 4, T, P::SPLIT_K>(acc, blockIdx.x, gridDim.x)) return;
+  }
+
+  const int g = lane / 4, t4 = lane % 4;
+  if (P::STAGED_EPILOGUE) {
+    // Every warp is done with the pipeline buffers before they hold C.
+    __syncthreads();
+    staged_epilogue<P, MI, NI, WTM, WTN, T>(reinterpret_cast<float*>(smem_raw), acc, wm, wn, g,
+                                            t4, m0, n0, y, bias, res);
+  } else {
+    direct_epilogue<P, MI, NI, WTM, WTN>(acc, wm, wn, g, t4, m0, n0, y, bias, res);
+  }
+}
+
 }  // namespace aotune
 
 // ---- dense_gemv.cu ----
@@ -424,12 +641,57 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
 // bias + residual), as a GEMV with every weight row read exactly once.
 //
 // Each warp owns ROWS consecutive output columns n and all M (<= 16) rows of
-// x: its lanes stride over K with V-element (16-byte when K allows) loads of
-// the weight rows and of x (which stays in L1), accumulate in f32, and reduce
-// with a butterfly of shuffles (fixed order: deterministic). Lane 0 runs the
-// shared epilogue.
+// x. Its lanes walk K in steps of 32 * V elements (lane l reads elements
+// l * V .. l * V + V - 1 of each step: 16-byte loads when K allows). A lane
+// first issues the weight loads of UNROLL steps for all ROWS columns, raw
+// (no conversion, so no load waits on another), then converts them and
+// accumulates against x (which stays in L1) in f32; a K that is not a whole
+// number of steps ends with one bounds-checked step. The partial sums are
+// reduced with a butterfly of shuffles (fixed order: deterministic) and
+// lane 0 runs the shared epilogue. Columns past N (N % ROWS != 0) re-read
+// row N - 1 and are never stored.
 
 namespace aotune {
+
+template <int V, class T>
+__device__ __forceinline__ typename RawBytes<V * sizeof(T)>::type gemv_load_raw(
+    const T* __restrict__ p) {
+  return *reinterpret_cast<const typename RawBytes<V * sizeof(T)>::type*>(p);
+}
+
+template <int V, class T, class R>
+__device__ __forceinline__ void gemv_unpack(const R& raw, float* out) {
+  const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+  for (int i = 0; i < V; ++i) out[i] = to_f32(e[i]);
+}
+
+// acc[r][m] += x[m, k .. k + V) . w[row r, k .. k + V) for one step whose
+// weights are already loaded (wraw[r]).
+template <class P, class R>
+__device__ __forceinline__ void gemv_step(const typename P::TIn* __restrict__ x, int k,
+                                          const R (&wraw)[P::ROWS],
+                                          float (&acc)[P::ROWS][P::GEMM_M]) {
+  constexpr int M = P::GEMM_M, K = P::GEMM_K, V = P::V;
+  float xv[M][V];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    load_f32<V>(x + m * K + k, xv[m]);
+#pragma unroll
+    for (int e = 0; e < V; ++e) xv[m][e] = operand<P::TF32>(xv[m][e]);
+  }
+#pragma unroll
+  for (int r = 0; r < P::ROWS; ++r) {
+    float wv[V];
+    gemv_unpack<V, typename P::TW>(wraw[r], wv);
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const float b = operand<P::TF32>(wv[e]);
+#pragma unroll
+      for (int m = 0; m < M; ++m) acc[r][m] = fmaf(xv[m][e], b, acc[r][m]);
+    }
+  }
+}
 
 template <class P>
 __device__ __forceinline__ void dense_gemv(const typename P::TIn* __restrict__ x,
@@ -438,10 +700,17 @@ __device__ __forceinline__ void dense_gemv(const typename P::TIn* __restrict__ x
                                            const typename P::TRes* __restrict__ res,
                                            typename P::TOut* __restrict__ y) {
   constexpr int M = P::GEMM_M, N = P::GEMM_N, K = P::GEMM_K, V = P::V, ROWS = P::ROWS;
+  constexpr int U = P::UNROLL, STEP = 32 * V, STEPS = K / STEP;
   static_assert(K % V == 0, "vectors never straddle a row");
+  typedef typename RawBytes<V * sizeof(typename P::TW)>::type Raw;
   const int lane = threadIdx.x % 32;
   const int n0 = (blockIdx.x * P::WARPS + threadIdx.x / 32) * ROWS;
   if (n0 >= N) return;  // whole warps only
+
+  const typename P::TW* wrow[ROWS];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) wrow[r] = wgt + min(n0 + r, N - 1) * K + lane * V;
+  const typename P::TIn* xl = x + lane * V;
 
   float acc[ROWS][M];
 #pragma unroll
@@ -449,26 +718,26 @@ __device__ __forceinline__ void dense_gemv(const typename P::TIn* __restrict__ x
 #pragma unroll
     for (int m = 0; m < M; ++m) acc[r][m] = 0.0f;
 
-  for (int k = lane * V; k < K; k += 32 * V) {
-    float xv[M][V];
+#pragma unroll 1
+  for (int s0 = 0; s0 < STEPS; s0 += U) {
+    Raw wraw[U][ROWS];
 #pragma unroll
-    for (int m = 0; m < M; ++m) {
-      load_f32<V>(x + m * K + k, xv[m]);
+    for (int u = 0; u < U; ++u) {
+      if (STEPS % U == 0 || s0 + u < STEPS) {
 #pragma unroll
-      for (int e = 0; e < V; ++e) xv[m][e] = operand<P::TF32>(xv[m][e]);
-    }
-#pragma unroll
-    for (int r = 0; r < ROWS; ++r) {
-      if (N % ROWS != 0 && n0 + r >= N) break;
-      float wv[V];
-      load_f32<V>(wgt + (n0 + r) * K + k, wv);
-#pragma unroll
-      for (int e = 0; e < V; ++e) {
-        const float b = operand<P::TF32>(wv[e]);
-#pragma unroll
-        for (int m = 0; m < M; ++m) acc[r][m] = fmaf(xv[m][e], b, acc[r][m]);
+        for (int r = 0; r < ROWS; ++r) wraw[u][r] = gemv_load_raw<V>(wrow[r] + (s0 + u) * STEP);
       }
     }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (STEPS % U == 0 || s0 + u < STEPS) gemv_step<P>(xl, (s0 + u) * STEP, wraw[u], acc);
+    }
+  }
+  if (K % STEP != 0 && STEPS * STEP + lane * V < K) {
+    Raw wraw[ROWS];
+#pragma unroll
+    for (int r = 0; r < ROWS; ++r) wraw[r] = gemv_load_raw<V>(wrow[r] + STEPS * STEP);
+    gemv_step<P>(xl, STEPS * STEP, wraw, acc);
   }
 
 #pragma unroll
@@ -525,7 +794,7 @@ __device__ __forceinline__ void pool2d(const typename P::TIn* __restrict__ x,
     }
     float acc[V];
 #pragma unroll
-    for (int e = 0; e < V; ++e) acc[e] = P::MAX ? -__builtin_huge_valf() : 0.0f;
+    for (int e = 0; e < V; ++e) acc[e] = P::MAX ? neg_inf() : 0.0f;
     int valid_r = 0, valid_s = 0, padded_r = 0, padded_s = 0;
     for (int r = 0; r < P::KH; ++r) {
       const int at = p * P::SH + r * P::DH;
@@ -581,6 +850,14 @@ __device__ __forceinline__ void pool2d(const typename P::TIn* __restrict__ x,
 // sum by the count once. For an NHWC global pool the V outputs are V
 // consecutive channels: a warp reads whole pixels.
 //
+// global_pool_nhwc: a global average/max pool of NHWC images
+// (global_pool.rs). CTA b owns LANES channel vectors (V channels each) of
+// image b / (CV / LANES); thread (lane, slice) reduces pixels slice,
+// slice + SLICES, ... of its vector with V-element loads, then the CTA
+// combines the SLICES partial results in shared memory in slice order
+// (deterministic) and writes V * LANES outputs; a mean divides the f32 sum
+// by H*W once, as the reference does.
+//
 // softmax: one thread per (outer, inner) slice, three passes over the axis
 // (max, sum of exp(x - max), exp(x - max) / sum), all in f32.
 
@@ -594,7 +871,7 @@ __device__ __forceinline__ void reduce(const typename P::TIn* __restrict__ x,
     const int base = P::base(j * V);
     float acc[V];
 #pragma unroll
-    for (int e = 0; e < V; ++e) acc[e] = P::MAX ? -__builtin_huge_valf() : 0.0f;
+    for (int e = 0; e < V; ++e) acc[e] = P::MAX ? neg_inf() : 0.0f;
 #pragma unroll 4
     for (int r = 0; r < P::COUNT; ++r) {
       float v[V];
@@ -611,12 +888,48 @@ __device__ __forceinline__ void reduce(const typename P::TIn* __restrict__ x,
 }
 
 template <class P>
+__device__ __forceinline__ void global_pool_nhwc(const typename P::TIn* __restrict__ x,
+                                                 typename P::TOut* __restrict__ y) {
+  constexpr int V = P::V, C = P::C, HW = P::HW, LANES = P::LANES, SLICES = P::SLICES;
+  constexpr int CV = C / V, GROUPS = (CV + LANES - 1) / LANES, WIDTH = LANES * V;
+  __shared__ float part[SLICES][WIDTH];
+  const int lane = threadIdx.x % LANES, slice = threadIdx.x / LANES;
+  const int n = blockIdx.x / GROUPS, group = blockIdx.x % GROUPS;
+  const int cv = group * LANES + lane;
+  float acc[V];
+#pragma unroll
+  for (int e = 0; e < V; ++e) acc[e] = P::MAX ? neg_inf() : 0.0f;
+  if (cv < CV) {
+    const typename P::TIn* base = x + (size_t)n * HW * C + cv * V;
+#pragma unroll 4
+    for (int p = slice; p < HW; p += SLICES) {
+      float v[V];
+      load_f32<V>(base + p * C, v);
+#pragma unroll
+      for (int e = 0; e < V; ++e) acc[e] = P::MAX ? fmaxf(acc[e], v[e]) : acc[e] + v[e];
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < V; ++e) part[slice][lane * V + e] = acc[e];
+  __syncthreads();
+  for (int t = threadIdx.x; t < WIDTH; t += LANES * SLICES) {
+    const int c = group * WIDTH + t;
+    if (c >= C) break;
+    float a = part[0][t];
+#pragma unroll 4
+    for (int s = 1; s < SLICES; ++s) a = P::MAX ? fmaxf(a, part[s][t]) : a + part[s][t];
+    if (!P::MAX) a = a / (float)HW;
+    y[(size_t)n * C + c] = from_f32<typename P::TOut>(a);
+  }
+}
+
+template <class P>
 __device__ __forceinline__ void softmax(const typename P::TIn* __restrict__ x,
                                         typename P::TOut* __restrict__ y) {
   constexpr int D = P::AXIS_DIM, INNER = P::INNER, TOTAL = P::OUTER * INNER;
   for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < TOTAL; j += gridDim.x * blockDim.x) {
     const int base = (j / INNER) * D * INNER + j % INNER;
-    float mx = -__builtin_huge_valf();
+    float mx = neg_inf();
     for (int d = 0; d < D; ++d) mx = fmaxf(mx, to_f32(x[base + d * INNER]));
     float sum = 0.0f;
     for (int d = 0; d < D; ++d) sum += expf(to_f32(x[base + d * INNER]) - mx);
@@ -630,7 +943,8 @@ __device__ __forceinline__ void softmax(const typename P::TIn* __restrict__ x,
 // ---- elementwise.cu ----
 // aotune: elementwise kernels: Convert (any layout and dtype to any other),
 // view copies the plan could not alias, Unary, Binary and Sum (numpy
-// broadcasting), BatchNormalization (inference form, any layout) and Concat.
+// broadcasting), BatchNormalization (inference form, any layout) and Concat;
+// to_nhwc: the NCHW -> NHWC conversion of a model input (to_nhwc.rs).
 //
 // One thread per output element, in the output's physical order, with a
 // grid-stride loop. The index plumbing lives in the instantiation: P::src(i,
@@ -655,6 +969,94 @@ __device__ __forceinline__ void convert(const typename P::TIn* __restrict__ x,
       v[0] = to_f32(x[P::src(0, j)]);
     }
     store_f32<V>(y + j * V, v);
+  }
+}
+
+// One 32-bit word of output: 4 / sizeof(T) values from v, rounded to T,
+// the first in the low bits (memory order).
+template <class T> __device__ __forceinline__ unsigned int to_word(const float* v);
+template <> __device__ __forceinline__ unsigned int to_word<float>(const float* v) {
+  return __float_as_uint(v[0]);
+}
+template <> __device__ __forceinline__ unsigned int to_word<__half>(const float* v) {
+  return (unsigned int)__half_as_ushort(__float2half_rn(v[0])) |
+         ((unsigned int)__half_as_ushort(__float2half_rn(v[1])) << 16);
+}
+template <> __device__ __forceinline__ unsigned int to_word<__nv_bfloat16>(const float* v) {
+  return (unsigned int)__bfloat16_as_ushort(__float2bfloat16_rn(v[0])) |
+         ((unsigned int)__bfloat16_as_ushort(__float2bfloat16_rn(v[1])) << 16);
+}
+
+// Rounds V values to T and stores them with one access of V * sizeof(T)
+// bytes (aligned to that size): whole words through __stwb (st.global.wb
+// with a vector operand), which the compiler cannot split into 4-byte or
+// 2-byte stores as it does a plain uint4 assignment here.
+template <int V, class T>
+__device__ __forceinline__ void store_words(T* __restrict__ p, const float* v) {
+  constexpr int BYTES = V * (int)sizeof(T), PER = 4 / (int)sizeof(T);
+  if (BYTES == 16) {
+    __stwb(reinterpret_cast<uint4*>(p), make_uint4(to_word<T>(v), to_word<T>(v + PER),
+                                                   to_word<T>(v + 2 * PER),
+                                                   to_word<T>(v + 3 * PER)));
+  } else if (BYTES == 8) {
+    __stwb(reinterpret_cast<uint2*>(p), make_uint2(to_word<T>(v), to_word<T>(v + PER)));
+  } else if (BYTES == 4) {
+    __stwb(reinterpret_cast<unsigned int*>(p), to_word<T>(v));
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) p[i] = from_f32<T>(v[i]);
+  }
+}
+
+// NCHW -> NHWC (and dtype), with channels C..CP-1 of the output zero
+// (PadChannels). CTA b owns TILE consecutive pixels of image b / TILES: it
+// reads the tile's C channel rows (contiguous in NCHW) with VI-element loads
+// into shared memory, then writes the tile's TILE * CP outputs (one
+// contiguous NHWC range) with VO-element stores. The loops have constant
+// trip counts, so each thread issues its loads before it waits on any. VI
+// divides HW and VO divides HW * CP, so a tile cut short by the image's end
+// still holds whole vectors.
+template <class P>
+__device__ __forceinline__ void to_nhwc(const typename P::TIn* __restrict__ x,
+                                        typename P::TOut* __restrict__ y) {
+  constexpr unsigned C = P::C, CP = P::CP, HW = P::HW, TILE = P::TILE, T = P::THREADS;
+  constexpr unsigned VI = P::VI, VO = P::VO, TILES = (HW + TILE - 1) / TILE;
+  constexpr unsigned LOADS = C * (TILE / VI), STORES = TILE * CP / VO;
+  __shared__ __align__(16) float tile[C][TILE];
+  const unsigned n = blockIdx.x / TILES;
+  const unsigned p0 = (blockIdx.x % TILES) * TILE;
+  const unsigned pixels = min(TILE, HW - p0);
+  const typename P::TIn* xs = x + (size_t)n * C * HW + p0;
+#pragma unroll
+  for (unsigned i0 = 0; i0 < LOADS; i0 += T) {
+    const unsigned i = i0 + threadIdx.x;
+    const unsigned c = i / (TILE / VI), p = (i % (TILE / VI)) * VI;
+    if ((LOADS % T == 0 || i < LOADS) && p < pixels) {
+      float v[VI];
+      load_f32<VI>(xs + c * HW + p, v);
+#pragma unroll
+      for (unsigned e = 0; e < VI; ++e) tile[c][p + e] = v[e];
+    }
+  }
+  __syncthreads();
+  typename P::TOut* ys = y + ((size_t)n * HW + p0) * CP;
+  const unsigned outputs = pixels * CP;
+#pragma unroll
+  for (unsigned j0 = 0; j0 < STORES; j0 += T) {
+    const unsigned j = (j0 + threadIdx.x) * VO;
+    if ((STORES % T == 0 || j < STORES * VO) && j < outputs) {
+      unsigned p = j / CP, c = j % CP;
+      float v[VO];
+#pragma unroll
+      for (unsigned e = 0; e < VO; ++e) {
+        v[e] = c < C ? tile[c][p] : 0.0f;
+        if (++c == CP) {
+          c = 0;
+          ++p;
+        }
+      }
+      store_words<VO>(ys + j, v);
+    }
   }
 }
 
@@ -748,35 +1150,35 @@ __device__ __forceinline__ void concat(TOut* __restrict__ y, const TIn* __restri
 
 // ---- instantiations ----
 
-// Convert task 596ae274975e875a: input_to_nhwc
-//  precision=fp16 in0=f32[1x3x224x224] out=f16[1x3x224x224]:cl
-// config {"block":256,"per_thread":1}
-struct convert_596ae274_b256i1_p {
-  typedef __half TOut;
-  static constexpr int TOTAL = 150528;
-  static constexpr int V = 1;
+// PadChannels task 30eb818b86cd5e9c: input_to_nhwc
+// channels=8 precision=fp16 in0=f32[1x3x224x224] out=f16[1x8x224x224]:cl
+// config {"pixels":128,"threads":256}
+struct pad_30eb818b_p128t256_p {
   typedef float TIn;
-  static __device__ __forceinline__ int src(int i, int j) { (void)i; return (j % 3) * 50176 + (j / 672) * 224 + (j / 3 % 224); }
+  typedef __half TOut;
+  static constexpr int N = 1, C = 3, HW = 50176, CP = 8;
+  static constexpr int TILE = 128, THREADS = 256, VI = 4, VO = 8;
 };
-extern "C" __global__ void __launch_bounds__(256) convert_596ae274_b256i1(
-    const float* __restrict__ x0,
+extern "C" __global__ void __launch_bounds__(256) pad_30eb818b_p128t256(
+    const float* __restrict__ x,
     __half* __restrict__ y) {
-  aotune::convert<convert_596ae274_b256i1_p>(x0, y);
+  aotune::grid_dependency_sync();
+  aotune::to_nhwc<pad_30eb818b_p128t256_p>(x, y);
 }
 
-// FusedConv task 6663570e6c7d6ad7: conv2d1
-// k=7x7 s=2x2 p=3,3,3,3 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x3x224x224]:cl in1=f16[64x3x7x7]:cl:const in2=f32[64]:const out=f16[1x64x112x112]:cl
-// config {"kernel":"mma","block_m":128,"block_n":64,"block_k":32,"warps_m":2,"warps_n":4,"stages":3,"split_k":1}
-struct conv_6663570e_mma_m128n64k32w2x4p3s1_p {
+// FusedConv task bf4a15277cc6c341: conv2d1
+// k=7x7 s=2x2 p=3,3,3,3 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x8x224x224]:cl in1=f16[64x8x7x7]:cl:const in2=f32[64]:const out=f16[1x64x112x112]:cl
+// config {"kernel":"mma","block_m":128,"block_n":64,"block_k":32,"warps_m":4,"warps_n":2,"stages":4,"split_k":1,"epilogue":"direct"}
+struct conv_bf4a1527_mma_m128n64k32w4x2p4s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
   typedef __half TRes;
   typedef __half TOut;
-  static constexpr int N = 1, H = 224, W = 224, C = 3;
+  static constexpr int N = 1, H = 224, W = 224, C = 8;
   static constexpr int K = 64, R = 7, S = 7, P = 112, Q = 112, GROUPS = 1;
   static constexpr int SH = 2, SW = 2, PH = 3, PW = 3, DH = 1, DW = 1;
-  static constexpr int GEMM_M = 12544, GEMM_N = 64, GEMM_K = 147;
+  static constexpr int GEMM_M = 12544, GEMM_N = 64, GEMM_K = 392;
   static constexpr bool HAS_BIAS = true;
   static constexpr bool HAS_RES = false;
   static constexpr int ACT = 1;
@@ -784,16 +1186,19 @@ struct conv_6663570e_mma_m128n64k32w2x4p3s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 128, BN = 64, BK = 32, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
-  static constexpr bool A_VEC = false;
-  static constexpr bool B_VEC = false;
+  static constexpr int BM = 128, BN = 64, BK = 32, WARPS_M = 4, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
+  static constexpr bool A_VEC = true;
+  static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 2;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_6663570e_mma_m128n64k32w2x4p3s1(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_bf4a1527_mma_m128n64k32w4x2p4s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_6663570e_mma_m128n64k32w2x4p3s1_p>(x, w, bias, nullptr, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_bf4a1527_mma_m128n64k32w4x2p4s1d_p>(x, w, bias, nullptr, y);
 }
 
 // MaxPool task 599c45e3f031a378: maxpool2d1
@@ -813,13 +1218,14 @@ struct maxpool_599c45e3_b64i1_p {
 extern "C" __global__ void __launch_bounds__(64) maxpool_599c45e3_b64i1(
     const __half* __restrict__ x,
     __half* __restrict__ y) {
+  aotune::grid_dependency_sync();
   aotune::pool2d<maxpool_599c45e3_b64i1_p>(x, y);
 }
 
 // FusedConv task 120440eed174797f: conv2d2
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[64x64x1x1]:cl:const in2=f32[64]:const out=f16[1x64x56x56]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":1}
-struct conv_120440ee_mma_m32n64k64w2x4p3s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"direct"}
+struct conv_120440ee_mma_m32n64k64w2x4p4s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -836,22 +1242,25 @@ struct conv_120440ee_mma_m32n64k64w2x4p3s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_120440ee_mma_m32n64k64w2x4p3s1(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_120440ee_mma_m32n64k64w2x4p4s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_120440ee_mma_m32n64k64w2x4p3s1_p>(x, w, bias, nullptr, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_120440ee_mma_m32n64k64w2x4p4s1d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 63fe5adffdadb14f: conv2d3, conv2d7, conv2d10
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[64x64x3x3]:cl:const in2=f32[64]:const out=f16[1x64x56x56]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":1}
-struct conv_63fe5adf_mma_m32n64k64w2x4p3s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"direct"}
+struct conv_63fe5adf_mma_m32n64k64w2x4p4s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -868,22 +1277,25 @@ struct conv_63fe5adf_mma_m32n64k64w2x4p3s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_63fe5adf_mma_m32n64k64w2x4p3s1(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_63fe5adf_mma_m32n64k64w2x4p4s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_63fe5adf_mma_m32n64k64w2x4p3s1_p>(x, w, bias, nullptr, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_63fe5adf_mma_m32n64k64w2x4p4s1d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 1b7c4d57bcae7ce7: conv2d4
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[256x64x1x1]:cl:const in2=f32[256]:const out=f16[1x256x56x56]:cl
-// config {"kernel":"mma","block_m":64,"block_n":128,"block_k":32,"warps_m":2,"warps_n":4,"stages":3,"split_k":1}
-struct conv_1b7c4d57_mma_m64n128k32w2x4p3s1_p {
+// config {"kernel":"mma","block_m":64,"block_n":128,"block_k":32,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"direct"}
+struct conv_1b7c4d57_mma_m64n128k32w2x4p4s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -900,22 +1312,25 @@ struct conv_1b7c4d57_mma_m64n128k32w2x4p3s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 128, BK = 32, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 128, BK = 32, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 2;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_1b7c4d57_mma_m64n128k32w2x4p3s1(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_1b7c4d57_mma_m64n128k32w2x4p4s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_1b7c4d57_mma_m64n128k32w2x4p3s1_p>(x, w, bias, nullptr, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_1b7c4d57_mma_m64n128k32w2x4p4s1d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 75aac976b4cb125d: conv2d5, conv2d8, conv2d11
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[256x64x1x1]:cl:const in2=f32[256]:const in3=f16[1x256x56x56]:cl out=f16[1x256x56x56]:cl
-// config {"kernel":"mma","block_m":64,"block_n":128,"block_k":32,"warps_m":2,"warps_n":4,"stages":3,"split_k":1}
-struct conv_75aac976_mma_m64n128k32w2x4p3s1_p {
+// config {"kernel":"mma","block_m":64,"block_n":128,"block_k":32,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"staged"}
+struct conv_75aac976_mma_m64n128k32w2x4p4s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -932,23 +1347,26 @@ struct conv_75aac976_mma_m64n128k32w2x4p3s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 128, BK = 32, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 128, BK = 32, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr int EPI_MI = 2;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_75aac976_mma_m64n128k32w2x4p3s1(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_75aac976_mma_m64n128k32w2x4p4s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_75aac976_mma_m64n128k32w2x4p3s1_p>(x, w, bias, res, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_75aac976_mma_m64n128k32w2x4p4s1_p>(x, w, bias, res, y);
 }
 
 // FusedConv task a108646cf77137b7: conv2d6, conv2d9
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x56x56]:cl in1=f16[64x256x1x1]:cl:const in2=f32[64]:const out=f16[1x64x56x56]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":1}
-struct conv_a108646c_mma_m32n64k64w2x4p3s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"direct"}
+struct conv_a108646c_mma_m32n64k64w2x4p4s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -965,22 +1383,25 @@ struct conv_a108646c_mma_m32n64k64w2x4p3s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_a108646c_mma_m32n64k64w2x4p3s1(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_a108646c_mma_m32n64k64w2x4p4s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_a108646c_mma_m32n64k64w2x4p3s1_p>(x, w, bias, nullptr, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_a108646c_mma_m32n64k64w2x4p4s1d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 0f655a0006649a46: conv2d12
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x56x56]:cl in1=f16[128x256x1x1]:cl:const in2=f32[128]:const out=f16[1x128x56x56]:cl
-// config {"kernel":"mma","block_m":64,"block_n":64,"block_k":32,"warps_m":2,"warps_n":4,"stages":4,"split_k":1}
-struct conv_0f655a00_mma_m64n64k32w2x4p4s1_p {
+// config {"kernel":"mma","block_m":64,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":1,"epilogue":"direct"}
+struct conv_0f655a00_mma_m64n64k64w2x4p3s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -997,22 +1418,25 @@ struct conv_0f655a00_mma_m64n64k32w2x4p4s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 64, BK = 32, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 2;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_0f655a00_mma_m64n64k32w2x4p4s1(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_0f655a00_mma_m64n64k64w2x4p3s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_0f655a00_mma_m64n64k32w2x4p4s1_p>(x, w, bias, nullptr, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_0f655a00_mma_m64n64k64w2x4p3s1d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 44c505d791fe8fcc: conv2d13
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x128x56x56]:cl in1=f16[128x128x3x3]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"mma","block_m":64,"block_n":64,"block_k":32,"warps_m":2,"warps_n":4,"stages":4,"split_k":4}
-struct conv_44c505d7_mma_m64n64k32w2x4p4s4_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":2,"epilogue":"direct"}
+struct conv_44c505d7_mma_m32n64k64w2x4p4s2d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1029,22 +1453,25 @@ struct conv_44c505d7_mma_m64n64k32w2x4p4s4_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 64, BN = 64, BK = 32, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 4;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_44c505d7_mma_m64n64k32w2x4p4s4(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_44c505d7_mma_m32n64k64w2x4p4s2d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_44c505d7_mma_m64n64k32w2x4p4s4_p>(x, w, bias, nullptr, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_44c505d7_mma_m32n64k64w2x4p4s2d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 0e79dab80a62b382: conv2d14
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[512x128x1x1]:cl:const in2=f32[512]:const out=f16[1x512x28x28]:cl
-// config {"kernel":"mma","block_m":64,"block_n":64,"block_k":32,"warps_m":2,"warps_n":4,"stages":4,"split_k":1}
-struct conv_0e79dab8_mma_m64n64k32w2x4p4s1_p {
+// config {"kernel":"mma","block_m":64,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":1,"epilogue":"direct"}
+struct conv_0e79dab8_mma_m64n64k64w2x4p3s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1061,22 +1488,25 @@ struct conv_0e79dab8_mma_m64n64k32w2x4p4s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 64, BK = 32, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 2;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_0e79dab8_mma_m64n64k32w2x4p4s1(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_0e79dab8_mma_m64n64k64w2x4p3s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_0e79dab8_mma_m64n64k32w2x4p4s1_p>(x, w, bias, nullptr, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_0e79dab8_mma_m64n64k64w2x4p3s1d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 2d91a43d16ca1e11: conv2d15
 // k=1x1 s=2x2 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x256x56x56]:cl in1=f16[512x256x1x1]:cl:const in2=f32[512]:const in3=f16[1x512x28x28]:cl out=f16[1x512x28x28]:cl
-// config {"kernel":"mma","block_m":64,"block_n":64,"block_k":32,"warps_m":2,"warps_n":4,"stages":4,"split_k":1}
-struct conv_2d91a43d_mma_m64n64k32w2x4p4s1_p {
+// config {"kernel":"mma","block_m":64,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":1,"epilogue":"staged"}
+struct conv_2d91a43d_mma_m64n64k64w2x4p3s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1093,23 +1523,26 @@ struct conv_2d91a43d_mma_m64n64k32w2x4p4s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 64, BK = 32, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr int EPI_MI = 2;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_2d91a43d_mma_m64n64k32w2x4p4s1(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_2d91a43d_mma_m64n64k64w2x4p3s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_2d91a43d_mma_m64n64k32w2x4p4s1_p>(x, w, bias, res, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_2d91a43d_mma_m64n64k64w2x4p3s1_p>(x, w, bias, res, y);
 }
 
 // FusedConv task 18bd64069eccc24e: conv2d16, conv2d19, conv2d22
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x28x28]:cl in1=f16[128x512x1x1]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1}
-struct conv_18bd6406_mma_m32n32k64w2x2p4s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":2,"epilogue":"direct"}
+struct conv_18bd6406_mma_m32n64k64w2x4p4s2d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1126,22 +1559,25 @@ struct conv_18bd6406_mma_m32n32k64w2x2p4s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_18bd6406_mma_m32n32k64w2x2p4s1(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_18bd6406_mma_m32n64k64w2x4p4s2d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_18bd6406_mma_m32n32k64w2x2p4s1_p>(x, w, bias, nullptr, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_18bd6406_mma_m32n64k64w2x4p4s2d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 48c2d04895761efe: conv2d17, conv2d20, conv2d23
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[128x128x3x3]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"mma","block_m":64,"block_n":64,"block_k":32,"warps_m":2,"warps_n":4,"stages":4,"split_k":4}
-struct conv_48c2d048_mma_m64n64k32w2x4p4s4_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":2,"epilogue":"direct"}
+struct conv_48c2d048_mma_m32n64k64w2x4p4s2d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1158,22 +1594,25 @@ struct conv_48c2d048_mma_m64n64k32w2x4p4s4_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 64, BN = 64, BK = 32, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 4;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_48c2d048_mma_m64n64k32w2x4p4s4(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_48c2d048_mma_m32n64k64w2x4p4s2d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_48c2d048_mma_m64n64k32w2x4p4s4_p>(x, w, bias, nullptr, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_48c2d048_mma_m32n64k64w2x4p4s2d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 1e32aea3652d773f: conv2d18, conv2d21, conv2d24
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[512x128x1x1]:cl:const in2=f32[512]:const in3=f16[1x512x28x28]:cl out=f16[1x512x28x28]:cl
-// config {"kernel":"mma","block_m":64,"block_n":64,"block_k":32,"warps_m":2,"warps_n":4,"stages":4,"split_k":1}
-struct conv_1e32aea3_mma_m64n64k32w2x4p4s1_p {
+// config {"kernel":"mma","block_m":64,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":1,"epilogue":"staged"}
+struct conv_1e32aea3_mma_m64n64k64w2x4p3s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1190,23 +1629,26 @@ struct conv_1e32aea3_mma_m64n64k32w2x4p4s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 64, BK = 32, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr int EPI_MI = 2;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_1e32aea3_mma_m64n64k32w2x4p4s1(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_1e32aea3_mma_m64n64k64w2x4p3s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_1e32aea3_mma_m64n64k32w2x4p4s1_p>(x, w, bias, res, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_1e32aea3_mma_m64n64k64w2x4p3s1_p>(x, w, bias, res, y);
 }
 
 // FusedConv task c68ad69f9cf26146: conv2d25
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x28x28]:cl in1=f16[256x512x1x1]:cl:const in2=f32[256]:const out=f16[1x256x28x28]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":1}
-struct conv_c68ad69f_mma_m32n64k64w2x4p3s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"direct"}
+struct conv_c68ad69f_mma_m32n64k64w2x4p4s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1223,22 +1665,25 @@ struct conv_c68ad69f_mma_m32n64k64w2x4p3s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_c68ad69f_mma_m32n64k64w2x4p3s1(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_c68ad69f_mma_m32n64k64w2x4p4s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_c68ad69f_mma_m32n64k64w2x4p3s1_p>(x, w, bias, nullptr, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_c68ad69f_mma_m32n64k64w2x4p4s1d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 098434ab2f0443f4: conv2d26
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x28x28]:cl in1=f16[256x256x3x3]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":4}
-struct conv_098434ab_mma_m32n64k64w2x4p3s4_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":4,"epilogue":"direct"}
+struct conv_098434ab_mma_m32n64k64w2x4p4s4d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1255,22 +1700,25 @@ struct conv_098434ab_mma_m32n64k64w2x4p3s4_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 4;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_098434ab_mma_m32n64k64w2x4p3s4(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_098434ab_mma_m32n64k64w2x4p4s4d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_098434ab_mma_m32n64k64w2x4p3s4_p>(x, w, bias, nullptr, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_098434ab_mma_m32n64k64w2x4p4s4d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 7826e0183aa5ed17: conv2d27
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[1024x256x1x1]:cl:const in2=f32[1024]:const out=f16[1x1024x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":1}
-struct conv_7826e018_mma_m32n64k64w2x4p3s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"direct"}
+struct conv_7826e018_mma_m32n64k64w2x4p4s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1287,22 +1735,25 @@ struct conv_7826e018_mma_m32n64k64w2x4p3s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_7826e018_mma_m32n64k64w2x4p3s1(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_7826e018_mma_m32n64k64w2x4p4s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_7826e018_mma_m32n64k64w2x4p3s1_p>(x, w, bias, nullptr, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_7826e018_mma_m32n64k64w2x4p4s1d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 40da1e13236f75c9: conv2d28
 // k=1x1 s=2x2 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x512x28x28]:cl in1=f16[1024x512x1x1]:cl:const in2=f32[1024]:const in3=f16[1x1024x14x14]:cl out=f16[1x1024x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":1}
-struct conv_40da1e13_mma_m32n64k64w2x4p3s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"staged"}
+struct conv_40da1e13_mma_m32n64k64w2x4p4s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1319,23 +1770,26 @@ struct conv_40da1e13_mma_m32n64k64w2x4p3s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_40da1e13_mma_m32n64k64w2x4p3s1(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_40da1e13_mma_m32n64k64w2x4p4s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_40da1e13_mma_m32n64k64w2x4p3s1_p>(x, w, bias, res, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_40da1e13_mma_m32n64k64w2x4p4s1_p>(x, w, bias, res, y);
 }
 
 // FusedConv task 93076c40a191cef4: conv2d29, conv2d32, conv2d35, conv2d38 (+1 more)
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[256x1024x1x1]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":4}
-struct conv_93076c40_mma_m32n64k64w2x4p3s4_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":4,"epilogue":"direct"}
+struct conv_93076c40_mma_m32n64k64w2x4p4s4d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1352,22 +1806,25 @@ struct conv_93076c40_mma_m32n64k64w2x4p3s4_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 4;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_93076c40_mma_m32n64k64w2x4p3s4(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_93076c40_mma_m32n64k64w2x4p4s4d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_93076c40_mma_m32n64k64w2x4p3s4_p>(x, w, bias, nullptr, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_93076c40_mma_m32n64k64w2x4p4s4d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 48e86b9eea3a159e: conv2d30, conv2d33, conv2d36, conv2d39 (+1 more)
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[256x256x3x3]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":4}
-struct conv_48e86b9e_mma_m32n64k64w2x4p3s4_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":4,"epilogue":"direct"}
+struct conv_48e86b9e_mma_m32n64k64w2x4p4s4d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1384,22 +1841,25 @@ struct conv_48e86b9e_mma_m32n64k64w2x4p3s4_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 4;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_48e86b9e_mma_m32n64k64w2x4p3s4(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_48e86b9e_mma_m32n64k64w2x4p4s4d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_48e86b9e_mma_m32n64k64w2x4p3s4_p>(x, w, bias, nullptr, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_48e86b9e_mma_m32n64k64w2x4p4s4d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 282f15c5de3a2c49: conv2d31, conv2d34, conv2d37, conv2d40 (+1 more)
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[1024x256x1x1]:cl:const in2=f32[1024]:const in3=f16[1x1024x14x14]:cl out=f16[1x1024x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":1}
-struct conv_282f15c5_mma_m32n64k64w2x4p3s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"staged"}
+struct conv_282f15c5_mma_m32n64k64w2x4p4s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1416,23 +1876,26 @@ struct conv_282f15c5_mma_m32n64k64w2x4p3s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_282f15c5_mma_m32n64k64w2x4p3s1(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_282f15c5_mma_m32n64k64w2x4p4s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_282f15c5_mma_m32n64k64w2x4p3s1_p>(x, w, bias, res, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_282f15c5_mma_m32n64k64w2x4p4s1_p>(x, w, bias, res, y);
 }
 
 // FusedConv task 6f8ef6f32763abbf: conv2d44
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[512x1024x1x1]:cl:const in2=f32[512]:const out=f16[1x512x14x14]:cl
-// config {"kernel":"mma","block_m":64,"block_n":64,"block_k":32,"warps_m":2,"warps_n":4,"stages":4,"split_k":4}
-struct conv_6f8ef6f3_mma_m64n64k32w2x4p4s4_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":2,"epilogue":"direct"}
+struct conv_6f8ef6f3_mma_m32n64k64w2x4p4s2d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1449,22 +1912,25 @@ struct conv_6f8ef6f3_mma_m64n64k32w2x4p4s4_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 64, BK = 32, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 4;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_6f8ef6f3_mma_m64n64k32w2x4p4s4(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_6f8ef6f3_mma_m32n64k64w2x4p4s2d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_6f8ef6f3_mma_m64n64k32w2x4p4s4_p>(x, w, bias, nullptr, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_6f8ef6f3_mma_m32n64k64w2x4p4s2d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task d82ebd66539eae75: conv2d45
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x14x14]:cl in1=f16[512x512x3x3]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":8}
-struct conv_d82ebd66_mma_m32n64k64w2x4p3s8_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":6,"epilogue":"direct"}
+struct conv_d82ebd66_mma_m32n64k64w2x4p4s6d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1481,22 +1947,25 @@ struct conv_d82ebd66_mma_m32n64k64w2x4p3s8_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 8;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 6;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_d82ebd66_mma_m32n64k64w2x4p3s8(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_d82ebd66_mma_m32n64k64w2x4p4s6d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_d82ebd66_mma_m32n64k64w2x4p3s8_p>(x, w, bias, nullptr, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_d82ebd66_mma_m32n64k64w2x4p4s6d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 392ada8671c1c22a: conv2d46
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[2048x512x1x1]:cl:const in2=f32[2048]:const out=f16[1x2048x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1}
-struct conv_392ada86_mma_m32n32k64w2x2p4s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"direct"}
+struct conv_392ada86_mma_m32n64k64w2x4p4s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1513,22 +1982,25 @@ struct conv_392ada86_mma_m32n32k64w2x2p4s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_392ada86_mma_m32n32k64w2x2p4s1(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_392ada86_mma_m32n64k64w2x4p4s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_392ada86_mma_m32n32k64w2x2p4s1_p>(x, w, bias, nullptr, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_392ada86_mma_m32n64k64w2x4p4s1d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 9b2338813a3b6791: conv2d47
 // k=1x1 s=2x2 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[2048x1024x1x1]:cl:const in2=f32[2048]:const in3=f16[1x2048x7x7]:cl out=f16[1x2048x7x7]:cl
-// config {"kernel":"mma","block_m":64,"block_n":64,"block_k":32,"warps_m":2,"warps_n":4,"stages":4,"split_k":4}
-struct conv_9b233881_mma_m64n64k32w2x4p4s4_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":2,"epilogue":"staged"}
+struct conv_9b233881_mma_m32n64k64w2x4p4s2_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1545,23 +2017,26 @@ struct conv_9b233881_mma_m64n64k32w2x4p4s4_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 64, BK = 32, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 4;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_9b233881_mma_m64n64k32w2x4p4s4(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_9b233881_mma_m32n64k64w2x4p4s2(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_9b233881_mma_m64n64k32w2x4p4s4_p>(x, w, bias, res, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_9b233881_mma_m32n64k64w2x4p4s2_p>(x, w, bias, res, y);
 }
 
 // FusedConv task 510ceff0b9f74501: conv2d48, conv2d51
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x2048x7x7]:cl in1=f16[512x2048x1x1]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":8}
-struct conv_510ceff0_mma_m32n64k64w2x4p3s8_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":6,"epilogue":"direct"}
+struct conv_510ceff0_mma_m32n64k64w2x4p4s6d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1578,22 +2053,25 @@ struct conv_510ceff0_mma_m32n64k64w2x4p3s8_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 8;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 6;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_510ceff0_mma_m32n64k64w2x4p3s8(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_510ceff0_mma_m32n64k64w2x4p4s6d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_510ceff0_mma_m32n64k64w2x4p3s8_p>(x, w, bias, nullptr, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_510ceff0_mma_m32n64k64w2x4p4s6d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task c46df034189a77e3: conv2d49, conv2d52
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[512x512x3x3]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":8}
-struct conv_c46df034_mma_m32n64k64w2x4p3s8_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":6,"epilogue":"direct"}
+struct conv_c46df034_mma_m32n64k64w2x4p4s6d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1610,22 +2088,25 @@ struct conv_c46df034_mma_m32n64k64w2x4p3s8_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 8;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 6;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_c46df034_mma_m32n64k64w2x4p3s8(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_c46df034_mma_m32n64k64w2x4p4s6d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_c46df034_mma_m32n64k64w2x4p3s8_p>(x, w, bias, nullptr, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_c46df034_mma_m32n64k64w2x4p4s6d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 3e532f528cbe6711: conv2d50, conv2d53
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[2048x512x1x1]:cl:const in2=f32[2048]:const in3=f16[1x2048x7x7]:cl out=f16[1x2048x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1}
-struct conv_3e532f52_mma_m32n32k64w2x2p4s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"direct"}
+struct conv_3e532f52_mma_m32n64k64w2x4p4s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1642,40 +2123,43 @@ struct conv_3e532f52_mma_m32n32k64w2x2p4s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_3e532f52_mma_m32n32k64w2x2p4s1(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_3e532f52_mma_m32n64k64w2x4p4s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_3e532f52_mma_m32n32k64w2x2p4s1_p>(x, w, bias, res, y);
+  aotune::grid_dependency_sync();
+  aotune::conv_mma<conv_3e532f52_mma_m32n64k64w2x4p4s1d_p>(x, w, bias, res, y);
 }
 
 // GlobalAveragePool task 3718bb6d9b6b8e44: globalaveragepool1
 //  precision=fp16 in0=f16[1x2048x7x7]:cl out=f16[1x2048x1x1]:cl
-// config {"block":64,"per_thread":1}
-struct reduce_3718bb6d_b64i1_p {
+// config {"lanes":4,"slices":16}
+struct gpool_3718bb6d_l4s16_p {
   typedef __half TIn;
   typedef __half TOut;
-  static constexpr int OUT_TOTAL = 2048, COUNT = 49, V = 8;
+  static constexpr int N = 1, C = 2048, HW = 49, V = 8;
+  static constexpr int LANES = 4, SLICES = 16;
   static constexpr bool MAX = false;
-  static __device__ __forceinline__ int base(int j) { int t = j; int o = 0; o += (t % 2048) * 1; t /= 2048; (void)t; return o; }
-  static __device__ __forceinline__ int reduced(int r) { int t = r; int o = 0; o += (t % 7) * 2048; t /= 7; o += (t % 7) * 14336; t /= 7; (void)t; return o; }
 };
-extern "C" __global__ void __launch_bounds__(64) reduce_3718bb6d_b64i1(
+extern "C" __global__ void __launch_bounds__(64) gpool_3718bb6d_l4s16(
     const __half* __restrict__ x,
     __half* __restrict__ y) {
-  aotune::reduce<reduce_3718bb6d_b64i1_p>(x, y);
+  aotune::grid_dependency_sync();
+  aotune::global_pool_nhwc<gpool_3718bb6d_l4s16_p>(x, y);
 }
 
 // Dense task daa08d99dfe80377: linear1
 // epilogue=bias precision=fp16 in0=f16[1x2048] in1=f16[1000x2048]:const in2=f32[1000]:const out=f32[1x1000]
-// config {"kernel":"gemv","warps":4,"rows":1}
-struct dense_daa08d99_gemv_w4r1_p {
+// config {"kernel":"gemv","warps":4,"rows":1,"unroll":8}
+struct dense_daa08d99_gemv_w4r1u8_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1692,12 +2176,13 @@ struct dense_daa08d99_gemv_w4r1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int WARPS = 4, ROWS = 1, V = 8;
+  static constexpr int WARPS = 4, ROWS = 1, UNROLL = 8, V = 8;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) dense_daa08d99_gemv_w4r1(
+extern "C" __global__ void __launch_bounds__(128, 1) dense_daa08d99_gemv_w4r1u8(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     float* __restrict__ y) {
-  aotune::dense_gemv<dense_daa08d99_gemv_w4r1_p>(x, w, bias, nullptr, y);
+  aotune::grid_dependency_sync();
+  aotune::dense_gemv<dense_daa08d99_gemv_w4r1u8_p>(x, w, bias, nullptr, y);
 }

@@ -8,6 +8,7 @@
 extern crate self as aotune;
 
 pub mod runtime;
+pub mod tune;
 
 pub use aotune_macros::include_model;
 /// The launch table and tensor slots a build hands the runtime.

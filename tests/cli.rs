@@ -103,3 +103,39 @@ fn errors_are_messages_not_panics() {
     assert!(ok && out.contains("dump") && out.contains("run") && out.contains("zoo"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Without a GPU, `tune` says where to run it; with a stale record log and
+/// no `--resume`, it refuses to mix runs. Either way a message, no panic.
+#[test]
+fn tune_explains_what_it_needs() {
+    let dir = scratch("tune");
+    let log = dir.join("r.records.jsonl");
+    std::fs::write(&log, "").unwrap();
+    let best = dir.join("r.best.json");
+    let (ok, _, err) = aotune(&[
+        "tune",
+        "/no/such/model.onnx",
+        "--log",
+        log.to_str().unwrap(),
+        "--best",
+        best.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        err.contains("GPU") || err.contains("--resume"),
+        "the message says what is missing: {err}"
+    );
+    let (ok, out, _) = aotune(&["tune", "--help"]);
+    assert!(ok);
+    for flag in [
+        "--budget-minutes",
+        "--trials-per-task",
+        "--resume",
+        "--log",
+        "--best",
+    ] {
+        assert!(out.contains(flag), "help mentions {flag}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

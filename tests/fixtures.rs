@@ -5,29 +5,9 @@
 mod common;
 
 use aotune_spec::ir::Precision;
-use aotune_spec::onnx::{fill_initializers, WeightFill};
 use aotune_spec::reference::{rel_l2, run, run_planned, RunOptions};
 use aotune_spec::{compile_bytes, CompileOptions};
 use serde_json::Value as Json;
-use std::path::Path;
-
-fn refilled_model(dir: &Path) -> Vec<u8> {
-    let fill: Json =
-        serde_json::from_slice(&std::fs::read(dir.join("fill.json")).unwrap()).unwrap();
-    let fills: Vec<WeightFill> = fill["tensors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| WeightFill {
-            name: t["name"].as_str().unwrap().to_string(),
-            seed: t["seed"].as_u64().unwrap(),
-            center: t["center"].as_f64().unwrap() as f32,
-            half_width: t["half_width"].as_f64().unwrap() as f32,
-        })
-        .collect();
-    let bytes = std::fs::read(dir.join("model.graph.onnx")).unwrap();
-    fill_initializers(&bytes, &dir.display().to_string(), &fills).unwrap()
-}
 
 /// Runs every case of one fixture; returns (batch, rel. L2) per case.
 fn check_fixture(
@@ -43,7 +23,7 @@ fn check_fixture(
     let dir = shared.join("fixtures").join(name);
     let meta: Json =
         serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
-    let model = refilled_model(&dir);
+    let model = common::fixture::refilled_model(&dir);
     let symbolic = meta["input_shape"][0].is_string();
     let mut results = Vec::new();
     for case in meta["cases"].as_array().unwrap() {

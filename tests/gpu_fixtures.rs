@@ -57,7 +57,7 @@ fn cases(fixture: &'static str, tmp: &Path) -> Result<Vec<Case>, String> {
     )
     .map_err(|e| format!("{fixture}/meta.json: {e}"))?;
     let onnx = tmp.join(format!("{fixture}.onnx"));
-    std::fs::write(&onnx, gpu::refilled_model(&dir))
+    std::fs::write(&onnx, common::fixture::refilled_model(&dir))
         .map_err(|e| format!("{}: {e}", onnx.display()))?;
     let symbolic = meta["input_shape"][0].is_string();
     let mut out = Vec::new();

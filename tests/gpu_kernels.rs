@@ -38,12 +38,14 @@ use aotune_spec::build::template_versions;
 use aotune_spec::codegen::cuda::conv::conv_shape;
 use aotune_spec::codegen::cuda::dense::dense_shape;
 use aotune_spec::codegen::cuda::elementwise::elt_shape;
+use aotune_spec::codegen::cuda::global_pool::global_pool_shape;
 use aotune_spec::codegen::cuda::matmul::matmul_shape;
 use aotune_spec::codegen::cuda::pool::pool_shape;
 use aotune_spec::codegen::cuda::reduce::{reduce_shape, softmax_shape};
+use aotune_spec::codegen::cuda::to_nhwc::to_nhwc_shape;
 use aotune_spec::codegen::cuda::{
-    generate_cuda, ConfigOverrides, ConvConfig, DenseConfig, KernelConfig, LinearConfig,
-    LinearShape, MatmulConfig,
+    generate_cuda, ConfigOverrides, ConvConfig, ConvShape, DenseConfig, GlobalPoolConfig,
+    KernelConfig, LinearConfig, LinearShape, MatmulConfig, ToNhwcConfig,
 };
 use aotune_spec::ir::{Conv2d, Graph, Op, Pool2d, Precision};
 use aotune_spec::plan::MemoryPlan;
@@ -806,17 +808,26 @@ fn candidate<C: KernelConfig>(c: &C, big_smem: bool) -> Candidate {
     }
 }
 
-fn conv_smem(c: &ConvConfig) -> usize {
+/// Default and search space of a template without big shared memory.
+fn plain<C: KernelConfig>(shape: &C::Shape) -> (Candidate, Vec<Candidate>) {
+    let space = C::search_space(shape);
+    (
+        candidate(&C::default_for(shape), false),
+        space.iter().map(|c| candidate(c, false)).collect(),
+    )
+}
+
+fn conv_smem(c: &ConvConfig, shape: &ConvShape) -> usize {
     match c {
-        ConvConfig::Mma(m) => m.smem_bytes(),
+        ConvConfig::Mma(m) => m.smem_bytes(shape),
         ConvConfig::Simt(s) => s.smem_bytes(),
         ConvConfig::Direct(_) => 0,
     }
 }
 
-fn dense_smem(c: &DenseConfig) -> usize {
+fn dense_smem(c: &DenseConfig, shape: &ConvShape) -> usize {
     match c {
-        DenseConfig::Mma(m) => m.smem_bytes(),
+        DenseConfig::Mma(m) => m.smem_bytes(shape),
         DenseConfig::Simt(s) => s.smem_bytes(),
         DenseConfig::Gemv(_) => 0,
     }
@@ -926,10 +937,10 @@ fn sweeps(
                 let d = ConvConfig::default_for(&shape);
                 let space = ConvConfig::search_space(&shape);
                 (
-                    candidate(&d, conv_smem(&d) > SMEM_DEFAULT),
+                    candidate(&d, conv_smem(&d, &shape) > SMEM_DEFAULT),
                     space
                         .iter()
-                        .map(|c| candidate(c, conv_smem(c) > SMEM_DEFAULT))
+                        .map(|c| candidate(c, conv_smem(c, &shape) > SMEM_DEFAULT))
                         .collect::<Vec<_>>(),
                 )
             }
@@ -938,16 +949,24 @@ fn sweeps(
                 let d = DenseConfig::default_for(&shape);
                 let space = DenseConfig::search_space(&shape);
                 (
-                    candidate(&d, dense_smem(&d) > SMEM_DEFAULT),
+                    candidate(&d, dense_smem(&d, &shape) > SMEM_DEFAULT),
                     space
                         .iter()
-                        .map(|c| candidate(c, dense_smem(c) > SMEM_DEFAULT))
+                        .map(|c| candidate(c, dense_smem(c, &shape) > SMEM_DEFAULT))
                         .collect(),
                 )
             }
             Op::MaxPool(_) | Op::AveragePool { .. } => linear(pool_shape(graph, node)?.items()),
+            Op::GlobalAveragePool | Op::GlobalMaxPool
+                if global_pool_shape(graph, node).is_some() =>
+            {
+                plain::<GlobalPoolConfig>(&global_pool_shape(graph, node).ok_or("no NHWC pool")?)
+            }
             Op::GlobalAveragePool | Op::GlobalMaxPool | Op::ReduceMean { .. } => {
                 linear(reduce_shape(graph, node)?.items())
+            }
+            Op::Convert | Op::PadChannels { .. } if to_nhwc_shape(graph, node)?.is_some() => {
+                plain::<ToNhwcConfig>(&to_nhwc_shape(graph, node)?.ok_or("no NHWC conversion")?)
             }
             Op::Softmax { .. } => linear(softmax_shape(graph, node)?.items()),
             Op::Gemm { .. } | Op::MatMul => {

@@ -1,13 +1,14 @@
 //! The runtime's promises on a real model (the zoo's ResNet-50, batch 1,
-//! fp16): `infer` allocates nothing on the heap; two different models
-//! (ResNet-50 fp16 b1 and ResNet-18 fp32 b2) live and run interleaved in one
-//! process with the same results as each alone; a wrong buffer length is a
-//! typed error naming the expected length; `infer_device` gives what `infer`
-//! gives.
+//! fp16): `infer` and `infer_device` allocate nothing on the heap; two
+//! different models (ResNet-50 fp16 b1 and ResNet-18 fp32 b2) live and run
+//! interleaved in one process with the same results as each alone; a wrong
+//! buffer length is a typed error naming the expected length;
+//! `infer_device` gives what `infer` gives.
 //!
-//! This test binary installs a counting global allocator: it counts heap
-//! allocations only on threads that switched counting on, so the tests can
-//! run in parallel.
+//! This test binary installs the counting global allocator of
+//! `common/counting_allocator.rs`: it counts heap allocations only on
+//! threads that switched counting on, so the tests can run in parallel, and
+//! an unexpected allocation fails with its backtrace.
 
 mod common;
 
@@ -17,89 +18,11 @@ use aotune_spec::reference::{rel_l2, run, RunOptions};
 use aotune_spec::zoo::{fill, write_resnet, ResNetDepth, DEFAULT_SEED};
 use aotune_spec::{Build, Built};
 use common::gpu::{self, Mode, TempDir};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+use counting_allocator::allocations_in;
 use std::sync::OnceLock;
 
-// ---- counting allocator --------------------------------------------------------
-
-struct CountingAllocator;
-
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static COUNT: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note_allocation() {
-    // `try_with`: never panics, even during thread teardown; the cells are
-    // const-initialized, so touching them does not allocate.
-    let _ = COUNTING.try_with(|on| {
-        if on.get() {
-            let _ = COUNT.try_with(|c| c.set(c.get() + 1));
-        }
-    });
-}
-
-// SAFETY: forwards every call to `System` unchanged; it only counts.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note_allocation();
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note_allocation();
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note_allocation();
-        // SAFETY: same contract as ours.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
-
-/// Heap allocations `f` makes on this thread.
-fn allocations_in<T>(f: impl FnOnce() -> T) -> (usize, T) {
-    COUNT.with(|c| c.set(0));
-    COUNTING.with(|on| on.set(true));
-    let out = f();
-    COUNTING.with(|on| on.set(false));
-    (COUNT.with(|c| c.get()), out)
-}
-
-#[test]
-fn counting_allocator_counts_this_thread_only() {
-    let (n, _) = allocations_in(|| {
-        let v: Vec<u8> = Vec::with_capacity(std::hint::black_box(16));
-        drop(std::hint::black_box(v));
-    });
-    assert_eq!(n, 1);
-    let (n, _) = allocations_in(|| {
-        std::thread::scope(|s| {
-            // The spawn allocates here; the other thread's vectors are not counted.
-            s.spawn(|| {
-                let v: Vec<Vec<u32>> = (0..100).map(|i| vec![i; 8]).collect();
-                std::hint::black_box(v).len()
-            });
-        })
-    });
-    assert!(
-        n < 20,
-        "{n} allocations counted: other threads leak into the count"
-    );
-    assert_eq!(allocations_in(|| {}).0, 0);
-}
+#[path = "common/counting_allocator.rs"]
+mod counting_allocator;
 
 // ---- the models ------------------------------------------------------------------
 
@@ -205,7 +128,7 @@ fn infer_allocates_nothing() {
         return;
     };
     let mut out = vec![0.0f32; model.spec().outputs[0].elements()];
-    let (count, results) = allocations_in(|| {
+    let (allocations, results) = allocations_in(|| {
         let mut ok = true;
         for i in 0..10 {
             ok &= model.infer(&zoo.inputs[i % 2], &mut out).is_ok();
@@ -213,7 +136,7 @@ fn infer_allocates_nothing() {
         ok
     });
     assert!(results, "an infer call failed");
-    assert_eq!(count, 0, "10 infer calls made {count} heap allocation(s)");
+    allocations.assert_none("10 infer calls");
     // The last call ran input 1.
     assert_close("resnet50 fp16 b1", &out, &zoo.emulated[1], Precision::Fp16);
 }
@@ -345,26 +268,29 @@ fn wrong_length_is_a_typed_error() {
     );
 }
 
-/// (d) `infer_device` on device buffers gives bit for bit what `infer` gives
-/// (its heap allocations are printed: see the known gap below).
+/// (d) `infer_device` on device buffers gives bit for bit what `infer`
+/// gives and, like `infer`, makes no heap allocation, from its very first
+/// call on (the first call of the process is the one that would resolve a
+/// driver symbol lazily).
 #[test]
-fn infer_device_equals_infer() {
+fn infer_device_equals_infer_and_allocates_nothing() {
     use cudarc::driver::{DevicePtr, DevicePtrMut};
-    let Some((zoo, mut model)) = setup("infer_device_equals_infer", resnet50_fp16_b1) else {
+    let test = "infer_device_equals_infer_and_allocates_nothing";
+    let Some((zoo, mut model)) = setup(test, resnet50_fp16_b1) else {
         return;
     };
     let stream = model
         .context()
         .new_stream()
         .unwrap_or_else(|e| panic!("cuStreamCreate: {e:?}"));
-    for input in &zoo.inputs {
+    for (i, input) in zoo.inputs.iter().enumerate() {
         let want = infer(&mut model, input);
         let d_in = stream.clone_htod(input).expect("upload the input");
         let mut d_out = stream
             .alloc_zeros::<f32>(want.len())
             .expect("allocate the output");
         stream.synchronize().expect("synchronize the upload");
-        let (count, result) = {
+        let (allocations, result) = {
             let (in_ptr, _in_sync) = d_in.device_ptr(&stream);
             let (out_ptr, _out_sync) = d_out.device_ptr_mut(&stream);
             // SAFETY: both are live device buffers of this context holding
@@ -373,12 +299,7 @@ fn infer_device_equals_infer() {
             allocations_in(|| unsafe { model.infer_device(in_ptr, out_ptr) })
         };
         result.unwrap_or_else(|e| panic!("infer_device: {e}"));
-        // Known gap (docs/notes/issue-3.md): the device-pointer path made one
-        // heap allocation per call on the H200 run of 2026-11-30; `infer`
-        // makes none (test `infer_allocates_nothing`). Reported, not hidden.
-        if count != 0 {
-            println!("KNOWN GAP infer_device made {count} heap allocation(s)");
-        }
+        allocations.assert_none(&format!("infer_device call {}", i + 1));
         let got = stream.clone_dtoh(&d_out).expect("download the output");
         assert!(
             same_bits(&got, &want),

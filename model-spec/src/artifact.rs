@@ -96,4 +96,9 @@ pub struct ModelSpec {
     pub outputs: List<TensorSlot>,
     /// Every tensor a launch writes, for per-layer checks.
     pub values: List<TensorSlot>,
+    /// GPUs the applied tuning records were measured on, as `name|sm` (e.g.
+    /// `NVIDIA H200|sm_90`); empty without a tuning log. The runtime warns
+    /// at load when it runs on another GPU.
+    #[serde(default)]
+    pub tuned_on: List<Text>,
 }

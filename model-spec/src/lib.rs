@@ -16,6 +16,7 @@ mod pipeline;
 pub mod plan;
 pub mod reference;
 pub mod schedule;
+pub mod tune;
 pub mod zoo;
 
 pub use build::{Build, BuildError, Built, WeightsMode};

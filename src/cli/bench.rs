@@ -30,6 +30,10 @@ pub struct BenchArgs {
     /// Print one JSON line with the results as well.
     #[arg(long)]
     pub json: bool,
+    /// Launch kernels as programmatic dependent launches (sm_90), to
+    /// measure what PDL buys (off by default: it cost time on the H200).
+    #[arg(long)]
+    pub pdl: bool,
 }
 
 fn percentile(sorted: &[f32], p: f64) -> f32 {
@@ -78,7 +82,11 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let mut gpu = gpu_model::load(&args.model, args.tuning.as_ref())?;
+    let options = aotune::runtime::LoadOptions {
+        programmatic_launch: args.pdl,
+        ..Default::default()
+    };
+    let mut gpu = gpu_model::load_with(&args.model, args.tuning.as_ref(), &options)?;
     let spec = gpu.model.spec().clone();
     let batch = spec.batch;
     let mut graph_ms = gpu.model.time_graph(args.warmup, args.runs)?;
@@ -92,11 +100,16 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
     let (median, p90) = (percentile(&graph_ms, 0.5), percentile(&graph_ms, 0.9));
     let host_median = percentile(&host_ms, 0.5);
     println!(
-        "{}  batch {batch}  {}  on {} ({} kernels)",
+        "{}  batch {batch}  {}  on {} ({} kernels, {})",
         args.model.model.display(),
         spec.precision,
         gpu.model.device_name(),
-        spec.launches.len()
+        spec.launches.len(),
+        if args.pdl {
+            "programmatic dependent launches"
+        } else {
+            "plain launches"
+        }
     );
     println!(
         "  GPU time (CUDA graph, events): median {median:.4} ms  p90 {p90:.4} ms  ({} runs)",
@@ -122,6 +135,7 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
                 "batch": batch, "median_ms": median, "p90_ms": p90, "host_median_ms": host_median,
                 "images_per_s": batch as f64 / median as f64 * 1e3, "gpu": gpu.model.device_name(),
                 "kernels": spec.launches.len(), "model_device_bytes": memory.device_bytes(),
+                "pdl": args.pdl,
             })
         );
     }

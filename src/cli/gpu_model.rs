@@ -54,8 +54,17 @@ pub fn build(args: &ModelArgs, tuning: Option<&PathBuf>) -> anyhow::Result<Built
 }
 
 pub fn load(args: &ModelArgs, tuning: Option<&PathBuf>) -> anyhow::Result<GpuModel> {
+    load_with(args, tuning, &LoadOptions::default())
+}
+
+/// [`load`] with explicit load options.
+pub fn load_with(
+    args: &ModelArgs,
+    tuning: Option<&PathBuf>,
+    options: &LoadOptions,
+) -> anyhow::Result<GpuModel> {
     let built = build(args, tuning)?;
     let files = ModelFiles::read_dir(&built.dir)?;
-    let model = files.load(&LoadOptions::default())?;
+    let model = files.load(options)?;
     Ok(GpuModel { built, model })
 }

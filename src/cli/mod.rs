@@ -9,6 +9,8 @@ mod gpu_model;
 mod model_args;
 mod profile;
 mod run;
+mod tune;
+mod tune_progress;
 mod verify;
 mod zoo;
 
@@ -41,6 +43,11 @@ pub enum Command {
     Classify(classify::ClassifyArgs),
     /// Write a ResNet from the zoo (torchvision topology, deterministic weights) as ONNX.
     Zoo(zoo::ZooArgs),
+    /// Measure kernel configs of every task on the GPU and write the tuning log.
+    Tune(tune::TuneArgs),
+    /// The measuring process `tune` starts (internal).
+    #[command(hide = true)]
+    TuneWorker,
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -52,6 +59,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Build(args) => build::build(args),
         Command::Verify(args) => verify::verify(args),
         Command::Classify(args) => classify::classify(args),
+        Command::Tune(args) => tune::tune_command(args),
+        Command::TuneWorker => tune::worker(),
     }
 }
 

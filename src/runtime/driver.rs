@@ -171,11 +171,16 @@ impl DeviceBuffer {
 
     /// Sets every byte to zero, ordered on `stream`.
     pub(crate) fn zero(&mut self, stream: &Stream) -> Result<(), DriverError> {
+        self.fill(0, stream)
+    }
+
+    /// Sets every byte to `byte`, ordered on `stream`.
+    pub(crate) fn fill(&mut self, byte: u8, stream: &Stream) -> Result<(), DriverError> {
         if self.bytes == 0 {
             return Ok(());
         }
         // SAFETY: the range is exactly this allocation.
-        unsafe { result::memset_d8_async(self.ptr, 0, self.bytes, stream.raw) }
+        unsafe { result::memset_d8_async(self.ptr, byte, self.bytes, stream.raw) }
     }
 
     /// Synchronous upload for tests, complete on return: copies, then
@@ -191,7 +196,6 @@ impl DeviceBuffer {
     }
 
     /// Synchronous copy of the start of the buffer into `out`.
-    #[cfg(test)]
     pub(crate) fn download(&self, out: &mut [u8]) -> Result<(), DriverError> {
         if out.len() > self.bytes {
             return Err(DriverError(sys::CUresult::CUDA_ERROR_INVALID_VALUE));
@@ -423,6 +427,61 @@ pub(crate) unsafe fn launch(
     stream: &Stream,
     params: &KernelParams,
 ) -> Result<(), DriverError> {
+    launch_with(function, grid, block, shared_bytes, stream, params, false)
+}
+
+/// [`launch`], optionally as a programmatic dependent launch (sm_90): the
+/// kernel may start while the previous kernel on the stream finishes, and
+/// waits for it inside (`griddepcontrol.wait`, which every generated kernel
+/// executes before touching memory). Captured into a graph it becomes a
+/// programmatic edge.
+///
+/// # Safety
+///
+/// As [`launch`]; with `programmatic`, the kernel must not read or write
+/// memory before `griddepcontrol.wait`.
+pub(crate) unsafe fn launch_with(
+    function: Function,
+    grid: [u32; 3],
+    block: [u32; 3],
+    shared_bytes: u32,
+    stream: &Stream,
+    params: &KernelParams,
+    programmatic: bool,
+) -> Result<(), DriverError> {
+    if programmatic {
+        // SAFETY: all-zero bytes are a valid value of this plain C union.
+        let mut value: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
+        value.programmaticStreamSerializationAllowed = 1;
+        let mut attribute = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            value,
+        };
+        let config = sys::CUlaunchConfig {
+            gridDimX: grid[0],
+            gridDimY: grid[1],
+            gridDimZ: grid[2],
+            blockDimX: block[0],
+            blockDimY: block[1],
+            blockDimZ: block[2],
+            sharedMemBytes: shared_bytes,
+            hStream: stream.raw,
+            attrs: &mut attribute,
+            numAttrs: 1,
+        };
+        // SAFETY: `config` and `attribute` live across the call; the rest is
+        // the caller's contract, as for `cuLaunchKernel`.
+        return unsafe {
+            sys::cuLaunchKernelEx(
+                &config,
+                function.0,
+                params.pointers.as_ptr().cast_mut(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result();
+    }
     // The driver only reads the parameter array (the C signature lacks `const`).
     sys::cuLaunchKernel(
         function.0,
@@ -510,6 +569,19 @@ pub(crate) unsafe fn copy_device_to_device(
         return Ok(());
     }
     result::memcpy_dtod_async(dst, src, bytes, stream.raw)
+}
+
+/// Makes cudarc look up `cuMemcpyDtoDAsync` now rather than on the first
+/// [`copy_device_to_device`]: cudarc resolves each driver entry point on its
+/// first call, and that lookup makes one heap allocation (the symbol name
+/// is copied to NUL-terminate it), which `Model::infer_device` must not.
+/// [`copy_device_to_device`] skips zero-byte copies before reaching the
+/// driver, so it cannot serve as the warm-up; this calls the entry point
+/// directly with a zero-byte copy, which moves nothing whatever the driver
+/// answers, so the answer is ignored.
+pub(crate) fn resolve_device_to_device_copy(stream: &Stream) {
+    // SAFETY: zero bytes: the driver reads and writes no memory.
+    let _ = unsafe { sys::cuMemcpyDtoDAsync_v2(0, 0, 0, stream.raw) };
 }
 
 /// A captured (not yet instantiated) graph.

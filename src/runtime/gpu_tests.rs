@@ -6,10 +6,8 @@
 //! Every test prints why and returns early when there is no driver, no
 //! device, or no compiler. This file also installs the test binary's global
 //! allocator: it counts allocations on threads that asked for it, which is
-//! how `infer` is shown to allocate nothing.
+//! how `infer` and `infer_device` are shown to allocate nothing.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
@@ -51,70 +49,12 @@ extern "C" __global__ void copy_smem(const float* __restrict__ y, float* __restr
 
 // ---- counting allocator --------------------------------------------------
 
-struct CountingAllocator;
+/// Installs the test binary's global allocator (shared with
+/// `tests/gpu_runtime.rs`; see the file's documentation).
+#[path = "../../tests/common/counting_allocator.rs"]
+mod counting_allocator;
 
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static COUNT: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note_allocation() {
-    // `try_with`: never panics, even during thread teardown; the cells are
-    // const-initialized, so touching them does not allocate.
-    let _ = COUNTING.try_with(|on| {
-        if on.get() {
-            let _ = COUNT.try_with(|c| c.set(c.get() + 1));
-        }
-    });
-}
-
-// SAFETY: forwards every call to `System` unchanged; it only counts.
-unsafe impl GlobalAlloc for CountingAllocator {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note_allocation();
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note_allocation();
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note_allocation();
-        // SAFETY: same contract as ours.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: CountingAllocator = CountingAllocator;
-
-/// Heap allocations `f` makes on this thread.
-fn allocations_in(f: impl FnOnce()) -> usize {
-    COUNT.with(|c| c.set(0));
-    COUNTING.with(|on| on.set(true));
-    f();
-    COUNTING.with(|on| on.set(false));
-    COUNT.with(|c| c.get())
-}
-
-#[test]
-fn counting_allocator_counts_this_thread() {
-    let n = allocations_in(|| {
-        let v: Vec<u8> = Vec::with_capacity(std::hint::black_box(16));
-        drop(std::hint::black_box(v));
-    });
-    assert_eq!(n, 1);
-    assert_eq!(allocations_in(|| {}), 0);
-}
+use counting_allocator::allocations_in;
 
 // ---- fixtures ------------------------------------------------------------
 
@@ -309,7 +249,7 @@ fn gpu_infer_does_not_allocate() {
     let mut z = vec![0f32; N];
     model.infer(&x, &mut z).unwrap();
     let mut first_error = None;
-    let allocations = allocations_in(|| {
+    let (allocations, ()) = allocations_in(|| {
         for _ in 0..10 {
             if let Err(e) = model.infer(&x, &mut z) {
                 first_error.get_or_insert(e);
@@ -319,7 +259,7 @@ fn gpu_infer_does_not_allocate() {
     if let Some(e) = first_error {
         panic!("infer failed: {e}");
     }
-    assert_eq!(allocations, 0, "infer allocated");
+    allocations.assert_none("10 infer calls");
     assert_eq!(z, reference(&x, &f.w));
 }
 
@@ -356,21 +296,28 @@ fn gpu_run_layers_shows_every_value() {
     assert_eq!(calls, 1, "returning false stops the run");
 }
 
+/// The only `infer_device` caller in this binary, so its first call is the
+/// process's first device-to-device copy: no allocation even then.
 #[test]
-fn gpu_infer_device_uses_caller_buffers() {
+fn gpu_infer_device_uses_caller_buffers_and_does_not_allocate() {
     let Some(f) = fixture(0.0) else { return };
     let mut model = f.load();
-    let x = input_values(-1.0);
     let ctx = model.context().clone();
     let mut input = DeviceBuffer::alloc(&ctx, 4 * N).unwrap();
     let output = DeviceBuffer::alloc(&ctx, 4 * N).unwrap();
-    input.upload_blocking(&weights_from(&x)).unwrap();
-    // SAFETY: both buffers are live device allocations of this context
-    // with the tensors' sizes, outside the model's memory.
-    unsafe { model.infer_device(input.ptr(), output.ptr()) }.unwrap();
-    let mut bytes = vec![0u8; 4 * N];
-    output.download(&mut bytes).unwrap();
-    assert_eq!(f32s(&bytes), reference(&x, &f.w));
+    for (call, scale) in [-1.0, 0.5].into_iter().enumerate() {
+        let x = input_values(scale);
+        input.upload_blocking(&weights_from(&x)).unwrap();
+        // SAFETY: both buffers are live device allocations of this context
+        // with the tensors' sizes, outside the model's memory.
+        let (allocations, result) =
+            allocations_in(|| unsafe { model.infer_device(input.ptr(), output.ptr()) });
+        result.unwrap();
+        allocations.assert_none(&format!("infer_device call {}", call + 1));
+        let mut bytes = vec![0u8; 4 * N];
+        output.download(&mut bytes).unwrap();
+        assert_eq!(f32s(&bytes), reference(&x, &f.w), "call {}", call + 1);
+    }
 }
 
 #[test]

@@ -223,6 +223,7 @@ pub(crate) mod tests {
             inputs: vec![slot("x", n, 0)].into(),
             outputs: vec![z.clone()].into(),
             values: vec![t, y, z].into(),
+            tuned_on: Vec::new().into(),
         }
     }
 

@@ -13,7 +13,7 @@
 //! Errors are [`RuntimeError`]s that say what to do; nothing panics.
 
 mod device_info;
-mod driver;
+pub(crate) mod driver;
 mod embedded;
 mod error;
 mod launch_plan;
@@ -26,8 +26,10 @@ mod gpu_tests;
 
 pub use device_info::{DeviceInfo, MemoryReport};
 pub use embedded::weights_path;
+pub(crate) use error::error_name;
 pub use error::{CudaVersion, RuntimeError, REQUIRED_CUDA};
 pub use launch_plan::{resolve_args, validate as validate_spec, DeviceBases};
+pub(crate) use model::{open_device, query_device};
 pub use model::{LoadOptions, Model};
 pub use model_files::{ModelFiles, CUBIN_FILE, MANIFEST_FILE};
 pub use slot_decode::decode_slot;

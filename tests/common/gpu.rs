@@ -1,7 +1,7 @@
 //! Helpers of the GPU integration tests (`gpu_kernels`, `gpu_fixtures`,
 //! `gpu_runtime`): whether to run or skip, build directories, a process-wide
-//! limit on concurrent builds (nvcc), decoding GPU tensors, and the
-//! fixtures' weight refill.
+//! limit on concurrent builds (nvcc), decoding GPU tensors, and where the
+//! fixtures are (their weight refill is `super::fixture`).
 //!
 //! Without an NVIDIA driver or without nvcc every GPU test prints one
 //! `SKIPPED <test>: <reason>` line and passes. `AOTUNE_GPU_TESTS_DRY_RUN=1`
@@ -18,7 +18,6 @@
 use aotune::runtime::{driver_present, LoadOptions, Model, ModelFiles, RuntimeError};
 use aotune_spec::build::Nvcc;
 use aotune_spec::ir::Precision;
-use aotune_spec::onnx::{fill_initializers, WeightFill};
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Condvar, Mutex, OnceLock};
@@ -306,29 +305,4 @@ pub fn fixture_files(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default();
     files.sort();
     files
-}
-
-/// The fixture's model with its weights refilled (`model.onnx` in the
-/// directory if present, else `model.graph.onnx` + `fill.json`), as
-/// `tests/fixtures.rs` does.
-pub fn refilled_model(dir: &Path) -> Vec<u8> {
-    let full = dir.join("model.onnx");
-    if full.is_file() {
-        return std::fs::read(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()));
-    }
-    let fill: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("fill.json")).unwrap()).unwrap();
-    let fills: Vec<WeightFill> = fill["tensors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| WeightFill {
-            name: t["name"].as_str().unwrap().to_string(),
-            seed: t["seed"].as_u64().unwrap(),
-            center: t["center"].as_f64().unwrap() as f32,
-            half_width: t["half_width"].as_f64().unwrap() as f32,
-        })
-        .collect();
-    let bytes = std::fs::read(dir.join("model.graph.onnx")).unwrap();
-    fill_initializers(&bytes, &dir.display().to_string(), &fills).unwrap()
 }

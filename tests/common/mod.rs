@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 
+pub mod fixture;
 pub mod gpu;
 
 /// The shared test data (`../shared` beside the checkout, or `$AOTUNE_SHARED`).

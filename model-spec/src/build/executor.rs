@@ -116,6 +116,7 @@ pub fn render_executor(
     });
     let idents = (0..spec.launches.len()).map(|i| format_ident!("LAUNCH_{}", i));
     let kernels = spec.kernels.iter().map(|k| text(k));
+    let tuned_on = spec.tuned_on.iter().map(|k| text(k));
     let name = text(&spec.name);
     let key = text(&spec.build_key);
     let batch = Literal::usize_unsuffixed(spec.batch);
@@ -161,6 +162,7 @@ pub fn render_executor(
             inputs: #inputs,
             outputs: #outputs,
             values: #values,
+            tuned_on: ::std::borrow::Cow::Borrowed(&[#(#tuned_on),*]),
         };
 
         /// f32 elements of the (first) input.

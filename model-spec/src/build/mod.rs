@@ -232,6 +232,10 @@ impl Build {
             }
             built.push(one);
         }
+        if script {
+            let kept: Vec<PathBuf> = built.iter().map(|b| b.dir.clone()).collect();
+            remove_stale_builds(&out_root.join("aotune"), &base, &kept);
+        }
         Ok(built)
     }
 
@@ -251,10 +255,16 @@ impl Build {
         };
         let compiled = compile_bytes(model_bytes, &self.model.display().to_string(), &options)?;
         let mut notes = Vec::new();
+        let mut tuned_on = Vec::new();
         let overrides = match tuning {
             Some((log, _)) => {
                 let applied = log.apply(&compiled.tasks, &template_versions());
                 notes.extend(applied.notes);
+                tuned_on = applied
+                    .targets
+                    .iter()
+                    .map(|t| format!("{}|{}", t.gpu, t.sm))
+                    .collect();
                 ConfigOverrides {
                     by_task: applied.overrides.into_iter().collect(),
                 }
@@ -279,7 +289,7 @@ impl Build {
             key_parts.push(format!("tuning={:016x}", fnv1a64(bytes)));
         }
         let build_key = format!("{:016x}", fnv1a64(key_parts.join("|").as_bytes()));
-        let (spec, docs) = make_spec(
+        let (mut spec, docs) = make_spec(
             name,
             &build_key,
             &compiled,
@@ -287,6 +297,11 @@ impl Build {
             &weights,
             self.precision,
         )?;
+        spec.tuned_on = tuned_on
+            .into_iter()
+            .map(Into::into)
+            .collect::<Vec<_>>()
+            .into();
 
         let write = |file: &str, bytes: &[u8]| -> Result<(), BuildError> {
             let path = dir.join(file);
@@ -348,10 +363,33 @@ impl Build {
 
 /// Template name/version the code generator uses per op kind; a tuning
 /// record made for another version is not applied.
+/// Removes builds of model `base` under `root` (`base/` or `base_b<N>/`)
+/// that this run did not write, so `include_model!` never finds an executor
+/// a previous `build.rs` (e.g. with other batch sizes) left behind.
+fn remove_stale_builds(root: &Path, base: &str, kept: &[PathBuf]) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Ok(dir) = entry.file_name().into_string() else {
+            continue;
+        };
+        let ours = dir == base
+            || dir
+                .strip_prefix(base)
+                .and_then(|s| s.strip_prefix("_b"))
+                .is_some_and(|b| !b.is_empty() && b.bytes().all(|c| c.is_ascii_digit()));
+        if ours && !kept.contains(&entry.path()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 pub fn template_versions() -> std::collections::BTreeMap<String, String> {
     [
-        ("FusedConv", "conv/1"),
-        ("Dense", "dense/1"),
+        // 2: staged epilogue, swizzled tiles, tf32 on the tensor cores.
+        ("FusedConv", "conv/2"),
+        ("Dense", "dense/2"),
         ("MaxPool", "pool/1"),
         ("AveragePool", "pool/1"),
     ]
@@ -487,6 +525,35 @@ fn make_spec(
         inputs: inputs.into(),
         outputs: io(&graph.outputs)?.into(),
         values: values.into(),
+        tuned_on: Vec::new().into(),
     };
     Ok((spec, docs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_builds_of_the_model_are_removed_and_nothing_else() {
+        let root = std::env::temp_dir().join(format!("aotune-stale-{}", std::process::id()));
+        for d in [
+            "resnet50",
+            "resnet50_b8",
+            "resnet50_b1",
+            "resnet50_bx",
+            "resnet501",
+            "other",
+        ] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        remove_stale_builds(&root, "resnet50", &[root.join("resnet50_b1")]);
+        let mut left: Vec<String> = std::fs::read_dir(&root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["other", "resnet501", "resnet50_b1", "resnet50_bx"]);
+        let _ = std::fs::remove_dir_all(&root);
+    }
 }

@@ -1,9 +1,10 @@
 //! The typed operator set of aotune's IR.
 //!
 //! Imported ONNX operators keep every attribute the importer accepted. The
-//! fused operators ([`Op::FusedConv`], [`Op::Dense`], [`Op::Convert`]) exist
-//! only after passes have run; the CPU reference executes both kinds, so an
-//! optimized graph can be checked against the graph it came from.
+//! fused operators ([`Op::FusedConv`], [`Op::Dense`], [`Op::Convert`],
+//! [`Op::PadChannels`]) exist only after passes have run; the CPU reference
+//! executes both kinds, so an optimized graph can be checked against the
+//! graph it came from.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -254,6 +255,13 @@ pub enum Op {
     /// Copies its input to its output, converting layout and dtype between the
     /// two values' declared ones (shapes are equal).
     Convert,
+    /// A [`Op::Convert`] of a 4-D value that also pads the channel axis (1)
+    /// with zeros up to `channels`: `[N, C, H, W]` becomes `[N, channels, H, W]`.
+    /// A convolution over few input channels (an RGB stem) then reads
+    /// 16-byte channel vectors; its weight carries matching zero channels.
+    PadChannels {
+        channels: usize,
+    },
 }
 
 impl Op {
@@ -285,6 +293,7 @@ impl Op {
             Op::FusedConv { .. } => "FusedConv",
             Op::Dense { .. } => "Dense",
             Op::Convert => "Convert",
+            Op::PadChannels { .. } => "PadChannels",
         }
     }
 
@@ -367,6 +376,7 @@ impl Op {
             Op::Concat { axis } => format!("axis={axis}"),
             Op::Softmax { axis } => format!("axis={axis}"),
             Op::Dense { epilogue } => format!("epilogue={epilogue}"),
+            Op::PadChannels { channels } => format!("channels={channels}"),
         }
     }
 }

@@ -238,6 +238,16 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
             arity(inputs, 1, 1)?;
             Ok(inputs[0].to_vec())
         }
+        Op::PadChannels { channels } => {
+            arity(inputs, 1, 1)?;
+            let x = rank4(inputs[0], "PadChannels input")?;
+            if *channels < x[1] {
+                return Err(format!(
+                    "PadChannels to {channels} channels would drop some of {x:?}"
+                ));
+            }
+            Ok(vec![x[0], *channels, x[2], x[3]])
+        }
         Op::Binary(_) => {
             arity(inputs, 2, 2)?;
             broadcast(inputs[0], inputs[1])
@@ -384,6 +394,14 @@ mod tests {
         assert_eq!(matmul_shape(&[4], &[2, 4, 3]), Ok(vec![2, 3]));
         assert_eq!(matmul_shape(&[2, 3, 4], &[4]), Ok(vec![2, 3]));
         assert_eq!(matmul_shape(&[1, 3, 4], &[5, 4, 2]), Ok(vec![5, 3, 2]));
+    }
+
+    #[test]
+    fn pad_channels_grows_only_the_channel_axis() {
+        let pad = Op::PadChannels { channels: 8 };
+        assert_eq!(infer_shape(&pad, &[&[2, 3, 5, 7]]), Ok(vec![2, 8, 5, 7]));
+        assert!(infer_shape(&pad, &[&[2, 9, 5, 7]]).is_err());
+        assert!(infer_shape(&pad, &[&[2, 3, 5]]).is_err());
     }
 
     #[test]

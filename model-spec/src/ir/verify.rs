@@ -35,6 +35,7 @@ fn layout_aware(op: &Op) -> bool {
             | Op::GlobalAveragePool
             | Op::GlobalMaxPool
             | Op::Convert
+            | Op::PadChannels { .. }
             | Op::BatchNorm { .. }
             | Op::Unary(_)
     )

@@ -329,6 +329,15 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
             sums.into_iter().map(|s| (s / count) as f32).collect()
         }
         Op::Flatten { .. } | Op::Reshape { .. } | Op::Identity | Op::Convert => args[0].to_vec(),
+        Op::PadChannels { channels } => {
+            let [n, c] = [shapes[0][0], shapes[0][1]];
+            let hw = plane(shapes[0]);
+            let mut y = vec![0.0; n * channels * hw];
+            for (b, image) in args[0].chunks(c * hw).enumerate() {
+                y[b * channels * hw..][..c * hw].copy_from_slice(image);
+            }
+            y
+        }
         Op::Concat { .. } | Op::Softmax { .. } => {
             // This oracle covers the ops the pass tests generate; the CPU
             // reference executor is the oracle for the rest.

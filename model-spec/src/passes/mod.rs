@@ -6,8 +6,9 @@
 //! changed. The order matters: BatchNorm must be folded before the conv
 //! epilogue is fused (the BatchNorm sits between the conv and its bias/ReLU),
 //! the global-pool canonicalization must run before layout assignment (only
-//! pools become channels-last), and precision comes after layout so the
-//! input's NHWC `Convert` doubles as its f16/bf16 conversion.
+//! pools become channels-last), precision comes after layout so the
+//! input's NHWC `Convert` doubles as its f16/bf16 conversion, and the stem's
+//! channel padding comes after both (it pads that f16/bf16 NHWC `Convert`).
 
 mod dce;
 mod dense;
@@ -16,6 +17,7 @@ mod direct_eval;
 mod fold_batch_norm;
 mod fuse_epilogue;
 mod layout;
+mod pad_channels;
 mod precision;
 #[cfg(test)]
 mod test_graphs;
@@ -25,6 +27,7 @@ pub use dense::{canonicalize_global_pool, lower_dense};
 pub use fold_batch_norm::fold_batch_norm;
 pub use fuse_epilogue::fuse_epilogue;
 pub use layout::to_channels_last;
+pub use pad_channels::pad_input_channels;
 pub use precision::apply_precision;
 
 use crate::ir::{Graph, NodeId, Precision, ValueId};
@@ -143,8 +146,8 @@ impl fmt::Display for PassReport {
 
 /// Runs every pass in order: dce → fold_batch_norm → canonicalize_global_pool
 /// → fuse_epilogue → lower_dense → to_channels_last (if enabled) →
-/// apply_precision → dce. Each pass verifies the graph it leaves in debug and
-/// test builds.
+/// apply_precision → pad_input_channels → dce. Each pass verifies the graph
+/// it leaves in debug and test builds.
 pub fn optimize(graph: &mut Graph, options: &PassOptions) -> Result<PassReport, PassError> {
     let mut report = PassReport::default();
     report.passes.push(dce(graph)?);
@@ -158,6 +161,7 @@ pub fn optimize(graph: &mut Graph, options: &PassOptions) -> Result<PassReport, 
     report
         .passes
         .push(apply_precision(graph, options.precision)?);
+    report.passes.push(pad_input_channels(graph)?);
     report.passes.push(dce(graph)?);
     Ok(report)
 }
@@ -212,9 +216,9 @@ mod tests {
         reference::rel_l2(&got[0], &want[0])
     }
 
-    /// The op counts ResNet-50 must come out of [`optimize`] with.
-    const RESNET50_OPTIMIZED: [(&str, usize); 6] = [
-        ("Convert", 1),
+    /// The op counts ResNet-50 must come out of [`optimize`] with, after
+    /// its input conversion (`Convert`, or `PadChannels` at f16/bf16).
+    const RESNET50_OPTIMIZED: [(&str, usize); 5] = [
         ("Dense", 1),
         ("Flatten", 1),
         ("FusedConv", 53),
@@ -222,13 +226,20 @@ mod tests {
         ("MaxPool", 1),
     ];
 
-    /// Checks `opt` is exactly Convert(input → NHWC), 53 FusedConv (16 with a
-    /// residual), MaxPool, GlobalAveragePool, Flatten, Dense, laid out NHWC
-    /// up to the Flatten.
-    fn check_resnet50(opt: &Graph) {
-        assert_eq!(op_counts(opt), RESNET50_OPTIMIZED);
+    /// Checks `opt` is exactly the input conversion to NHWC (padded to 8
+    /// channels when `padded`), 53 FusedConv (16 with a residual), MaxPool,
+    /// GlobalAveragePool, Flatten, Dense, laid out NHWC up to the Flatten.
+    fn check_resnet50(opt: &Graph, padded: bool) {
+        let convert = if padded {
+            Op::PadChannels { channels: 8 }
+        } else {
+            Op::Convert
+        };
+        let mut counts = op_counts(opt);
+        counts.retain(|&(kind, n)| !(kind == convert.kind() && n == 1));
+        assert_eq!(counts, RESNET50_OPTIMIZED);
         assert_eq!(residual_convs(opt), 16);
-        assert_eq!(opt.nodes[0].op, Op::Convert);
+        assert_eq!(opt.nodes[0].op, convert);
         assert_eq!(opt.nodes[0].inputs, opt.inputs);
         for node in &opt.nodes {
             let out = opt.value(node.output);
@@ -292,7 +303,11 @@ mod tests {
             }
             for &input in &node.inputs {
                 if graph.value(input).kind == ValueKind::Input {
-                    assert_eq!(node.op, Op::Convert, "{} reads a graph input", node.name);
+                    assert!(
+                        matches!(node.op, Op::Convert | Op::PadChannels { .. }),
+                        "{} reads a graph input",
+                        node.name
+                    );
                 }
             }
         }
@@ -324,6 +339,7 @@ mod tests {
         dense: 1 Gemm → Dense
         layout: 10 activations channels-last, 8 weights packed OHWI, 1 Convert to NHWC
         precision: no change
+        pad_channels: no change
         dce: no change
         ");
         let want = direct_eval::evaluate(&graph, &[&input]);
@@ -382,7 +398,7 @@ mod tests {
         );
         for precision in [Precision::Fp32, Precision::Fp16] {
             let (opt, report) = optimized(&graph, precision);
-            check_resnet50(&opt);
+            check_resnet50(&opt, precision == Precision::Fp16);
             assert_eq!(
                 report.count("fold_batch_norm", "BatchNormalization folded"),
                 53
@@ -400,7 +416,7 @@ mod tests {
         let options = crate::onnx::ImportOptions::default();
         let imported = crate::onnx::import_bytes(&model, "zoo resnet50", &options).unwrap();
         let (opt, report) = optimized(&imported.graph, Precision::Fp16);
-        check_resnet50(&opt);
+        check_resnet50(&opt, true);
         check_storage(&opt, DType::F16);
         insta::assert_snapshot!(report.to_string(), @r"
         dce: no change
@@ -410,6 +426,7 @@ mod tests {
         dense: 1 Gemm → Dense
         layout: 55 activations channels-last, 53 weights packed OHWI, 1 Convert to NHWC
         precision: 57 activations f16, 54 weights f16
+        pad_channels: 1 input Convert padded to a multiple of 8 channels, 1 weights padded
         dce: no change
         ");
     }

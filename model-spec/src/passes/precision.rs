@@ -198,7 +198,8 @@ impl Walk<'_> {
             if is_weight_slot(&node.op, slot) {
                 *input = self.weight(*input);
             } else if value.kind == ValueKind::Input {
-                if node.op != Op::Convert && value.dtype != self.storage {
+                let converts = matches!(node.op, Op::Convert | Op::PadChannels { .. });
+                if !converts && value.dtype != self.storage {
                     *input = self.input(*input, &mut before);
                 }
             } else if let Some(&twin) = self.output_twin.get(input) {
@@ -217,7 +218,7 @@ impl Walk<'_> {
             self.activations += 1;
             let writes_f32 = matches!(
                 node.op,
-                Op::FusedConv { .. } | Op::Dense { .. } | Op::Convert
+                Op::FusedConv { .. } | Op::Dense { .. } | Op::Convert | Op::PadChannels { .. }
             );
             if !self.uses.is_output(node.output) {
                 self.patch.set_value(

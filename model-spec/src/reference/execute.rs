@@ -284,6 +284,7 @@ fn run_op(ctx: &Ctx, op: &Op, inputs: &[Tensor], out: &OutSpec) -> OpResult {
         Op::ReduceMean { axes, keepdims: _ } => reduce::reduce_mean(ctx, axes, inputs, out),
         Op::Flatten { .. } | Op::Reshape { .. } | Op::Identity => shape_ops::copy(inputs),
         Op::Convert => shape_ops::convert(inputs),
+        Op::PadChannels { .. } => shape_ops::pad_channels(inputs, out),
         Op::Concat { axis } => shape_ops::concat(*axis, inputs, out),
         Op::Softmax { axis } => softmax::softmax(ctx, *axis, inputs),
         Op::Gemm {

@@ -1,10 +1,11 @@
 //! Ops that move data without arithmetic. Flatten, Reshape and Identity copy
 //! their row-major input (the logical order does not change, only the
 //! shape); Convert hands its input over in its physical order and lets the
-//! store re-lay it out and round it to the output's dtype; Concat joins
-//! row-major inputs along one axis.
+//! store re-lay it out and round it to the output's dtype (PadChannels
+//! likewise, after appending zero channels); Concat joins row-major inputs
+//! along one axis.
 
-use super::execute::{input, OpResult, OutSpec, Output, Tensor};
+use super::execute::{dims4, input, OpResult, OutSpec, Output, Tensor};
 
 /// Flatten, Reshape, Identity.
 pub(crate) fn copy(inputs: &[Tensor]) -> OpResult {
@@ -20,6 +21,25 @@ pub(crate) fn convert(inputs: &[Tensor]) -> OpResult {
         data: x.data.to_vec(),
         layout: x.layout,
     })
+}
+
+/// [`crate::ir::Op::PadChannels`]: the input's channels, then zeros up to
+/// the output's channel count, built row-major (the store re-lays it out
+/// and rounds it like a `Convert`).
+pub(crate) fn pad_channels(inputs: &[Tensor], out: &OutSpec) -> OpResult {
+    let x = input(inputs, 0)?;
+    let [n, c, h, w] = dims4(x.shape, "PadChannels input")?;
+    let [on, channels, oh, ow] = dims4(out.shape, "PadChannels output")?;
+    if [on, oh, ow] != [n, h, w] || channels < c {
+        return Err(format!("cannot pad {:?} to {:?}", x.shape, out.shape).into());
+    }
+    let plane = h * w;
+    let logical = x.row_major();
+    let mut data = vec![0.0; n * channels * plane];
+    for (image, src) in logical.chunks_exact(c * plane).enumerate() {
+        data[image * channels * plane..][..c * plane].copy_from_slice(src);
+    }
+    Ok(Output::row_major(data))
 }
 
 pub(crate) fn concat(axis: usize, inputs: &[Tensor], out: &OutSpec) -> OpResult {
@@ -94,6 +114,23 @@ mod tests {
         let x = iota(24);
         let outs = super::super::run(&graph, &[&x], &Default::default()).unwrap();
         assert!(outs.iter().all(|o| *o == x));
+    }
+
+    #[test]
+    fn pad_channels_appends_zero_channels_through_the_layout() {
+        let mut b = Builder::new();
+        let x = b.input("x", &[2, 3, 1, 2]);
+        let y = b.node(Op::PadChannels { channels: 4 }, &[x]);
+        b.set(y, Layout::ChannelsLast, DType::F16);
+        let z = b.node(Op::Convert, &[y]);
+        let graph = b.finish(&[z]);
+        let data = iota(12);
+        let mut want = Vec::new();
+        for n in 0..2 {
+            want.extend_from_slice(&data[n * 6..][..6]);
+            want.extend_from_slice(&[0.0, 0.0]);
+        }
+        assert_eq!(run1(&graph, &[&data]), want);
     }
 
     #[test]

@@ -6,4 +6,6 @@ mod task;
 mod tuning_log;
 
 pub use task::{extract_tasks, is_free, node_flops, render_tasks, task_key, Task, TaskKey};
-pub use tuning_log::{Applied, BestLog, BestRecord, Target, TuningLogError, BEST_FORMAT};
+pub use tuning_log::{
+    target_warning, Applied, BestLog, BestRecord, Target, TuningLogError, BEST_FORMAT,
+};

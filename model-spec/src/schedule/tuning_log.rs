@@ -4,22 +4,59 @@
 //! The build applies it: a record whose task the model has overrides that
 //! task's default config; a record for a task the model lacks, or for another
 //! template version, is reported and not used; a task with no record keeps
-//! its heuristic default (also reported, by name). `aotune tune` writes it.
+//! its heuristic default (also reported, by name). Records tuned on another
+//! GPU than the one the build targets are used (a config valid for the
+//! template runs on any GPU; it may just not be the fastest there) and each
+//! is reported. The runtime, which knows the GPU, calls [`target_warning`]
+//! at load. `aotune tune` writes the log (`tune::best_log`).
 
 use super::Task;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
 use std::path::Path;
 
 pub const BEST_FORMAT: &str = "aotune-best/1";
 
 /// The GPU and toolchain a record was measured on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Target {
+    /// Device name as the driver reports it, e.g. `NVIDIA H200`.
     pub gpu: String,
+    /// Compute capability, e.g. `90`.
     pub sm: String,
     pub driver: String,
     pub cuda: String,
+}
+
+impl Target {
+    /// True when this is the GPU named `gpu` with compute capability `sm`
+    /// (when given): names compared ignoring case and surrounding spaces,
+    /// `sm_90` and `90` alike. Driver and CUDA versions do not matter here:
+    /// they change a kernel's speed far less than the GPU does.
+    pub fn is_gpu(&self, gpu: &str, sm: Option<&str>) -> bool {
+        let norm_sm = |s: &str| s.trim().trim_start_matches("sm_").to_string();
+        self.gpu.trim().eq_ignore_ascii_case(gpu.trim())
+            && sm.is_none_or(|sm| norm_sm(sm) == norm_sm(&self.sm))
+    }
+
+    /// True when both name the same GPU (name and compute capability).
+    pub fn same_gpu(&self, other: &Target) -> bool {
+        self.is_gpu(&other.gpu, Some(&other.sm))
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} (sm_{}, driver {}, CUDA {})",
+            self.gpu,
+            self.sm.trim_start_matches("sm_"),
+            self.driver,
+            self.cuda
+        )
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -66,8 +103,12 @@ pub enum TuningLogError {
 pub struct Applied {
     /// Task hash → config, for the records that apply.
     pub overrides: HashMap<String, serde_json::Value>,
-    /// One line per record not used or task left on its default.
+    /// One line per record not used, record from another GPU, or task left
+    /// on its default.
     pub notes: Vec<String>,
+    /// The targets of the records used, sorted: what the runtime compares
+    /// with the GPU it runs on ([`target_warning`]).
+    pub targets: Vec<Target>,
 }
 
 impl BestLog {
@@ -100,16 +141,45 @@ impl BestLog {
         let mut sorted = self.clone();
         sorted
             .records
-            .sort_by(|a, b| (&a.task, &a.target.gpu).cmp(&(&b.task, &b.target.gpu)));
+            .sort_by(|a, b| record_order(a).cmp(&record_order(b)));
         serde_json::to_string_pretty(&sorted).unwrap_or_default() + "\n"
     }
 
-    /// Matches records to a model's tasks. `templates` maps op kind → the
-    /// template version the code generator uses for it.
+    /// The distinct targets of the log's records, sorted.
+    pub fn targets(&self) -> Vec<Target> {
+        let set: BTreeSet<&Target> = self.records.iter().map(|r| &r.target).collect();
+        set.into_iter().cloned().collect()
+    }
+
+    /// Matches records to a model's tasks for an unknown GPU (the build
+    /// step's case): [`BestLog::apply_for`] without a target.
     pub fn apply(&self, tasks: &[Task], templates: &BTreeMap<String, String>) -> Applied {
+        self.apply_for(tasks, templates, None)
+    }
+
+    /// Matches records to a model's tasks. `templates` maps op kind → the
+    /// template version the code generator uses for it; `target` is the GPU
+    /// the build is for, when known.
+    ///
+    /// Per task, among its records of the current template: the one tuned
+    /// on `target` if any; otherwise the first in log order (sorted by
+    /// target), used with a note: another GPU's best config still runs here
+    /// (configs are validated per template, not per GPU) and is usually
+    /// closer to this GPU's best than the heuristic default is. With no
+    /// `target` and records from several GPUs for a task, the note says
+    /// which one was taken.
+    pub fn apply_for(
+        &self,
+        tasks: &[Task],
+        templates: &BTreeMap<String, String>,
+        target: Option<&Target>,
+    ) -> Applied {
         let mut applied = Applied::default();
         let by_hash: HashMap<String, &Task> = tasks.iter().map(|t| (t.key.hash_hex(), t)).collect();
-        for r in &self.records {
+        let mut records: Vec<&BestRecord> = self.records.iter().collect();
+        records.sort_by(|a, b| record_order(a).cmp(&record_order(b)));
+        let mut usable: BTreeMap<&str, Vec<&BestRecord>> = BTreeMap::new();
+        for r in records {
             match by_hash.get(&r.task) {
                 None => applied.notes.push(format!(
                     "record for task {} ({}) is not in this model: ignored",
@@ -126,11 +196,43 @@ impl BestLog {
                             current.map(String::as_str).unwrap_or("?")
                         ));
                     } else {
-                        applied.overrides.insert(r.task.clone(), r.config.clone());
+                        usable.entry(r.task.as_str()).or_default().push(r);
                     }
                 }
             }
         }
+        let mut used: BTreeSet<Target> = BTreeSet::new();
+        for (hash, candidates) in usable {
+            let matching = target.and_then(|t| candidates.iter().find(|r| r.target.same_gpu(t)));
+            let Some(chosen) = matching.or(candidates.first()) else {
+                continue;
+            };
+            let gpus: BTreeSet<(&str, &str)> = candidates
+                .iter()
+                .map(|r| (r.target.gpu.as_str(), r.target.sm.as_str()))
+                .collect();
+            match target {
+                Some(t) if matching.is_none() => applied.notes.push(format!(
+                    "record for task {hash} ({}) was tuned on {}, this build is for {}: its \
+                     config is used (valid on any GPU, maybe not the fastest here); tune on \
+                     this GPU to replace it",
+                    chosen.op, chosen.target, t
+                )),
+                None if gpus.len() > 1 => applied.notes.push(format!(
+                    "task {hash} ({}) has records for {} GPUs; the build does not know which \
+                     it runs on and uses the one tuned on {}",
+                    chosen.op,
+                    gpus.len(),
+                    chosen.target
+                )),
+                _ => {}
+            }
+            used.insert(chosen.target.clone());
+            applied
+                .overrides
+                .insert(hash.to_string(), chosen.config.clone());
+        }
+        applied.targets = used.into_iter().collect();
         for t in tasks {
             let hash = t.key.hash_hex();
             if templates.contains_key(&t.key.op) && !applied.overrides.contains_key(&hash) {
@@ -142,6 +244,41 @@ impl BestLog {
         }
         applied
     }
+}
+
+/// The order of records in a written log: task, then target, then template.
+fn record_order(r: &BestRecord) -> (&str, &Target, &str) {
+    (&r.task, &r.target, &r.template)
+}
+
+/// The warning the runtime prints at load when the kernels' tuning records
+/// (`tuned_on`, e.g. [`Applied::targets`]) come from another GPU than the
+/// one it runs on (`gpu` name, compute capability `sm` if known); `None`
+/// when they all match or there were none. The model still runs correctly:
+/// only its speed may be below what tuning on this GPU would give.
+pub fn target_warning(tuned_on: &[Target], gpu: &str, sm: Option<&str>) -> Option<String> {
+    let others: Vec<String> = tuned_on
+        .iter()
+        .filter(|t| !t.is_gpu(gpu, sm))
+        .map(|t| t.to_string())
+        .collect();
+    if others.is_empty() {
+        return None;
+    }
+    let here = match sm {
+        Some(sm) => format!("{gpu} (sm_{})", sm.trim_start_matches("sm_")),
+        None => gpu.to_string(),
+    };
+    let share = if others.len() == tuned_on.len() {
+        "its kernels were"
+    } else {
+        "some of its kernels were"
+    };
+    Some(format!(
+        "this model runs on {here} but {share} tuned on {}: results are correct, speed may be \
+         below what tuning here gives (run `aotune tune` on this GPU and rebuild)",
+        others.join(", ")
+    ))
 }
 
 #[cfg(test)]
@@ -189,5 +326,196 @@ mod tests {
         let back = BestLog::parse(&text, "z").unwrap();
         assert_eq!(back.records[0].task, "a");
         assert_eq!(back.to_json(), text);
+    }
+
+    use crate::schedule::TaskKey;
+
+    fn target(gpu: &str, sm: &str) -> Target {
+        Target {
+            gpu: gpu.into(),
+            sm: sm.into(),
+            driver: "580.95".into(),
+            cuda: "13.0".into(),
+        }
+    }
+
+    fn task(canonical: &str) -> Task {
+        Task {
+            key: TaskKey {
+                op: "FusedConv".into(),
+                canonical: canonical.into(),
+            },
+            weight: 2,
+            flops: 0,
+            bytes: 0,
+            nodes: vec![],
+        }
+    }
+
+    fn record(task: &Task, template: &str, block: u32, on: Target) -> BestRecord {
+        BestRecord {
+            task: task.key.hash_hex(),
+            op: task.key.op.clone(),
+            key: task.key.canonical.clone(),
+            template: template.into(),
+            config: serde_json::json!({ "block_m": block }),
+            median_us: 1.0,
+            target: on,
+        }
+    }
+
+    fn templates() -> BTreeMap<String, String> {
+        [("FusedConv".to_string(), "conv/2".to_string())].into()
+    }
+
+    fn log(records: Vec<BestRecord>) -> BestLog {
+        BestLog {
+            format: BEST_FORMAT.into(),
+            records,
+        }
+    }
+
+    #[test]
+    fn records_for_missing_tasks_and_other_templates_are_reported_not_used() {
+        let (a, b, gone) = (task("a"), task("b"), task("gone"));
+        let h200 = target("NVIDIA H200", "90");
+        let l = log(vec![
+            record(&a, "conv/2", 64, h200.clone()),
+            record(&b, "conv/1", 32, h200.clone()),
+            record(&gone, "conv/2", 16, h200.clone()),
+        ]);
+        let applied = l.apply(&[a.clone(), b.clone()], &templates());
+        assert_eq!(applied.overrides.len(), 1);
+        assert_eq!(applied.overrides[&a.key.hash_hex()]["block_m"], 64);
+        assert_eq!(applied.targets, vec![h200]);
+        let notes = applied.notes.join("\n");
+        assert!(
+            notes.contains(&format!(
+                "{} (FusedConv) is not in this model",
+                gone.key.hash_hex()
+            )),
+            "{notes}"
+        );
+        assert!(
+            notes.contains("template conv/1, the build uses conv/2"),
+            "{notes}"
+        );
+        assert!(
+            notes.contains(&format!(
+                "task {} (FusedConv, weight 2) has no tuning record",
+                b.key.hash_hex()
+            )),
+            "{notes}"
+        );
+    }
+
+    #[test]
+    fn another_gpus_record_is_used_with_a_note() {
+        let a = task("a");
+        let (a100, h200) = (
+            target("NVIDIA A100-SXM4-80GB", "80"),
+            target("NVIDIA H200", "90"),
+        );
+        let l = log(vec![record(&a, "conv/2", 128, a100.clone())]);
+        let applied = l.apply_for(std::slice::from_ref(&a), &templates(), Some(&h200));
+        assert_eq!(applied.overrides[&a.key.hash_hex()]["block_m"], 128);
+        assert_eq!(applied.targets, vec![a100.clone()]);
+        assert_eq!(applied.notes.len(), 1, "{:?}", applied.notes);
+        let note = &applied.notes[0];
+        assert!(
+            note.contains("tuned on NVIDIA A100-SXM4-80GB (sm_80, driver 580.95, CUDA 13.0)"),
+            "{note}"
+        );
+        assert!(
+            note.contains("this build is for NVIDIA H200 (sm_90"),
+            "{note}"
+        );
+        assert!(note.contains("its config is used"), "{note}");
+        // The same GPU, spelled differently, on another driver: no note.
+        let same = Target {
+            gpu: "nvidia a100-sxm4-80gb ".into(),
+            sm: "sm_80".into(),
+            driver: "590.1".into(),
+            ..a100.clone()
+        };
+        let applied = l.apply_for(std::slice::from_ref(&a), &templates(), Some(&same));
+        assert!(applied.notes.is_empty(), "{:?}", applied.notes);
+    }
+
+    #[test]
+    fn the_records_of_the_given_gpu_win_and_without_one_the_choice_is_said() {
+        let a = task("a");
+        let (a100, h200) = (target("NVIDIA A100", "80"), target("NVIDIA H200", "90"));
+        let l = log(vec![
+            record(&a, "conv/2", 256, h200.clone()),
+            record(&a, "conv/2", 128, a100.clone()),
+        ]);
+        let applied = l.apply_for(std::slice::from_ref(&a), &templates(), Some(&h200));
+        assert_eq!(applied.overrides[&a.key.hash_hex()]["block_m"], 256);
+        assert!(applied.notes.is_empty(), "{:?}", applied.notes);
+        assert_eq!(applied.targets, vec![h200.clone()]);
+
+        // Unknown GPU: the first target in log order (A100 < H200), said so.
+        let applied = l.apply(std::slice::from_ref(&a), &templates());
+        assert_eq!(applied.overrides[&a.key.hash_hex()]["block_m"], 128);
+        assert_eq!(applied.notes.len(), 1);
+        assert!(
+            applied.notes[0].contains("records for 2 GPUs"),
+            "{}",
+            applied.notes[0]
+        );
+        assert!(
+            applied.notes[0].contains("uses the one tuned on NVIDIA A100 (sm_80"),
+            "{}",
+            applied.notes[0]
+        );
+        assert_eq!(l.targets(), vec![a100, h200]);
+    }
+
+    #[test]
+    fn the_runtime_warns_only_for_other_gpus() {
+        let (a100, h200) = (target("NVIDIA A100", "80"), target("NVIDIA H200", "90"));
+        assert_eq!(target_warning(&[], "NVIDIA H200", Some("90")), None);
+        assert_eq!(
+            target_warning(std::slice::from_ref(&h200), "NVIDIA H200", Some("sm_90")),
+            None
+        );
+        assert_eq!(
+            target_warning(std::slice::from_ref(&h200), " nvidia h200", None),
+            None
+        );
+        let w = target_warning(std::slice::from_ref(&a100), "NVIDIA H200", Some("90")).unwrap();
+        assert!(
+            w.contains(
+                "runs on NVIDIA H200 (sm_90) but its kernels were tuned on NVIDIA A100 (sm_80"
+            ),
+            "{w}"
+        );
+        assert!(w.contains("aotune tune"), "{w}");
+        let w = target_warning(&[a100, h200.clone()], "NVIDIA H200", None).unwrap();
+        assert!(w.contains("some of its kernels"), "{w}");
+        // Same name, other compute capability (e.g. a MIG or a renamed part).
+        assert!(target_warning(&[h200], "NVIDIA H200", Some("100")).is_some());
+    }
+
+    #[test]
+    fn several_targets_per_task_sort_stably() {
+        let a = task("a");
+        let (a100, h200) = (target("NVIDIA A100", "80"), target("NVIDIA H200", "90"));
+        let one = log(vec![
+            record(&a, "conv/2", 1, h200.clone()),
+            record(&a, "conv/2", 2, a100.clone()),
+            record(&a, "conv/1", 3, h200.clone()),
+        ]);
+        let mut reversed = one.clone();
+        reversed.records.reverse();
+        assert_eq!(one.to_json(), reversed.to_json());
+        let back = BestLog::parse(&one.to_json(), "z").unwrap();
+        let order: Vec<u64> = back
+            .records
+            .iter()
+            .map(|r| r.config["block_m"].as_u64().unwrap())
+            .collect();
+        assert_eq!(order, vec![2, 3, 1]);
     }
 }

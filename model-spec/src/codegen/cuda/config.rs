@@ -33,6 +33,18 @@ pub trait KernelConfig:
 
     /// Short identifier used in kernel symbols, e.g. `mma_m64n64k32w2x2p3s1`.
     fn tag(&self) -> String;
+
+    /// The analytic cost model's estimate of this config's time on `shape`
+    /// in ns, where the template has one: the tuner's prior.
+    fn estimate_ns(&self, _shape: &Self::Shape) -> Option<f64> {
+        None
+    }
+
+    /// A numeric description of the workload for the tuner's learned cost
+    /// model (e.g. log2 of the GEMM sizes); empty when the template has none.
+    fn shape_features(_shape: &Self::Shape) -> Vec<f64> {
+        Vec::new()
+    }
 }
 
 /// Tuned configs by task: [`crate::schedule::TaskKey::hash_hex`] → the config

@@ -2,84 +2,154 @@
 //! passes): the node's [`ConvShape`], the [`ConvConfig`] that picks one of
 //! three templates, and the rendered instantiation.
 //!
-//! - `conv_mma.cu`, tensor cores, for f16/bf16 operands (groups = 1);
+//! - `conv_mma.cu`, tensor cores, for f16/bf16 operands, and for f32
+//!   operands under Tf32 (groups = 1);
 //! - `conv_simt.cu`, f32 FMA, for everything else with groups = 1 (the only
-//!   path for Fp32 and Tf32: strict FFMA, tf32-rounded operands);
+//!   path for strict Fp32);
 //! - `conv_direct.cu` for grouped and depthwise convolutions.
 //!
 //! Activations must be NHWC and weights OHWI (`channels_last: true`); the
 //! epilogue is `act(acc + bias + residual)` in f32, rounded once at the store.
 //!
-//! Default launch geometry for zoo ResNet-50 at batch 1 on the H200 (132
-//! SMs), from [`ConvConfig::default_for`]: one line per kernel (`convN xK`:
-//! first layer using it, number of layers), GEMM M × N × K, config tag
-//! (`m`/`n`/`k` tile, `w` warps or `t` thread tile, `p` stages, `s` split-K),
-//! CTAs per launch. Every layer launches at least 98 CTAs: where M·N tiles
-//! alone would leave most SMs idle (layers 3 and 4, M = 196 and 49), split-K
-//! fills them. A test checks this text against the heuristic.
+//! The default config ([`ConvConfig::default_for`]) is the candidate of the
+//! template's search space with the lowest time in [`super::cost_model`],
+//! among those within 113 KiB of shared memory (two CTAs per SM). Below,
+//! what that rule picks for zoo ResNet-50 on the H200 (132 SMs): one line
+//! per kernel (`convN xK`: first layer using it, number of layers), GEMM
+//! M × N × K, config tag (`m`/`n`/`k` tile, `w` warps or `t` thread tile,
+//! `p` stages, `s` split-K, a trailing `d` for the direct epilogue instead
+//! of the staged one), CTAs per launch. At batch 1, M·N tiles alone would
+//! leave most SMs idle in layers 3 and 4 (M = 196 and 49), so the model
+//! takes small tiles and split-K there; the direct and staged epilogues
+//! cost about the same on outputs that small. At batch 256 there are waves
+//! of tiles everywhere: the model takes 64×64 warp tiles (the best
+//! mma-to-shared-memory ratio; 128×256, 256×128 and 256×64 CTA tiles at
+//! one or two CTAs per SM), one N tile where N ≤ 256 (A read once), and the
+//! staged epilogue, whose whole-sector stores matter once output and
+//! residual traffic reach device memory; layer 4 (392 tiles of 128×128)
+//! takes 64×32 warp tiles. A test checks this text against the rule.
 //!
 //! ```text
-//! fp16 / bf16: tensor cores
-//! conv1      12544 x   64 x  147  mma_m128n64k32w2x4p3s1     98 CTAs x 256 threads
-//! conv2       3136 x   64 x   64  mma_m32n64k64w2x4p3s1      98 CTAs x 256 threads
-//! conv3 x3    3136 x   64 x  576  mma_m32n64k64w2x4p3s1      98 CTAs x 256 threads
-//! conv4       3136 x  256 x   64  mma_m64n128k32w2x4p3s1     98 CTAs x 256 threads
-//! conv5 x3    3136 x  256 x   64  mma_m64n128k32w2x4p3s1     98 CTAs x 256 threads
-//! conv6 x2    3136 x   64 x  256  mma_m32n64k64w2x4p3s1      98 CTAs x 256 threads
-//! conv12      3136 x  128 x  256  mma_m64n64k32w2x4p4s1      98 CTAs x 256 threads
-//! conv13       784 x  128 x 1152  mma_m64n64k32w2x4p4s4     104 CTAs x 256 threads
-//! conv14       784 x  512 x  128  mma_m64n64k32w2x4p4s1     104 CTAs x 256 threads
-//! conv15       784 x  512 x  256  mma_m64n64k32w2x4p4s1     104 CTAs x 256 threads
-//! conv16 x3    784 x  128 x  512  mma_m32n32k64w2x2p4s1     100 CTAs x 128 threads
-//! conv17 x3    784 x  128 x 1152  mma_m64n64k32w2x4p4s4     104 CTAs x 256 threads
-//! conv18 x3    784 x  512 x  128  mma_m64n64k32w2x4p4s1     104 CTAs x 256 threads
-//! conv25       784 x  256 x  512  mma_m32n64k64w2x4p3s1     100 CTAs x 256 threads
-//! conv26       196 x  256 x 2304  mma_m32n64k64w2x4p3s4     112 CTAs x 256 threads
-//! conv27       196 x 1024 x  256  mma_m32n64k64w2x4p3s1     112 CTAs x 256 threads
-//! conv28       196 x 1024 x  512  mma_m32n64k64w2x4p3s1     112 CTAs x 256 threads
-//! conv29 x5    196 x  256 x 1024  mma_m32n64k64w2x4p3s4     112 CTAs x 256 threads
-//! conv30 x5    196 x  256 x 2304  mma_m32n64k64w2x4p3s4     112 CTAs x 256 threads
-//! conv31 x5    196 x 1024 x  256  mma_m32n64k64w2x4p3s1     112 CTAs x 256 threads
-//! conv44       196 x  512 x 1024  mma_m64n64k32w2x4p4s4     128 CTAs x 256 threads
-//! conv45        49 x  512 x 4608  mma_m32n64k64w2x4p3s8     128 CTAs x 256 threads
-//! conv46        49 x 2048 x  512  mma_m32n32k64w2x2p4s1     128 CTAs x 128 threads
-//! conv47        49 x 2048 x 1024  mma_m64n64k32w2x4p4s4     128 CTAs x 256 threads
-//! conv48 x2     49 x  512 x 2048  mma_m32n64k64w2x4p3s8     128 CTAs x 256 threads
-//! conv49 x2     49 x  512 x 4608  mma_m32n64k64w2x4p3s8     128 CTAs x 256 threads
-//! conv50 x2     49 x 2048 x  512  mma_m32n32k64w2x2p4s1     128 CTAs x 128 threads
-//! 53 launches, 5808 CTAs, 27 distinct kernels
-//! fp32 / tf32: SIMT
-//! conv1      12544 x   64 x  147  simt_m64n64k8t4x4s2       392 CTAs x 256 threads
-//! conv2       3136 x   64 x   64  simt_m32n32k16t4x4s4      784 CTAs x  64 threads
-//! conv3 x3    3136 x   64 x  576  simt_m32n32k16t4x4s6     1176 CTAs x  64 threads
-//! conv4       3136 x  256 x   64  simt_m64n128k32t4x4s1      98 CTAs x 512 threads
-//! conv5 x3    3136 x  256 x   64  simt_m64n128k32t4x4s1      98 CTAs x 512 threads
-//! conv6 x2    3136 x   64 x  256  simt_m32n64k16t4x4s4      392 CTAs x 128 threads
-//! conv12      3136 x  128 x  256  simt_m32n64k16t4x4s4      784 CTAs x 128 threads
-//! conv13       784 x  128 x 1152  simt_m32n32k16t4x4s12    1200 CTAs x  64 threads
-//! conv14       784 x  512 x  128  simt_m64n128k32t4x4s2     104 CTAs x 512 threads
-//! conv15       784 x  512 x  256  simt_m64n128k32t4x4s2     104 CTAs x 512 threads
-//! conv16 x3    784 x  128 x  512  simt_m32n32k16t4x4s8      800 CTAs x  64 threads
-//! conv17 x3    784 x  128 x 1152  simt_m32n32k16t4x4s12    1200 CTAs x  64 threads
-//! conv18 x3    784 x  512 x  128  simt_m64n128k32t4x4s2     104 CTAs x 512 threads
-//! conv25       784 x  256 x  512  simt_m64n128k32t4x4s4     104 CTAs x 512 threads
-//! conv26       196 x  256 x 2304  simt_m32n32k16t4x4s16     896 CTAs x  64 threads
-//! conv27       196 x 1024 x  256  simt_m32n32k16t4x4s4      896 CTAs x  64 threads
-//! conv28       196 x 1024 x  512  simt_m32n32k16t4x4s4      896 CTAs x  64 threads
-//! conv29 x5    196 x  256 x 1024  simt_m32n32k16t4x4s16     896 CTAs x  64 threads
-//! conv30 x5    196 x  256 x 2304  simt_m32n32k16t4x4s16     896 CTAs x  64 threads
-//! conv31 x5    196 x 1024 x  256  simt_m32n32k16t4x4s4      896 CTAs x  64 threads
-//! conv44       196 x  512 x 1024  simt_m32n32k16t4x4s8      896 CTAs x  64 threads
-//! conv45        49 x  512 x 4608  simt_m32n64k16t4x4s16     256 CTAs x 128 threads
-//! conv46        49 x 2048 x  512  simt_m32n32k16t4x4s8     1024 CTAs x  64 threads
-//! conv47        49 x 2048 x 1024  simt_m32n64k16t4x4s8      512 CTAs x 128 threads
-//! conv48 x2     49 x  512 x 2048  simt_m32n32k16t4x4s16     512 CTAs x  64 threads
-//! conv49 x2     49 x  512 x 4608  simt_m32n64k16t4x4s16     256 CTAs x 128 threads
-//! conv50 x2     49 x 2048 x  512  simt_m32n32k16t4x4s8     1024 CTAs x  64 threads
+//! batch 1, fp16 / bf16: tensor cores (m16n8k16)
+//! conv1        12544 x   64 x  392  mma_m128n64k32w4x2p4s1d      98 CTAs x 256 threads
+//! conv2         3136 x   64 x   64  mma_m32n64k64w2x4p4s1d       98 CTAs x 256 threads
+//! conv3 x3      3136 x   64 x  576  mma_m32n64k64w2x4p4s1d       98 CTAs x 256 threads
+//! conv4         3136 x  256 x   64  mma_m64n128k32w2x4p4s1d      98 CTAs x 256 threads
+//! conv5 x3      3136 x  256 x   64  mma_m64n128k32w2x4p4s1       98 CTAs x 256 threads
+//! conv6 x2      3136 x   64 x  256  mma_m32n64k64w2x4p4s1d       98 CTAs x 256 threads
+//! conv12        3136 x  128 x  256  mma_m64n64k64w2x4p3s1d       98 CTAs x 256 threads
+//! conv13         784 x  128 x 1152  mma_m32n64k64w2x4p4s2d      100 CTAs x 256 threads
+//! conv14         784 x  512 x  128  mma_m64n64k64w2x4p3s1d      104 CTAs x 256 threads
+//! conv15         784 x  512 x  256  mma_m64n64k64w2x4p3s1       104 CTAs x 256 threads
+//! conv16 x3      784 x  128 x  512  mma_m32n64k64w2x4p4s2d      100 CTAs x 256 threads
+//! conv17 x3      784 x  128 x 1152  mma_m32n64k64w2x4p4s2d      100 CTAs x 256 threads
+//! conv18 x3      784 x  512 x  128  mma_m64n64k64w2x4p3s1       104 CTAs x 256 threads
+//! conv25         784 x  256 x  512  mma_m32n64k64w2x4p4s1d      100 CTAs x 256 threads
+//! conv26         196 x  256 x 2304  mma_m32n64k64w2x4p4s4d      112 CTAs x 256 threads
+//! conv27         196 x 1024 x  256  mma_m32n64k64w2x4p4s1d      112 CTAs x 256 threads
+//! conv28         196 x 1024 x  512  mma_m32n64k64w2x4p4s1       112 CTAs x 256 threads
+//! conv29 x5      196 x  256 x 1024  mma_m32n64k64w2x4p4s4d      112 CTAs x 256 threads
+//! conv30 x5      196 x  256 x 2304  mma_m32n64k64w2x4p4s4d      112 CTAs x 256 threads
+//! conv31 x5      196 x 1024 x  256  mma_m32n64k64w2x4p4s1       112 CTAs x 256 threads
+//! conv44         196 x  512 x 1024  mma_m32n64k64w2x4p4s2d      112 CTAs x 256 threads
+//! conv45          49 x  512 x 4608  mma_m32n64k64w2x4p4s6d       96 CTAs x 256 threads
+//! conv46          49 x 2048 x  512  mma_m32n64k64w2x4p4s1d       64 CTAs x 256 threads
+//! conv47          49 x 2048 x 1024  mma_m32n64k64w2x4p4s2       128 CTAs x 256 threads
+//! conv48 x2       49 x  512 x 2048  mma_m32n64k64w2x4p4s6d       96 CTAs x 256 threads
+//! conv49 x2       49 x  512 x 4608  mma_m32n64k64w2x4p4s6d       96 CTAs x 256 threads
+//! conv50 x2       49 x 2048 x  512  mma_m32n64k64w2x4p4s1d       64 CTAs x 256 threads
+//! 53 launches, 5424 CTAs, 27 distinct kernels
+//! batch 1, tf32: tensor cores (m16n8k8, f32 data rounded to tf32)
+//! conv1        12544 x   64 x  147  mma_m128n64k16w4x2p4s1d      98 CTAs x 256 threads
+//! conv2         3136 x   64 x   64  mma_m32n64k32w2x4p4s1d       98 CTAs x 256 threads
+//! conv3 x3      3136 x   64 x  576  mma_m32n64k32w2x4p4s1d       98 CTAs x 256 threads
+//! conv4         3136 x  256 x   64  mma_m64n128k16w2x4p4s1d      98 CTAs x 256 threads
+//! conv5 x3      3136 x  256 x   64  mma_m64n128k16w2x4p4s1d      98 CTAs x 256 threads
+//! conv6 x2      3136 x   64 x  256  mma_m32n64k32w2x4p4s1d       98 CTAs x 256 threads
+//! conv12        3136 x  128 x  256  mma_m64n64k32w2x4p3s1d       98 CTAs x 256 threads
+//! conv13         784 x  128 x 1152  mma_m64n64k32w2x4p3s4d      104 CTAs x 256 threads
+//! conv14         784 x  512 x  128  mma_m64n64k32w2x4p3s1d      104 CTAs x 256 threads
+//! conv15         784 x  512 x  256  mma_m64n64k32w2x4p3s1d      104 CTAs x 256 threads
+//! conv16 x3      784 x  128 x  512  mma_m32n64k32w2x4p4s2d      100 CTAs x 256 threads
+//! conv17 x3      784 x  128 x 1152  mma_m64n64k32w2x4p3s4d      104 CTAs x 256 threads
+//! conv18 x3      784 x  512 x  128  mma_m64n64k32w2x4p3s1d      104 CTAs x 256 threads
+//! conv25         784 x  256 x  512  mma_m32n64k32w2x4p4s1d      100 CTAs x 256 threads
+//! conv26         196 x  256 x 2304  mma_m32n64k32w2x4p4s4d      112 CTAs x 256 threads
+//! conv27         196 x 1024 x  256  mma_m32n64k32w2x4p4s1d      112 CTAs x 256 threads
+//! conv28         196 x 1024 x  512  mma_m32n64k32w2x4p4s1d      112 CTAs x 256 threads
+//! conv29 x5      196 x  256 x 1024  mma_m32n64k32w2x4p4s4d      112 CTAs x 256 threads
+//! conv30 x5      196 x  256 x 2304  mma_m32n64k32w2x4p4s4d      112 CTAs x 256 threads
+//! conv31 x5      196 x 1024 x  256  mma_m32n64k32w2x4p4s1d      112 CTAs x 256 threads
+//! conv44         196 x  512 x 1024  mma_m64n64k32w2x4p3s4d      128 CTAs x 256 threads
+//! conv45          49 x  512 x 4608  mma_m64n64k32w2x4p3s12d      96 CTAs x 256 threads
+//! conv46          49 x 2048 x  512  mma_m64n64k32w2x4p3s4d      128 CTAs x 256 threads
+//! conv47          49 x 2048 x 1024  mma_m64n64k32w2x4p3s4d      128 CTAs x 256 threads
+//! conv48 x2       49 x  512 x 2048  mma_m32n64k32w2x4p4s6d       96 CTAs x 256 threads
+//! conv49 x2       49 x  512 x 4608  mma_m64n64k32w2x4p3s12d      96 CTAs x 256 threads
+//! conv50 x2       49 x 2048 x  512  mma_m32n64k32w2x4p4s2d      128 CTAs x 256 threads
+//! 53 launches, 5648 CTAs, 27 distinct kernels
+//! batch 1, fp32: SIMT (strict FFMA)
+//! conv1        12544 x   64 x  147  simt_m64n64k8t4x4s2         392 CTAs x 256 threads
+//! conv2         3136 x   64 x   64  simt_m32n32k16t4x4s4        784 CTAs x  64 threads
+//! conv3 x3      3136 x   64 x  576  simt_m32n32k16t4x4s6       1176 CTAs x  64 threads
+//! conv4         3136 x  256 x   64  simt_m64n128k32t4x4s1        98 CTAs x 512 threads
+//! conv5 x3      3136 x  256 x   64  simt_m64n128k32t4x4s1        98 CTAs x 512 threads
+//! conv6 x2      3136 x   64 x  256  simt_m32n64k16t4x4s4        392 CTAs x 128 threads
+//! conv12        3136 x  128 x  256  simt_m32n64k16t4x4s4        784 CTAs x 128 threads
+//! conv13         784 x  128 x 1152  simt_m32n32k16t4x4s12      1200 CTAs x  64 threads
+//! conv14         784 x  512 x  128  simt_m64n128k32t4x4s2       104 CTAs x 512 threads
+//! conv15         784 x  512 x  256  simt_m64n128k32t4x4s2       104 CTAs x 512 threads
+//! conv16 x3      784 x  128 x  512  simt_m32n32k16t4x4s8        800 CTAs x  64 threads
+//! conv17 x3      784 x  128 x 1152  simt_m32n32k16t4x4s12      1200 CTAs x  64 threads
+//! conv18 x3      784 x  512 x  128  simt_m64n128k32t4x4s2       104 CTAs x 512 threads
+//! conv25         784 x  256 x  512  simt_m64n128k32t4x4s4       104 CTAs x 512 threads
+//! conv26         196 x  256 x 2304  simt_m32n32k16t4x4s16       896 CTAs x  64 threads
+//! conv27         196 x 1024 x  256  simt_m32n32k16t4x4s4        896 CTAs x  64 threads
+//! conv28         196 x 1024 x  512  simt_m32n32k16t4x4s4        896 CTAs x  64 threads
+//! conv29 x5      196 x  256 x 1024  simt_m32n32k16t4x4s16       896 CTAs x  64 threads
+//! conv30 x5      196 x  256 x 2304  simt_m32n32k16t4x4s16       896 CTAs x  64 threads
+//! conv31 x5      196 x 1024 x  256  simt_m32n32k16t4x4s4        896 CTAs x  64 threads
+//! conv44         196 x  512 x 1024  simt_m32n32k16t4x4s8        896 CTAs x  64 threads
+//! conv45          49 x  512 x 4608  simt_m32n64k16t4x4s16       256 CTAs x 128 threads
+//! conv46          49 x 2048 x  512  simt_m32n32k16t4x4s8       1024 CTAs x  64 threads
+//! conv47          49 x 2048 x 1024  simt_m32n64k16t4x4s8        512 CTAs x 128 threads
+//! conv48 x2       49 x  512 x 2048  simt_m32n32k16t4x4s16       512 CTAs x  64 threads
+//! conv49 x2       49 x  512 x 4608  simt_m32n64k16t4x4s16       256 CTAs x 128 threads
+//! conv50 x2       49 x 2048 x  512  simt_m32n32k16t4x4s8       1024 CTAs x  64 threads
 //! 53 launches, 36888 CTAs, 27 distinct kernels
+//! batch 256, fp16: tensor cores, 64x64 warp tiles
+//! conv1      3211264 x   64 x  392  mma_m256n64k32w4x1p4s1    12544 CTAs x 128 threads
+//! conv2       802816 x   64 x   64  mma_m256n64k32w4x1p4s1     3136 CTAs x 128 threads
+//! conv3 x3    802816 x   64 x  576  mma_m256n64k32w4x1p4s1     3136 CTAs x 128 threads
+//! conv4       802816 x  256 x   64  mma_m128n256k32w2x4p3s1    6272 CTAs x 256 threads
+//! conv5 x3    802816 x  256 x   64  mma_m128n256k32w2x4p3s1    6272 CTAs x 256 threads
+//! conv6 x2    802816 x   64 x  256  mma_m256n64k32w4x1p4s1     3136 CTAs x 128 threads
+//! conv12      802816 x  128 x  256  mma_m256n128k32w4x2p3s1    3136 CTAs x 256 threads
+//! conv13      200704 x  128 x 1152  mma_m256n128k32w4x2p3s1     784 CTAs x 256 threads
+//! conv14      200704 x  512 x  128  mma_m128n256k32w2x4p3s1    3136 CTAs x 256 threads
+//! conv15      200704 x  512 x  256  mma_m128n256k32w2x4p3s1    3136 CTAs x 256 threads
+//! conv16 x3   200704 x  128 x  512  mma_m256n128k32w4x2p3s1     784 CTAs x 256 threads
+//! conv17 x3   200704 x  128 x 1152  mma_m256n128k32w4x2p3s1     784 CTAs x 256 threads
+//! conv18 x3   200704 x  512 x  128  mma_m128n256k32w2x4p3s1    3136 CTAs x 256 threads
+//! conv25      200704 x  256 x  512  mma_m128n256k32w2x4p3s1    1568 CTAs x 256 threads
+//! conv26       50176 x  256 x 2304  mma_m128n256k32w2x4p3s1     392 CTAs x 256 threads
+//! conv27       50176 x 1024 x  256  mma_m128n256k32w2x4p3s1    1568 CTAs x 256 threads
+//! conv28       50176 x 1024 x  512  mma_m128n256k32w2x4p3s1    1568 CTAs x 256 threads
+//! conv29 x5    50176 x  256 x 1024  mma_m128n256k32w2x4p3s1     392 CTAs x 256 threads
+//! conv30 x5    50176 x  256 x 2304  mma_m128n256k32w2x4p3s1     392 CTAs x 256 threads
+//! conv31 x5    50176 x 1024 x  256  mma_m128n256k32w2x4p3s1    1568 CTAs x 256 threads
+//! conv44       50176 x  512 x 1024  mma_m128n256k32w2x4p3s1     784 CTAs x 256 threads
+//! conv45       12544 x  512 x 4608  mma_m128n128k64w2x4p3s1     392 CTAs x 256 threads
+//! conv46       12544 x 2048 x  512  mma_m128n256k32w2x4p3s1     784 CTAs x 256 threads
+//! conv47       12544 x 2048 x 1024  mma_m128n256k32w2x4p3s1     784 CTAs x 256 threads
+//! conv48 x2    12544 x  512 x 2048  mma_m128n128k64w2x4p3s1     392 CTAs x 256 threads
+//! conv49 x2    12544 x  512 x 4608  mma_m128n128k64w2x4p3s1     392 CTAs x 256 threads
+//! conv50 x2    12544 x 2048 x  512  mma_m128n256k32w2x4p3s1     784 CTAs x 256 threads
+//! 53 launches, 103488 CTAs, 27 distinct kernels
 //! ```
 
 use super::config::{KernelConfig, LinearConfig, LinearShape};
+use super::cost_model;
 use super::implicit_gemm::{cheapest, ConvShape, MmaConfig, SimtConfig};
 use super::index_map::same_order;
 use super::source::{tiled_wrapper, wrapper, Arg, Geometry, Instance, Params, Template, Workspace};
@@ -135,16 +205,18 @@ impl KernelConfig for ConvConfig {
 
     /// Grouped convolutions run the direct template. Otherwise the candidate
     /// with the lowest modelled time ([`super::cost_model`]) among the
-    /// tensor-core configs (f16/bf16 operands) or the SIMT configs (f32),
-    /// limited to 48 KiB of shared memory: large tiles where M·N gives at
-    /// least a wave on 132 SMs, smaller tiles and split-K where it does not.
+    /// tensor-core configs (f16/bf16 operands, f32 under tf32) or else the
+    /// SIMT configs, limited to
+    /// [`super::implicit_gemm::DEFAULT_SMEM_LIMIT`] of shared memory:
+    /// large tiles where M·N gives waves on 132 SMs, smaller tiles and
+    /// split-K where it does not (the module doc shows ResNet-50's).
     fn default_for(shape: &ConvShape) -> Self {
         if shape.groups != 1 {
             return ConvConfig::Direct(LinearConfig::default_for(&direct_items(shape)));
         }
         if shape.mma_operands() {
             let space = MmaConfig::search_space(shape);
-            if let Some(c) = cheapest(&space, shape, MmaConfig::smem_bytes, |c| c.model(shape)) {
+            if let Some(c) = cheapest(&space, shape, |c| c.smem_bytes(shape), |c| c.model(shape)) {
                 return ConvConfig::Mma(c);
             }
         }
@@ -191,6 +263,39 @@ impl KernelConfig for ConvConfig {
             ConvConfig::Direct(c) => format!("direct_{}", c.tag()),
         }
     }
+
+    fn estimate_ns(&self, shape: &ConvShape) -> Option<f64> {
+        let model = match self {
+            ConvConfig::Simt(c) => c.model(shape),
+            ConvConfig::Mma(c) => c.model(shape),
+            ConvConfig::Direct(_) => return None,
+        };
+        Some(cost_model::estimate_ns(
+            shape.gemm_m(),
+            shape.gemm_n(),
+            shape.gemm_k(),
+            &model,
+        ))
+    }
+
+    fn shape_features(shape: &ConvShape) -> Vec<f64> {
+        gemm_features(shape)
+    }
+}
+
+/// log2 of the GEMM view's M, N, K and of the filter size and stride: what
+/// the tuner's learned model sees of a convolution or dense workload.
+pub fn gemm_features(shape: &ConvShape) -> Vec<f64> {
+    [
+        shape.gemm_m(),
+        shape.gemm_n(),
+        shape.gemm_k(),
+        shape.r * shape.s,
+        shape.stride[0],
+    ]
+    .iter()
+    .map(|&v| (v.max(1) as f64).log2())
+    .collect()
 }
 
 fn direct_items(shape: &ConvShape) -> LinearShape {

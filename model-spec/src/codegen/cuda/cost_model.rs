@@ -13,9 +13,20 @@
 //!   bandwidth;
 //! - latency: one memory latency divided by the k-tiles in flight.
 //!
-//! Each CTA also pays a prologue (one latency) and its epilogue; split-K adds
-//! the partial write and, for the last CTA of each tile, reading the other
-//! slices back. The constants are H200 guesses, not measurements.
+//! Each CTA also pays a prologue (one latency) and its epilogue: the output
+//! and residual bytes at the SM's share of bandwidth, divided by the store
+//! efficiency (the used fraction of each 32-byte sector a warp access
+//! touches), plus, for an epilogue staged through shared memory, the
+//! round trip there and its barriers. Split-K adds the partial write and,
+//! for the last CTA of each tile, reading the other slices back.
+//!
+//! Workloads larger than L2 (batch 256) cannot beat device memory: the
+//! result is a smooth maximum (4-norm) of that estimate and the time to move
+//! the input, weights, output and residual once at DRAM bandwidth. Near the
+//! floor a config whose own estimate is lower still ranks first, since real
+//! kernels overlap compute and traffic imperfectly.
+//!
+//! The constants are H200 guesses except where marked measured.
 
 /// SMs of the H200.
 pub const SMS: usize = 132;
@@ -29,6 +40,14 @@ const LATENCY_NS: f64 = 600.0;
 const L2_BYTES_PER_NS_PER_SM: f64 = 40.0;
 /// What one SM alone can pull from L2, bytes/ns (split-K fixup).
 const SM_BYTES_PER_NS: f64 = 120.0;
+/// Device memory, bytes/ns (measured: 4.3 TB/s device-to-device copy).
+const DRAM_BYTES_PER_NS: f64 = 4300.0;
+/// Shared memory of one SM, bytes/ns (128 B/clk at ~1.9 GHz).
+const SMEM_BYTES_PER_NS: f64 = 240.0;
+/// One CTA-wide barrier, ns.
+const BARRIER_NS: f64 = 20.0;
+/// Shared memory the hardware reserves per resident CTA on sm_90.
+const SMEM_RESERVED_PER_CTA: usize = 1024;
 /// Peak multiply-adds per ns per SM: FFMA (128/clk at ~1.9 GHz) and
 /// mma.sync f16/bf16 (about 2/3 of the wgmma peak).
 pub const SIMT_MACS_PER_NS: f64 = 240.0;
@@ -58,11 +77,22 @@ pub struct TileModel {
     pub gather_penalty: f64,
     /// Bytes of one output element.
     pub out_bytes: usize,
+    /// Bytes of one residual element (0: no residual).
+    pub res_bytes: usize,
+    /// Used fraction of the 32-byte sectors the epilogue's warp accesses
+    /// touch (1: whole sectors).
+    pub store_efficiency: f64,
+    /// Shared-memory bytes a CTA's epilogue writes and reads back (0: none).
+    pub staging_bytes: usize,
+    /// Barriers of the epilogue.
+    pub epilogue_barriers: usize,
+    /// Bytes the workload moves through device memory at least.
+    pub dram_bytes: f64,
 }
 
 /// CTAs of this config that fit on one SM (0 when one does not).
 pub fn resident_ctas(t: &TileModel) -> usize {
-    let by_smem = SMEM_PER_SM / t.smem_bytes.max(1);
+    let by_smem = SMEM_PER_SM / (t.smem_bytes + SMEM_RESERVED_PER_CTA);
     let by_threads = THREADS_PER_SM / t.threads.max(1);
     let by_regs = REGS_PER_SM / (t.threads * t.regs_per_thread.max(1)).max(1);
     by_smem.min(by_threads).min(by_regs).min(CTAS_PER_SM)
@@ -90,7 +120,10 @@ pub fn estimate_ns(m: usize, n: usize, k: usize, t: &TileModel) -> f64 {
         .max(bytes / bandwidth)
         .max(LATENCY_NS / t.tiles_in_flight.max(1) as f64)
         * t.gather_penalty;
-    let epilogue = (conc * t.bm * t.bn * t.out_bytes) as f64 / bandwidth;
+    let sector_bytes = (t.out_bytes + t.res_bytes) as f64 / t.store_efficiency.max(0.125);
+    let epilogue = (conc * t.bm * t.bn) as f64 * sector_bytes / bandwidth
+        + (conc * t.staging_bytes) as f64 / SMEM_BYTES_PER_NS
+        + t.epilogue_barriers as f64 * BARRIER_NS;
     let per_round = LATENCY_NS + k_tiles_per_cta as f64 * iteration + epilogue;
     let mut total = rounds as f64 * per_round;
     if split > 1 {
@@ -100,7 +133,8 @@ pub fn estimate_ns(m: usize, n: usize, k: usize, t: &TileModel) -> f64 {
             + (split - 1) as f64 * tile_bytes / SM_BYTES_PER_NS
             + LATENCY_NS;
     }
-    total
+    let floor = t.dram_bytes / DRAM_BYTES_PER_NS;
+    (total.powi(4) + floor.powi(4)).powf(0.25)
 }
 
 #[cfg(test)]
@@ -123,6 +157,11 @@ mod tests {
             element_bytes: 2,
             gather_penalty: 1.0,
             out_bytes: 2,
+            res_bytes: 0,
+            store_efficiency: 1.0,
+            staging_bytes: 0,
+            epilogue_barriers: 0,
+            dram_bytes: 0.0,
         }
     }
 
@@ -141,8 +180,14 @@ mod tests {
     #[test]
     fn occupancy_counts_every_limit() {
         let t = mma(128, 128, 1);
-        // 61440 B of shared memory: 3 per SM (threads allow 16, registers 5).
+        // 61440 B of shared memory (+1 KiB reserved): 3 per SM (threads
+        // allow 16, registers 5).
         assert_eq!(resident_ctas(&t), 3);
+        let two = TileModel {
+            smem_bytes: super::super::implicit_gemm::DEFAULT_SMEM_LIMIT,
+            ..t
+        };
+        assert_eq!(resident_ctas(&two), 2);
         let big = TileModel {
             smem_bytes: 200 * 1024,
             ..t

@@ -430,7 +430,10 @@ impl<'g> Loaded<'g> {
             functions.push(f);
         }
         for l in &m.launches {
-            if l.smem_bytes > 48 * 1024 {
+            // Opt in whenever there is dynamic shared memory: above 48 KiB of
+            // static + dynamic a launch fails without it (the runtime does
+            // the same in `configure_kernels`).
+            if l.smem_bytes > 0 {
                 // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
                 // SAFETY: valid function handle.
                 unsafe {

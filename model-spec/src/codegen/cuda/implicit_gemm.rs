@@ -3,22 +3,27 @@
 //! A [`ConvShape`] describes a convolution over NHWC input and OHWI weight
 //! (a dense layer is the 1×1 case over a 1×1 image); as a GEMM it is
 //! `M = N·P·Q`, `N = K`, `K = R·S·C` (KERNELS.md §1). [`SimtConfig`] drives
-//! `conv_simt.cu` (f32 FMA, any dtypes; the only path for Fp32 and Tf32) and
-//! [`MmaConfig`] drives `conv_mma.cu` (mma.sync m16n8k16 for f16/bf16). Both
-//! know their validity rules, search space, launch geometry, split-K
-//! workspace and cost-model view; both render their constants into the
-//! instantiation's parameter struct next to the shape's.
+//! `conv_simt.cu` (f32 FMA, any dtypes; the only path for strict Fp32) and
+//! [`MmaConfig`] (in `mma_config.rs`) drives `conv_mma.cu` (mma.sync for
+//! f16/bf16, and for f32 data under Tf32). Both know their validity rules,
+//! search space, launch geometry, split-K workspace and cost-model view;
+//! both render their constants into the instantiation's parameter struct
+//! next to the shape's. [`cheapest`] is the heuristic default's rule.
 
 use super::cost_model::{self, TileModel};
+pub use super::mma_config::MmaConfig;
+use super::mma_config::MmaOperands;
 use super::source::{Geometry, Params, Workspace};
 use crate::ir::{Activation, DType, Precision};
 use serde::{Deserialize, Serialize};
 
 /// Largest shared memory one CTA may use on sm_90 (227 KiB).
 pub const MAX_SMEM_BYTES: usize = 227 * 1024;
-/// Heuristic defaults stay within the shared memory a kernel gets without
-/// `cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)`.
-pub const DEFAULT_SMEM_LIMIT: usize = 48 * 1024;
+/// Heuristic defaults stay within what lets two CTAs share an SM (228 KiB
+/// per SM, 1 KiB of it reserved per CTA). Above 48 KiB a launch needs
+/// `cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)`, which the runtime
+/// and the GPU test harness set from [`super::KernelLaunch::smem_bytes`].
+pub const DEFAULT_SMEM_LIMIT: usize = 113 * 1024;
 /// Register budget per thread assumed by the validity rules.
 pub const MAX_REGS: usize = 255;
 /// Global loads (vector accesses) per thread and k tile the SIMT template
@@ -126,10 +131,21 @@ impl ConvShape {
         self.pad[0] > 0 || self.pad[1] > 0 || last_h >= self.h || last_w >= self.w
     }
 
-    /// True when the tensor-core template applies: both operands in the
-    /// same 16-bit type.
+    /// True when the tensor-core template applies: both operands f16 or
+    /// both bf16, or both f32 under tf32 precision ([`MmaOperands::of`]).
     pub fn mma_operands(&self) -> bool {
-        self.x_dtype == self.w_dtype && matches!(self.x_dtype, DType::F16 | DType::BF16)
+        MmaOperands::of(self).is_some()
+    }
+
+    /// Bytes the convolution must move through device memory at least:
+    /// input, weights, output and residual once each (the cost model's
+    /// floor for workloads too large for L2).
+    pub fn dram_bytes(&self) -> f64 {
+        let input = self.n * self.h * self.w * self.c * self.x_dtype.size();
+        let weights = self.gemm_n() * self.gemm_k() * self.w_dtype.size();
+        let out = self.gemm_m() * self.gemm_n();
+        let res = out * self.residual.map_or(0, |d| d.size());
+        (input + weights + out * self.out_dtype.size() + res) as f64
     }
 
     /// Renders the shape, dtypes and epilogue constants every conv template
@@ -193,7 +209,7 @@ fn vector_width(len: usize, step: usize, elem: usize) -> usize {
 
 /// Checks the split-K factor: at most the number of k tiles, every slice
 /// non-empty.
-fn check_split(split: u32, k_tiles: usize) -> Result<(), String> {
+pub(super) fn check_split(split: u32, k_tiles: usize) -> Result<(), String> {
     let split = split as usize;
     if split == 0 || split > 64 {
         return Err(format!("split_k {split} must be in 1..=64"));
@@ -207,6 +223,7 @@ fn check_split(split: u32, k_tiles: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// `[M tiles, N tiles, split]`, the SIMT template's grid.
 fn grid(shape: &ConvShape, bm: u32, bn: u32, split: u32) -> Result<[u32; 3], String> {
     let gx = shape.gemm_m().div_ceil(bm as usize);
     let gy = shape.gemm_n().div_ceil(bn as usize);
@@ -381,6 +398,11 @@ impl SimtConfig {
             element_bytes: shape.x_dtype.size(),
             gather_penalty: if self.vec_a(shape) == 1 { 1.3 } else { 1.0 },
             out_bytes: shape.out_dtype.size(),
+            res_bytes: shape.residual.map_or(0, |d| d.size()),
+            store_efficiency: 1.0,
+            staging_bytes: 0,
+            epilogue_barriers: 0,
+            dram_bytes: shape.dram_bytes(),
         }
     }
 
@@ -400,210 +422,7 @@ impl SimtConfig {
     }
 }
 
-/// Tiles of the tensor-core template (`conv_mma.cu`): CTA tile `block_m ×
-/// block_n`, k step `block_k`, `warps_m × warps_n` warps, a `stages`-deep
-/// cp.async pipeline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct MmaConfig {
-    pub block_m: u32,
-    pub block_n: u32,
-    pub block_k: u32,
-    pub warps_m: u32,
-    pub warps_n: u32,
-    pub stages: u32,
-    pub split_k: u32,
-}
-
-impl MmaConfig {
-    pub fn threads(&self) -> usize {
-        32 * (self.warps_m * self.warps_n) as usize
-    }
-
-    /// `stages` buffers of `(block_m + block_n)` rows of `block_k + 8`
-    /// 16-bit elements.
-    pub fn smem_bytes(&self) -> usize {
-        self.stages as usize
-            * (self.block_m + self.block_n) as usize
-            * (self.block_k as usize + 8)
-            * 2
-    }
-
-    /// C % 8 == 0: A moves in 16-byte cp.async chunks.
-    pub fn a_vectorized(shape: &ConvShape) -> bool {
-        shape.c % 8 == 0
-    }
-
-    /// R·S·C % 8 == 0: B moves in 16-byte cp.async chunks.
-    pub fn b_vectorized(shape: &ConvShape) -> bool {
-        shape.gemm_k() % 8 == 0
-    }
-
-    fn warp_tile(&self) -> (usize, usize) {
-        (
-            (self.block_m / self.warps_m.max(1)) as usize,
-            (self.block_n / self.warps_n.max(1)) as usize,
-        )
-    }
-
-    /// Registers per thread: accumulators, A and B fragments, A row
-    /// bookkeeping, about 40 for addresses and loop state, and 64 more for
-    /// the split-K fixup (calibrated against ptxas: 64×64 warp tiles fit
-    /// only without split-K).
-    pub fn regs_estimate(&self) -> usize {
-        let (wtm, wtn) = self.warp_tile();
-        let (mi, ni) = (wtm / 16, wtn / 8);
-        let la = (self.block_m as usize * self.block_k as usize / 8).div_ceil(self.threads());
-        let split = if self.split_k > 1 { 64 } else { 0 };
-        mi * ni * 4 + mi * 4 + ni * 2 + 4 * la + 40 + split
-    }
-
-    pub fn validate(&self, shape: &ConvShape) -> Result<(), String> {
-        if shape.groups != 1 {
-            return Err("the tensor-core implicit GEMM needs groups = 1".into());
-        }
-        if !shape.mma_operands() {
-            return Err(format!(
-                "mma.sync needs f16 or bf16 operands of one type, got {} and {}",
-                shape.x_dtype, shape.w_dtype
-            ));
-        }
-        if !matches!(self.block_k, 32 | 64) {
-            return Err("block_k must be 32 or 64".into());
-        }
-        if !matches!(self.stages, 2..=6) {
-            return Err("stages must be in 2..=6".into());
-        }
-        if self.warps_m == 0 || self.warps_n == 0 || self.warps_m * self.warps_n > 16 {
-            return Err("1 to 16 warps".into());
-        }
-        if self.block_m % self.warps_m != 0 || self.block_n % self.warps_n != 0 {
-            return Err("the warps must divide the CTA tile".into());
-        }
-        let (wtm, wtn) = self.warp_tile();
-        if !matches!(wtm, 16 | 32 | 64) || !matches!(wtn, 16 | 32 | 64) {
-            return Err(format!(
-                "warp tile {wtm}×{wtn}: each side must be 16, 32 or 64"
-            ));
-        }
-        if self.smem_bytes() > MAX_SMEM_BYTES {
-            return Err(format!("{} B of shared memory", self.smem_bytes()));
-        }
-        let chunks = (self.block_m * self.block_k / 8) as usize;
-        if !Self::a_vectorized(shape) && chunks > 4 * self.threads() {
-            return Err(format!(
-                "{} gathered A chunks per thread (at most 4 when C % 8 != 0)",
-                chunks.div_ceil(self.threads())
-            ));
-        }
-        let regs = self.regs_estimate();
-        if regs > register_cap(self.threads()) {
-            return Err(format!(
-                "about {regs} registers per thread, {} available",
-                register_cap(self.threads())
-            ));
-        }
-        check_split(self.split_k, shape.gemm_k().div_ceil(self.block_k as usize))?;
-        grid(shape, self.block_m, self.block_n, self.split_k).map(|_| ())
-    }
-
-    pub fn search_space(shape: &ConvShape) -> Vec<Self> {
-        let mut out = Vec::new();
-        for block_m in [32, 64, 128, 256] {
-            for block_n in [32, 64, 128, 256] {
-                for block_k in [32, 64] {
-                    for warps_m in [1, 2, 4] {
-                        for warps_n in [1, 2, 4] {
-                            for stages in [2, 3, 4] {
-                                for split_k in SPLITS {
-                                    let c = MmaConfig {
-                                        block_m,
-                                        block_n,
-                                        block_k,
-                                        warps_m,
-                                        warps_n,
-                                        stages,
-                                        split_k,
-                                    };
-                                    if c.validate(shape).is_ok() {
-                                        out.push(c);
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        out
-    }
-
-    pub fn tag(&self) -> String {
-        format!(
-            "mma_m{}n{}k{}w{}x{}p{}s{}",
-            self.block_m,
-            self.block_n,
-            self.block_k,
-            self.warps_m,
-            self.warps_n,
-            self.stages,
-            self.split_k
-        )
-    }
-
-    pub fn geometry(&self, shape: &ConvShape) -> Geometry {
-        Geometry {
-            grid: grid(shape, self.block_m, self.block_n, self.split_k).unwrap_or([1, 1, 1]),
-            block: [self.threads() as u32, 1, 1],
-            smem_bytes: self.smem_bytes() as u32,
-        }
-    }
-
-    pub fn workspace(&self, shape: &ConvShape) -> Workspace {
-        split_workspace(shape, self.block_m, self.block_n, self.split_k)
-    }
-
-    pub fn model(&self, shape: &ConvShape) -> TileModel {
-        let (wtm, wtn) = self.warp_tile();
-        let (mi, ni) = ((wtm / 16) as f64, (wtn / 8) as f64);
-        let warps = f64::from(self.warps_m * self.warps_n);
-        // Per 16-deep k step: tensor-pipe time vs shared-memory time (ldmatrix
-        // reads plus the cp.async fill), SM-wide, in clocks.
-        let mma = warps * mi * ni * 1.5;
-        let smem = warps * (mi + ni / 2.0) * 4.0 + f64::from(self.block_m + self.block_n) / 4.0;
-        TileModel {
-            bm: self.block_m as usize,
-            bn: self.block_n as usize,
-            bk: self.block_k as usize,
-            threads: self.threads(),
-            smem_bytes: self.smem_bytes(),
-            regs_per_thread: self.regs_estimate(),
-            split_k: self.split_k as usize,
-            tiles_in_flight: self.stages as usize - 1,
-            peak: cost_model::MMA_MACS_PER_NS,
-            inner_efficiency: 0.9 * (mma / smem).min(1.0),
-            saturating_warps: 8.0,
-            element_bytes: shape.x_dtype.size(),
-            gather_penalty: if Self::a_vectorized(shape) { 1.0 } else { 2.0 },
-            out_bytes: shape.out_dtype.size(),
-        }
-    }
-
-    pub fn render(&self, p: &mut Params, shape: &ConvShape) {
-        p.ints(&[
-            ("BM", self.block_m.into()),
-            ("BN", self.block_n.into()),
-            ("BK", self.block_k.into()),
-            ("WARPS_M", self.warps_m.into()),
-            ("WARPS_N", self.warps_n.into()),
-            ("STAGES", self.stages.into()),
-            ("SPLIT_K", self.split_k.into()),
-        ])
-        .boolean("A_VEC", Self::a_vectorized(shape))
-        .boolean("B_VEC", Self::b_vectorized(shape));
-    }
-}
-
-fn split_workspace(shape: &ConvShape, bm: u32, bn: u32, split: u32) -> Workspace {
+pub(super) fn split_workspace(shape: &ConvShape, bm: u32, bn: u32, split: u32) -> Workspace {
     if split <= 1 {
         return Workspace::default();
     }
@@ -645,7 +464,7 @@ pub fn cheapest<C: Copy>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     pub(crate) fn conv(
@@ -710,42 +529,5 @@ mod tests {
         assert!(conv(1, 64, 56, 64, 3, 1, DType::F32).needs_bounds());
         assert!(!conv(1, 64, 56, 64, 1, 1, DType::F32).needs_bounds());
         assert!(!conv(1, 64, 56, 64, 1, 2, DType::F32).needs_bounds());
-    }
-
-    #[test]
-    fn invalid_configs_say_why() {
-        let shape = conv(1, 64, 56, 64, 3, 1, DType::F16);
-        let mut c = MmaConfig {
-            block_m: 64,
-            block_n: 64,
-            block_k: 32,
-            warps_m: 2,
-            warps_n: 2,
-            stages: 3,
-            split_k: 1,
-        };
-        assert!(c.validate(&shape).is_ok());
-        c.split_k = 64;
-        assert!(c.validate(&shape).unwrap_err().contains("split_k"));
-        c.split_k = 1;
-        c.stages = 6;
-        c.block_m = 256;
-        c.block_n = 256;
-        c.block_k = 64;
-        assert!(c.validate(&shape).unwrap_err().contains("warp tile"));
-        c.warps_m = 4;
-        c.warps_n = 4;
-        assert!(c.validate(&shape).unwrap_err().contains("shared memory"));
-        let f32_shape = conv(1, 64, 56, 64, 3, 1, DType::F32);
-        assert!(MmaConfig {
-            stages: 3,
-            block_m: 64,
-            block_n: 64,
-            block_k: 32,
-            ..c
-        }
-        .validate(&f32_shape)
-        .unwrap_err()
-        .contains("f16 or bf16"));
     }
 }

@@ -22,23 +22,27 @@
 //! Launches with more than 48 KiB of dynamic shared memory
 //! ([`KernelLaunch::smem_bytes`]) need
 //! `cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)`
-//! first; heuristic defaults stay below that. Split-K kernels share the
+//! first; heuristic defaults may use up to 113 KiB. Split-K kernels share the
 //! module's static `aotune::splitk_partials` / `splitk_counters` buffers, so
 //! launches of one module must not run concurrently (one stream or one
 //! captured graph).
 
+pub mod candidate;
 pub mod config;
 pub mod conv;
 pub mod cost_model;
 pub mod dense;
 pub mod elementwise;
 mod error;
+pub mod global_pool;
 pub mod implicit_gemm;
 pub mod index_map;
 pub mod matmul;
+pub mod mma_config;
 pub mod pool;
 pub mod reduce;
 pub mod source;
+pub mod to_nhwc;
 
 #[cfg(test)]
 mod gpu;
@@ -57,8 +61,11 @@ pub use config::{ConfigOverrides, KernelConfig, LinearConfig, LinearShape};
 pub use conv::ConvConfig;
 pub use dense::{DenseConfig, GemvConfig};
 pub use error::CodegenError;
+pub use global_pool::GlobalPoolConfig;
 pub use implicit_gemm::{ConvShape, MmaConfig, SimtConfig};
 pub use matmul::MatmulConfig;
+pub use mma_config::{MmaEpilogue, MmaOperands};
+pub use to_nhwc::ToNhwcConfig;
 
 use crate::ir::{Graph, NodeId, Op, ValueId, MAX_ELEMENTS};
 use crate::plan::MemoryPlan;
@@ -228,56 +235,135 @@ fn instantiate(
     hash: &str,
     warnings: &mut Vec<String>,
 ) -> Result<Instance, String> {
+    struct Choose<'a, 'b> {
+        task: &'a TaskRef<'a>,
+        hash: &'a str,
+        warnings: &'b mut Vec<String>,
+    }
+    impl VisitTask for Choose<'_, '_> {
+        type Out = Instance;
+        fn visit<C: KernelConfig>(
+            self,
+            shape: &C::Shape,
+            family: &str,
+            render: &dyn Fn(&C, &str) -> Instance,
+        ) -> Instance {
+            let c: C = choose(shape, self.task, self.warnings);
+            render(&c, &symbol(family, self.hash, &c.tag()))
+        }
+    }
+    dispatch(
+        graph,
+        id,
+        Choose {
+            task,
+            hash,
+            warnings,
+        },
+    )
+}
+
+/// What to do with a task once its template's config type, shape and
+/// renderer are known: [`dispatch`] calls `visit` with them.
+pub(crate) trait VisitTask {
+    type Out;
+    /// `family` prefixes the kernel symbol; `render(config, symbol)` renders
+    /// the instantiation.
+    fn visit<C: KernelConfig>(
+        self,
+        shape: &C::Shape,
+        family: &str,
+        render: &dyn Fn(&C, &str) -> Instance,
+    ) -> Self::Out;
+}
+
+/// The one place that maps an op to its template: finds node `id`'s shape
+/// and config type and hands them to `visitor`. Fails when the node's op or
+/// layout has no kernel.
+pub(crate) fn dispatch<V: VisitTask>(
+    graph: &Graph,
+    id: NodeId,
+    visitor: V,
+) -> Result<V::Out, String> {
     let node = graph.node(id);
     Ok(match &node.op {
         Op::FusedConv { .. } | Op::Conv(_) => {
             let shape = conv::conv_shape(graph, id)?;
-            let c: ConvConfig = choose(&shape, task, warnings);
-            conv::instantiate(&shape, &c, &symbol("conv", hash, &c.tag()))
+            visitor.visit::<ConvConfig>(&shape, "conv", &|c, sym| conv::instantiate(&shape, c, sym))
         }
         Op::Dense { .. } => {
             let shape = dense::dense_shape(graph, id)?;
-            let c: DenseConfig = choose(&shape, task, warnings);
-            dense::instantiate(&shape, &c, &symbol("dense", hash, &c.tag()))
+            visitor.visit::<DenseConfig>(&shape, "dense", &|c, sym| {
+                dense::instantiate(&shape, c, sym)
+            })
         }
         Op::MaxPool(_) | Op::AveragePool { .. } => {
             let shape = pool::pool_shape(graph, id)?;
-            let c: LinearConfig = choose(&shape.items(), task, warnings);
             let family = if shape.average.is_some() {
                 "avgpool"
             } else {
                 "maxpool"
             };
-            pool::instantiate(&shape, &c, &symbol(family, hash, &c.tag()))
+            visitor.visit::<LinearConfig>(&shape.items(), family, &|c, sym| {
+                pool::instantiate(&shape, c, sym)
+            })
         }
         Op::GlobalAveragePool | Op::GlobalMaxPool | Op::ReduceMean { .. } => {
+            if let Some(shape) = global_pool::global_pool_shape(graph, id) {
+                return Ok(
+                    visitor.visit::<GlobalPoolConfig>(&shape, "gpool", &|c, sym| {
+                        global_pool::instantiate(&shape, c, sym)
+                    }),
+                );
+            }
             let shape = reduce::reduce_shape(graph, id)?;
-            let c: LinearConfig = choose(&shape.items(), task, warnings);
-            reduce::instantiate_reduce(&shape, &c, &symbol("reduce", hash, &c.tag()))
+            visitor.visit::<LinearConfig>(&shape.items(), "reduce", &|c, sym| {
+                reduce::instantiate_reduce(&shape, c, sym)
+            })
         }
         Op::Softmax { .. } => {
             let shape = reduce::softmax_shape(graph, id)?;
-            let c: LinearConfig = choose(&shape.items(), task, warnings);
-            reduce::instantiate_softmax(&shape, &c, &symbol("softmax", hash, &c.tag()))
+            visitor.visit::<LinearConfig>(&shape.items(), "softmax", &|c, sym| {
+                reduce::instantiate_softmax(&shape, c, sym)
+            })
         }
-        Op::Convert
-        | Op::Flatten { .. }
+        Op::Convert | Op::PadChannels { .. } => match to_nhwc::to_nhwc_shape(graph, id)? {
+            Some(shape) => {
+                let family = if node.op == Op::Convert {
+                    "convert"
+                } else {
+                    "pad"
+                };
+                visitor.visit::<ToNhwcConfig>(&shape, family, &|c, sym| {
+                    to_nhwc::instantiate(&shape, c, sym)
+                })
+            }
+            None => elementwise_task(graph, id, visitor)?,
+        },
+        Op::Flatten { .. }
         | Op::Reshape { .. }
         | Op::Identity
         | Op::Unary(_)
         | Op::Binary(_)
         | Op::Sum
         | Op::BatchNorm { .. }
-        | Op::Concat { .. } => {
-            let shape = elementwise::elt_shape(graph, id)?;
-            let c: LinearConfig = choose(&shape.items(), task, warnings);
-            let family = elementwise::prefix(&shape.kind);
-            elementwise::instantiate(&shape, &c, &symbol(family, hash, &c.tag()))
-        }
+        | Op::Concat { .. } => elementwise_task(graph, id, visitor)?,
         Op::Gemm { .. } | Op::MatMul => {
             let shape = matmul::matmul_shape(graph, id)?;
-            let c: MatmulConfig = choose(&shape, task, warnings);
-            matmul::instantiate(&shape, &c, &symbol("matmul", hash, &c.tag()))
+            visitor.visit::<MatmulConfig>(&shape, "matmul", &|c, sym| {
+                matmul::instantiate(&shape, c, sym)
+            })
         }
     })
+}
+
+/// [`dispatch`] for the generic elementwise template.
+fn elementwise_task<V: VisitTask>(graph: &Graph, id: NodeId, visitor: V) -> Result<V::Out, String> {
+    let shape = elementwise::elt_shape(graph, id)?;
+    let family = elementwise::prefix(&shape.kind);
+    Ok(
+        visitor.visit::<LinearConfig>(&shape.items(), family, &|c, sym| {
+            elementwise::instantiate(&shape, c, sym)
+        }),
+    )
 }

@@ -1,6 +1,8 @@
 //! Reduction kernels (`reduce.cu`): `GlobalAveragePool` / `GlobalMaxPool`
 //! (any layout, rank ≥ 3) and `ReduceMean` (row-major, any axes) as one
 //! "reduce the axes of each output" template, and `Softmax` along one axis.
+//! Global pools over 4-D channels-last values (ResNet's head) have their own
+//! kernel, which splits the pixels over threads ([`super::global_pool`]).
 //!
 //! For each output the instantiation renders `base(j)` (the input offset of
 //! its first reduced element, from the kept axes' coordinates) and

@@ -66,18 +66,14 @@ pub fn ctype(dtype: DType) -> &'static str {
     }
 }
 
-/// A C++ `float` expression equal to `x` bit for bit (Rust prints the
-/// shortest decimal that round-trips, which C++ parses back to the same
-/// float).
+/// A C++ `float` constant expression equal to `x` bit for bit (Rust prints
+/// the shortest decimal that round-trips, which C++ parses back to the same
+/// float). NaN and the infinities are bit casts: NVRTC knows neither
+/// `__builtin_huge_valf` nor `__builtin_nanf`, and `__int_as_float` is not
+/// `constexpr`.
 pub fn f32_literal(x: f32) -> String {
-    if x.is_nan() {
-        "__builtin_nanf(\"\")".to_string()
-    } else if x.is_infinite() {
-        if x > 0.0 {
-            "__builtin_huge_valf()".to_string()
-        } else {
-            "(-__builtin_huge_valf())".to_string()
-        }
+    if x.is_nan() || x.is_infinite() {
+        format!("__builtin_bit_cast(float, {:#010x}u)", x.to_bits())
     } else {
         let s = format!("{x:?}");
         let s = if s.contains(['.', 'e', 'E']) {
@@ -217,7 +213,8 @@ fn wrapper_with_bounds(symbol: &str, bounds: &str, args: &[Arg], call: &str) -> 
         })
         .collect();
     format!(
-        "extern \"C\" __global__ void __launch_bounds__({bounds}) {symbol}(\n    {}) {{\n  {call};\n}}\n",
+        "extern \"C\" __global__ void __launch_bounds__({bounds}) {symbol}(\n    {}) {{\n  \
+         aotune::grid_dependency_sync();\n  {call};\n}}\n",
         params.join(",\n    ")
     )
 }
@@ -310,8 +307,14 @@ mod tests {
         assert_eq!(f32_literal(6.0), "6.0f");
         assert_eq!(f32_literal(0.1), "0.1f");
         assert_eq!(f32_literal(-1e-30), "-1e-30f");
-        assert_eq!(f32_literal(f32::INFINITY), "__builtin_huge_valf()");
-        assert_eq!(f32_literal(f32::NEG_INFINITY), "(-__builtin_huge_valf())");
+        assert_eq!(
+            f32_literal(f32::INFINITY),
+            "__builtin_bit_cast(float, 0x7f800000u)"
+        );
+        assert_eq!(
+            f32_literal(f32::NEG_INFINITY),
+            "__builtin_bit_cast(float, 0xff800000u)"
+        );
         for x in [0.1f32, 1.0 / 3.0, 1e-42, 3.4028235e38] {
             let lit = f32_literal(x);
             let parsed: f32 = lit.trim_end_matches('f').parse().unwrap();

@@ -241,6 +241,16 @@ fn resnet50_fp32_stem_snapshot() {
     insta::assert_snapshot!("resnet50_fp32_conv2d1", text);
 }
 
+/// A tf32 convolution on the tensor cores (f32 operands, m16n8k8).
+#[test]
+fn resnet50_tf32_conv_snapshot() {
+    let c = compiled(ResNetDepth::R50, 1, Precision::Tf32);
+    let m = module(&c);
+    let text = instantiation(&m.source, symbol_of(&m, &c, "conv2d8"));
+    assert!(text.contains("_mma_"), "{text}");
+    insta::assert_snapshot!("resnet50_tf32_conv2d8", text);
+}
+
 #[test]
 fn broadcast_binary_snapshot() {
     let (graph, _) = one_op(
@@ -320,16 +330,19 @@ fn resnet18_modules_compile_without_spills() {
     ]);
 }
 
-/// Prints ptxas's registers for every ResNet-50 batch-1 kernel (fp16, fp32).
+/// Prints ptxas's registers for every kernel of ResNet-50's defaults at
+/// batch 1 (fp16, tf32, fp32) and 256 (fp16).
 #[test]
 #[ignore]
 fn print_resnet50_ptxas() {
     let cases = [
         (ResNetDepth::R50, 1, Precision::Fp16),
+        (ResNetDepth::R50, 1, Precision::Tf32),
         (ResNetDepth::R50, 1, Precision::Fp32),
+        (ResNetDepth::R50, 256, Precision::Fp16),
     ];
-    for ((_, _, precision), r) in cases.iter().zip(compile_models(&cases)) {
-        println!("{precision}");
+    for ((_, batch, precision), r) in cases.iter().zip(compile_models(&cases)) {
+        println!("batch {batch} {precision}");
         for k in r {
             println!(
                 "  {:<48} {:>3} registers, {} B stack, {} B spills",
@@ -339,11 +352,11 @@ fn print_resnet50_ptxas() {
     }
 }
 
-/// The default geometry of a ResNet's convolutions at batch 1, one line per
+/// The default geometry of a ResNet's convolutions at `batch`, one line per
 /// task (layers in order of first use), as in conv.rs's doc comment.
-pub(crate) fn geometry_table(depth: ResNetDepth, precision: Precision) -> String {
+pub(crate) fn geometry_table(depth: ResNetDepth, batch: usize, precision: Precision) -> String {
     use std::fmt::Write;
-    let c = compiled(depth, 1, precision);
+    let c = compiled(depth, batch, precision);
     let m = module(&c);
     let mut rows: Vec<(u32, Vec<String>, String)> = Vec::new();
     let (mut launches, mut ctas_total) = (0, 0);
@@ -364,7 +377,7 @@ pub(crate) fn geometry_table(depth: ResNetDepth, precision: Precision) -> String
             .nth(2)
             .unwrap_or("");
         let text = format!(
-            "{:>5} x {:>4} x {:>4}  {:<24} {:>4} CTAs x {:>3} threads",
+            "{:>7} x {:>4} x {:>4}  {:<25} {:>5} CTAs x {:>3} threads",
             shape.gemm_m(),
             shape.gemm_n(),
             shape.gemm_k(),
@@ -400,19 +413,30 @@ fn conv_doc_lists_the_default_resnet50_geometry() {
         .filter_map(|l| l.strip_prefix("//! "))
         .collect::<Vec<_>>()
         .join("\n");
-    for precision in [Precision::Fp16, Precision::Fp32] {
-        let table = geometry_table(ResNetDepth::R50, precision);
+    for (batch, precision) in GEOMETRY_TABLES {
+        let table = geometry_table(ResNetDepth::R50, batch, precision);
         assert!(
             doc.contains(table.trim_end()),
-            "conv.rs's doc comment is stale; the {precision} table is now:\n{table}"
+            "conv.rs's doc comment is stale; the batch {batch} {precision} table is now:\n{table}"
         );
     }
 }
 
+/// The tables conv.rs's doc comment shows.
+const GEOMETRY_TABLES: [(usize, Precision); 4] = [
+    (1, Precision::Fp16),
+    (1, Precision::Tf32),
+    (1, Precision::Fp32),
+    (256, Precision::Fp16),
+];
+
 #[test]
 #[ignore]
 fn print_resnet50_geometry() {
-    for p in [Precision::Fp16, Precision::Fp32] {
-        println!("{p}\n{}", geometry_table(ResNetDepth::R50, p));
+    for (batch, p) in GEOMETRY_TABLES {
+        println!(
+            "batch {batch} {p}\n{}",
+            geometry_table(ResNetDepth::R50, batch, p)
+        );
     }
 }

@@ -8,6 +8,26 @@
 
 namespace aotune {
 
+// ---- programmatic dependent launch (sm_90) -------------------------------
+//
+// Every kernel starts here. Launched as a programmatic dependent launch, it
+// may begin while the previous kernel finishes: `griddepcontrol.wait` blocks
+// until that kernel has completed and its writes are visible, so nothing
+// before this call may touch global memory. `launch_dependents` then lets
+// the next kernel be scheduled as soon as every CTA of this one has started
+// (it still waits for this one to finish). Without the launch attribute both
+// are no-ops.
+__device__ __forceinline__ void grid_dependency_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// -inf as a constant expression that nvcc and NVRTC both accept (NVRTC
+// lacks __builtin_huge_valf).
+__device__ __forceinline__ constexpr float neg_inf() { return __builtin_bit_cast(float, 0xff800000u); }
+
 // ---- conversions ---------------------------------------------------------
 
 __device__ __forceinline__ float to_f32(float v) { return v; }
@@ -74,10 +94,21 @@ __device__ __forceinline__ float activate(float x, float lo, float hi) {
   return x;
 }
 
+// Loads V consecutive elements like load_f32, in accesses of at most 16
+// bytes (an f32 bias for 8 half outputs is two 16-byte loads).
+template <int V, class T>
+__device__ __forceinline__ void load_f32_wide(const T* __restrict__ p, float* out) {
+  constexpr int A = (V * sizeof(T) > 16) ? 16 / (int)sizeof(T) : V;
+  static_assert(V % A == 0, "whole accesses");
+#pragma unroll
+  for (int i = 0; i < V / A; ++i) load_f32<A>(p + i * A, out + i * A);
+}
+
 // Finishes V consecutive outputs (columns n..n+V-1 of GEMM row m, stored at
 // y[m * P::GEMM_N + n]): act(acc + bias[n] + residual[m, n]) in f32, one
 // rounding at the store. With V > 1 the caller guarantees the V columns are
-// all in range and the accesses aligned (GEMM_N % V == 0, n % V == 0).
+// all in range and the accesses aligned (GEMM_N % V == 0, n % V == 0); the
+// store is one access, so V * sizeof(TOut) is at most 16 bytes.
 template <class P, int V>
 __device__ __forceinline__ void epilogue_store(typename P::TOut* __restrict__ y,
                                                const typename P::TBias* __restrict__ bias,
@@ -86,13 +117,13 @@ __device__ __forceinline__ void epilogue_store(typename P::TOut* __restrict__ y,
   const int at = m * P::GEMM_N + n;
   if (P::HAS_BIAS) {
     float b[V];
-    load_f32<V>(bias + n, b);
+    load_f32_wide<V>(bias + n, b);
 #pragma unroll
     for (int i = 0; i < V; ++i) v[i] += b[i];
   }
   if (P::HAS_RES) {
     float r[V];
-    load_f32<V>(res + at, r);
+    load_f32_wide<V>(res + at, r);
 #pragma unroll
     for (int i = 0; i < V; ++i) v[i] += r[i];
   }

@@ -1,16 +1,41 @@
-// aotune: implicit-GEMM convolution on the tensor cores (mma.sync m16n8k16,
-// f16 or bf16 operands, f32 accumulation).
+// aotune: implicit-GEMM convolution on the tensor cores, f32 accumulation:
+// mma.sync m16n8k16 for f16/bf16 operands, m16n8k8 for tf32 (f32 in memory,
+// rounded to tf32 with cvt.rna after ldmatrix, as the CPU reference rounds).
 //
 // Same GEMM view as conv_simt.cu (A = im2col of the NHWC input, B = OHWI
-// weight rows, y = [N*P*Q, K]). CTA tile BM x BN, K step BK (32 or 64),
-// WARPS_M x WARPS_N warps, each owning a (BM/WARPS_M) x (BN/WARPS_N) warp tile
-// of MI x NI mma tiles. Shared tiles are row-major with k contiguous and rows
-// padded by 8 elements (16 bytes), which makes both the 16-byte cp.async
-// stores and the ldmatrix.x4 reads conflict-free without a swizzle. A
-// STAGES-deep cp.async pipeline (zero-fill for padding and out-of-range rows)
-// feeds it when A_VEC / B_VEC (C % 8 == 0, R*S*C % 8 == 0); otherwise that
-// operand is gathered element by element into the same stage (the stem, C=3).
-// SPLIT_K > 1 splits the k tiles over blockIdx.z (see splitk_reduce).
+// weight rows, y = [N*P*Q, K]). CTA tile BM x BN, K step BK elements (64 or
+// 128 bytes of k), WARPS_M x WARPS_N warps, each owning a (BM/WARPS_M) x
+// (BN/WARPS_N) warp tile of MI x NI mma tiles. One CTA per tile, tiles
+// numbered with the N tile fastest (blockIdx.x), so the CTAs sharing an A
+// tile run together and A comes from DRAM once however many N tiles there
+// are. SPLIT_K > 1 splits the k tiles over blockIdx.z (see splitk_reduce).
+//
+// Shared tiles are row-major with k contiguous, rows of KC 16-byte chunks,
+// no padding: chunk c of row r is stored at chunk c ^ ((r / (8 / KC)) % KC).
+// Any 8 consecutive rows then put one logical chunk in 8 distinct 16-byte
+// bank groups, so ldmatrix (8 rows x 16 bytes per phase) and the cp.async
+// fill (whole 128-byte lines per phase) are conflict-free.
+//
+// In bytes both mma shapes read the same fragments: a k step is 32 bytes of
+// k (16 halves or 8 tf32), ldmatrix.x4 gives A as four 8 x 16-byte matrices
+// (rows 0-7 / 8-15 x bytes 0-15 / 16-31) and B as two n8 tiles x two k
+// halves. For 32-bit data ldmatrix's b16 pairs are whole tf32 values: lane
+// i gets row i/4, element i%4, which is the m16n8k8 .tf32 fragment layout
+// (a0 = (g, t), a1 = (g+8, t), a2 = (g, t+4), a3 = (g+8, t+4); b0 = (k t,
+// n g), b1 = (k t+4, n g); g = lane/4, t = lane%4).
+//
+// A STAGES-deep cp.async pipeline (zero-fill for padding and out-of-range
+// rows) feeds it when A_VEC / B_VEC (C and R*S*C multiples of one 16-byte
+// chunk); otherwise that operand is gathered element by element into the
+// same stage (the stem, C=3).
+//
+// Epilogue (P::STAGED_EPILOGUE): the accumulators go through shared memory
+// (the pipeline buffers, EPI_MI mma rows per warp per pass, rows padded to
+// BN + 8 floats so the quads' 8-byte stores hit distinct banks), then each
+// thread finishes 16 bytes of output: bias, residual (16-byte loads),
+// activation and one rounding, consecutive threads on consecutive chunks of
+// a row, so every warp store writes whole 32-byte sectors. Otherwise each
+// thread stores its fragments directly (2 values per row).
 
 namespace aotune {
 
@@ -43,182 +68,148 @@ __device__ __forceinline__ void ldmatrix_x4(unsigned int (&r)[4], const void* p)
                : "r"(smem_addr(p)));
 }
 
-__device__ __forceinline__ void mma_16816(float* d, const unsigned int (&a)[4],
-                                          const unsigned int (&b)[2], __half) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+// Chunk index at which logical 16-byte chunk `chunk` of tile row `row` is
+// stored, for rows of KC chunks (see the header).
+template <int KC> __device__ __forceinline__ int swizzle(int row, int chunk) {
+  return chunk ^ ((row / (8 / KC)) % KC);
 }
 
-__device__ __forceinline__ void mma_16816(float* d, const unsigned int (&a)[4],
-                                          const unsigned int (&b)[2], __nv_bfloat16) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+// One mma.sync per operand type: `prepare` turns ldmatrix's raw fragment
+// registers into operands (tf32: round to nearest, ties away, as
+// ir::round_tf32), `run` accumulates one 16 x 8 tile over one 32-byte k step.
+template <class T> struct Mma;
+
+template <> struct Mma<__half> {
+  template <int R> static __device__ __forceinline__ void prepare(unsigned int (&)[R]) {}
+  static __device__ __forceinline__ void run(float* d, const unsigned int (&a)[4],
+                                             const unsigned int (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+};
+
+template <> struct Mma<__nv_bfloat16> {
+  template <int R> static __device__ __forceinline__ void prepare(unsigned int (&)[R]) {}
+  static __device__ __forceinline__ void run(float* d, const unsigned int (&a)[4],
+                                             const unsigned int (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+};
+
+template <> struct Mma<float> {
+  template <int R> static __device__ __forceinline__ void prepare(unsigned int (&r)[R]) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) r[i] = __float_as_uint(round_tf32(__uint_as_float(r[i])));
+  }
+  static __device__ __forceinline__ void run(float* d, const unsigned int (&a)[4],
+                                             const unsigned int (&b)[2]) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+};
+
+// Builds one 16-byte chunk of a shared tile from CE raw elements,
+// `element(i)` giving the i-th (zero where it falls outside the operand).
+template <class E, int CE, class F>
+__device__ __forceinline__ void gather_chunk(unsigned char* dst, F element) {
+  uint4 pack;
+  E* e = reinterpret_cast<E*>(&pack);
+#pragma unroll
+  for (int i = 0; i < CE; ++i) e[i] = element(i);
+  *reinterpret_cast<uint4*>(dst) = pack;
 }
 
-template <class P>
-__device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
-                                         const typename P::TW* __restrict__ wgt,
-                                         const typename P::TBias* __restrict__ bias,
-                                         const typename P::TRes* __restrict__ res,
-                                         typename P::TOut* __restrict__ y) {
-  typedef typename P::TIn T16;
-  constexpr int BM = P::BM, BN = P::BN, BK = P::BK, STAGES = P::STAGES;
-  constexpr int WARPS_M = P::WARPS_M, WARPS_N = P::WARPS_N, T = 32 * WARPS_M * WARPS_N;
-  constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N, MI = WTM / 16, NI = WTN / 8;
-  constexpr int PITCH = BK + 8;
-  constexpr int A_STAGE = BM * PITCH, B_STAGE = BN * PITCH;
-  constexpr int M = P::GEMM_M, N = P::GEMM_N, GK = P::GEMM_K;
-  constexpr int KC = BK / 8;  // 16-byte chunks per tile row
-  constexpr int CA = BM * KC, LA = (CA + T - 1) / T;
-  constexpr int CB = BN * KC, LB = (CB + T - 1) / T;
-  constexpr int KT = (GK + BK - 1) / BK;
-  constexpr int KT_SPLIT = (KT + P::SPLIT_K - 1) / P::SPLIT_K;
-  constexpr int PQ = P::P * P::Q;
-  constexpr int SC = P::S * P::C;
-  static_assert(WTM % 16 == 0 && WTN % 16 == 0 && BK % 16 == 0, "mma tile shape");
-  static_assert(!P::A_VEC || P::C % 8 == 0, "16-byte A chunks stay inside one pixel");
-  static_assert(!P::B_VEC || GK % 8 == 0, "16-byte B chunks stay inside one row");
-
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  T16* As = reinterpret_cast<T16*>(smem_raw);
-  T16* Bs = As + STAGES * A_STAGE;
-  const unsigned short* xb = reinterpret_cast<const unsigned short*>(x);
-  const unsigned short* wb = reinterpret_cast<const unsigned short*>(wgt);
-
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int wm = warp / WARPS_N, wn = warp % WARPS_N;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  const int kt_begin = blockIdx.z * KT_SPLIT;
-  const int kt_end = min(KT, kt_begin + KT_SPLIT);
-
-  // Rows of A this thread copies: image offset and top-left input pixel.
-  int a_img[LA], a_h[LA], a_w[LA];
-  bool a_row[LA];
+// The staged epilogue (see the header): the CTA's accumulators pass
+// through `cs` (shared, at least WARPS_M * EPI_MI * 16 rows of BN + 8
+// floats) in MI / EPI_MI passes; each pass stages mma rows
+// pass * EPI_MI .. + EPI_MI - 1 of every warp, then the CTA finishes them.
+template <class P, int MI, int NI, int WTM, int WTN, int T>
+__device__ __forceinline__ void staged_epilogue(float* __restrict__ cs, const float* acc, int wm,
+                                                int wn, int g, int t4, int m0, int n0,
+                                                typename P::TOut* __restrict__ y,
+                                                const typename P::TBias* __restrict__ bias,
+                                                const typename P::TRes* __restrict__ res) {
+  constexpr int V = 16 / (int)sizeof(typename P::TOut);  // outputs per 16-byte store
+  constexpr int Q = V / 4;                                // float4 reads per chunk
+  constexpr int BN = P::BN, M = P::GEMM_M, N = P::GEMM_N, EPI_MI = P::EPI_MI;
+  constexpr int WROWS = EPI_MI * 16;  // rows one warp row stages per pass
+  constexpr int ROWS = P::WARPS_M * WROWS;
+  constexpr int PITCH = BN + 8;  // floats; PITCH % 32 == 8 for BN % 32 == 0
+  constexpr int CPR = BN / V;    // 16-byte output chunks per row
+  constexpr int CHUNKS = ROWS * CPR, L = (CHUNKS + T - 1) / T;
+  static_assert(MI % EPI_MI == 0, "whole passes");
+  static_assert(BN % V == 0, "whole chunks per tile row");
+  // Lanes 4-7 of every 8 read their chunk's float4s in rotated order, so
+  // the 8 lanes of a 128-bit shared-load phase cover all 32 banks.
+  const int rot = (threadIdx.x / 4) % Q;
 #pragma unroll
-  for (int l = 0; l < LA; ++l) {
-    const int idx = tid + l * T;
-    const int m = m0 + idx / KC;
-    a_row[l] = (CA % T == 0 || idx < CA) && m < M;
-    const int mm = a_row[l] ? m : 0;
-    const int img = mm / PQ, pq = mm % PQ;
-    a_img[l] = img * (P::H * P::W * P::C);
-    a_h[l] = (pq / P::Q) * P::SH - P::PH;
-    a_w[l] = (pq % P::Q) * P::SW - P::PW;
-  }
-
-  auto load_stage = [&](int stage, int kt) {
-    T16* as = As + stage * A_STAGE;
-    T16* bs = Bs + stage * B_STAGE;
+  for (int pass = 0; pass < MI / EPI_MI; ++pass) {
+    if (pass > 0) __syncthreads();
 #pragma unroll
-    for (int l = 0; l < LA; ++l) {
-      const int idx = tid + l * T;
-      if (CA % T != 0 && idx >= CA) continue;
-      T16* dst = as + (idx / KC) * PITCH + (idx % KC) * 8;
-      const int k = kt * BK + (idx % KC) * 8;
-      if (P::A_VEC) {
-        const int r = k / SC, s = (k % SC) / P::C, c = k % P::C;
-        const int h = a_h[l] + r * P::DH, w = a_w[l] + s * P::DW;
-        bool ok = a_row[l] && (GK % BK == 0 || k < GK);
-        if (P::A_BOUNDS) ok = ok && h >= 0 && h < P::H && w >= 0 && w < P::W;
-        const T16* src = ok ? x + a_img[l] + (h * P::W + w) * P::C + c : x;
-        cp_async_16<true>(dst, src, ok);
-      } else {
-        unsigned short v[8];
+    for (int lmi = 0; lmi < EPI_MI; ++lmi) {
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const int ke = k + e;
-          const int r = ke / SC, s = (ke % SC) / P::C, c = ke % P::C;
-          const int h = a_h[l] + r * P::DH, w = a_w[l] + s * P::DW;
-          bool ok = a_row[l] && ke < GK;
-          if (P::A_BOUNDS) ok = ok && h >= 0 && h < P::H && w >= 0 && w < P::W;
-          v[e] = ok ? xb[a_img[l] + (h * P::W + w) * P::C + c] : (unsigned short)0;
-        }
-        *reinterpret_cast<uint4*>(dst) =
-            make_uint4(v[0] | (unsigned int)v[1] << 16, v[2] | (unsigned int)v[3] << 16,
-                       v[4] | (unsigned int)v[5] << 16, v[6] | (unsigned int)v[7] << 16);
-      }
-    }
-#pragma unroll
-    for (int l = 0; l < LB; ++l) {
-      const int idx = tid + l * T;
-      if (CB % T != 0 && idx >= CB) continue;
-      T16* dst = bs + (idx / KC) * PITCH + (idx % KC) * 8;
-      const int n = n0 + idx / KC;
-      const int k = kt * BK + (idx % KC) * 8;
-      if (P::B_VEC) {
-        const bool ok = n < N && (GK % BK == 0 || k < GK);
-        cp_async_16<false>(dst, ok ? wgt + n * GK + k : wgt, ok);
-      } else {
-        unsigned short v[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          const bool ok = n < N && k + e < GK;
-          v[e] = ok ? wb[n * GK + k + e] : (unsigned short)0;
-        }
-        *reinterpret_cast<uint4*>(dst) =
-            make_uint4(v[0] | (unsigned int)v[1] << 16, v[2] | (unsigned int)v[3] << 16,
-                       v[4] | (unsigned int)v[5] << 16, v[6] | (unsigned int)v[7] << 16);
-      }
-    }
-  };
-
-  float acc[MI * NI * 4];
-#pragma unroll
-  for (int i = 0; i < MI * NI * 4; ++i) acc[i] = 0.0f;
-
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (kt_begin + s < kt_end) load_stage(s, kt_begin + s);
-    cp_async_commit();
-  }
-
-  for (int kt = kt_begin; kt < kt_end; ++kt) {
-    const int i = kt - kt_begin;
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();
-    if (kt + STAGES - 1 < kt_end) load_stage((i + STAGES - 1) % STAGES, kt + STAGES - 1);
-    cp_async_commit();
-    const T16* as = As + (i % STAGES) * A_STAGE + (wm * WTM) * PITCH;
-    const T16* bs = Bs + (i % STAGES) * B_STAGE + (wn * WTN) * PITCH;
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; ++kk) {
-      unsigned int af[MI][4], bf[NI][2];
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi)
-        ldmatrix_x4(af[mi], as + (mi * 16 + lane % 16) * PITCH + kk * 16 + (lane / 16) * 8);
-#pragma unroll
-      for (int nj = 0; nj < NI / 2; ++nj) {
-        unsigned int t[4];
-        ldmatrix_x4(t, bs + (nj * 16 + lane % 8 + (lane / 16) * 8) * PITCH + kk * 16 +
-                           ((lane / 8) % 2) * 8);
-        bf[2 * nj][0] = t[0];
-        bf[2 * nj][1] = t[1];
-        bf[2 * nj + 1][0] = t[2];
-        bf[2 * nj + 1][1] = t[3];
-      }
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi)
+      for (int half_row = 0; half_row < 2; ++half_row) {
+        float* row = cs + (wm * WROWS + lmi * 16 + g + half_row * 8) * PITCH + wn * WTN + t4 * 2;
 #pragma unroll
         for (int ni = 0; ni < NI; ++ni) {
-          mma_16816(acc + (mi * NI + ni) * 4, af[mi], bf[ni], T16());
+          const int a = ((pass * EPI_MI + lmi) * NI + ni) * 4 + half_row * 2;
+          *reinterpret_cast<float2*>(row + ni * 8) = make_float2(acc[a], acc[a + 1]);
         }
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int l = 0; l < L; ++l) {
+      const int idx = threadIdx.x + l * T;
+      if (CHUNKS % T != 0 && idx >= CHUNKS) break;
+      const int row = idx / CPR, chunk = idx % CPR;
+      const int m = m0 + (row / WROWS) * WTM + pass * WROWS + row % WROWS;
+      const int n = n0 + chunk * V;
+      if (m >= M || n >= N) continue;
+      const float* src = cs + row * PITCH + chunk * V;
+      float4 p[Q];
+#pragma unroll
+      for (int i = 0; i < Q; ++i) p[i] = *reinterpret_cast<const float4*>(src + ((i + rot) % Q) * 4);
+      float v[V];
+#pragma unroll
+      for (int j = 0; j < Q; ++j) {
+        float4 u = p[0];
+#pragma unroll
+        for (int i = 1; i < Q; ++i) {
+          if ((i + rot) % Q == j) u = p[i];
+        }
+        v[4 * j] = u.x;
+        v[4 * j + 1] = u.y;
+        v[4 * j + 2] = u.z;
+        v[4 * j + 3] = u.w;
+      }
+      if (N % V == 0) {
+        epilogue_store<P, V>(y, bias, res, m, n, v);
+      } else {
+        epilogue_store_checked<P, V>(y, bias, res, m, n, v);
+      }
     }
   }
-  cp_async_wait<0>();
+}
 
-  if (P::SPLIT_K > 1) {
-    if (!splitk_reduce<MI * NI * 4, T, P::SPLIT_K>(acc, blockIdx.y * gridDim.x + blockIdx.x,
-                                                    gridDim.x * gridDim.y))
-      return;
-  }
-
-  const int g = lane / 4, t4 = lane % 4;
+// The direct epilogue: each thread finishes and stores its own fragments,
+// two consecutive outputs per row (c0,c1 at row g, c2,c3 at row g + 8).
+template <class P, int MI, int NI, int WTM, int WTN>
+__device__ __forceinline__ void direct_epilogue(const float* acc, int wm, int wn, int g, int t4,
+                                                int m0, int n0, typename P::TOut* __restrict__ y,
+                                                const typename P::TBias* __restrict__ bias,
+                                                const typename P::TRes* __restrict__ res) {
+  constexpr int M = P::GEMM_M, N = P::GEMM_N;
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
@@ -237,6 +228,201 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
         }
       }
     }
+  }
+}
+
+template <class P>
+__device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
+                                         const typename P::TW* __restrict__ wgt,
+                                         const typename P::TBias* __restrict__ bias,
+                                         const typename P::TRes* __restrict__ res,
+                                         typename P::TOut* __restrict__ y) {
+  typedef typename P::TIn TE;
+  typedef typename RawBytes<sizeof(TE)>::type E;
+  constexpr int CE = 16 / (int)sizeof(TE);  // elements per 16-byte chunk
+  constexpr int BM = P::BM, BN = P::BN, BK = P::BK, STAGES = P::STAGES;
+  constexpr int WARPS_M = P::WARPS_M, WARPS_N = P::WARPS_N, T = 32 * WARPS_M * WARPS_N;
+  constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N, MI = WTM / 16, NI = WTN / 8;
+  constexpr int KC = BK / CE;  // 16-byte chunks per tile row
+  constexpr int ROW = KC * 16;  // bytes per tile row
+  constexpr int KSTEPS = ROW / 32;  // mma k steps per k tile
+  constexpr int A_STAGE = BM * ROW, B_STAGE = BN * ROW;
+  constexpr int M = P::GEMM_M, N = P::GEMM_N, GK = P::GEMM_K;
+  constexpr int CA = BM * KC, LA = (CA + T - 1) / T;
+  constexpr int CB = BN * KC, LB = (CB + T - 1) / T;
+  constexpr int KT = (GK + BK - 1) / BK;
+  constexpr int KT_SPLIT = (KT + P::SPLIT_K - 1) / P::SPLIT_K;
+  constexpr int N_TILES = (N + BN - 1) / BN;
+  constexpr int PQ = P::P * P::Q;
+  constexpr int SC = P::S * P::C;
+  static_assert(sizeof(TE) == sizeof(typename P::TW), "one operand type");
+  static_assert(KC == 4 || KC == 8, "tile rows of 64 or 128 bytes");
+  static_assert(WTM % 16 == 0 && WTN % 16 == 0, "mma tile shape");
+  static_assert(!P::A_VEC || P::C % CE == 0, "16-byte A chunks stay inside one pixel");
+  static_assert(!P::B_VEC || GK % CE == 0, "16-byte B chunks stay inside one row");
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* As = smem_raw;
+  unsigned char* Bs = smem_raw + STAGES * A_STAGE;
+  const E* xe = reinterpret_cast<const E*>(x);
+  const E* we = reinterpret_cast<const E*>(wgt);
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+  const int m0 = (blockIdx.x / N_TILES) * BM, n0 = (blockIdx.x % N_TILES) * BN;
+  const int kt_begin = blockIdx.z * KT_SPLIT;
+  const int kt_end = min(KT, kt_begin + KT_SPLIT);
+
+  // Each thread copies one k chunk (the same for all its rows, as T is a
+  // multiple of KC) of rows row0, row0 + T / KC, ... of each tile.
+  static_assert(T % KC == 0, "one chunk column per thread");
+  constexpr int ROW_STEP = T / KC;
+  const int chunk = tid % KC, row0 = tid / KC;
+
+  // Per A row: the element offset of its window's top-left input pixel
+  // (negative past the top or left edge), and with A_BOUNDS that pixel's h
+  // and w. Rows past M read nothing: a_h is far below 0 (A_BOUNDS) or
+  // a_pix is -1 (no bounds, where valid offsets are >= 0).
+  constexpr int NO_ROW = -0x40000000;
+  int a_pix[LA], a_h[P::A_BOUNDS ? LA : 1], a_w[P::A_BOUNDS ? LA : 1];
+#pragma unroll
+  for (int l = 0; l < LA; ++l) {
+    const int m = m0 + row0 + l * ROW_STEP;
+    const bool live = (CA % T == 0 || row0 + l * ROW_STEP < BM) && m < M;
+    const int mm = live ? m : 0;
+    const int img = mm / PQ, pq = mm % PQ;
+    const int h = (pq / P::Q) * P::SH - P::PH, w = (pq % P::Q) * P::SW - P::PW;
+    a_pix[l] = img * (P::H * P::W * P::C) + (h * P::W + w) * P::C;
+    if (P::A_BOUNDS) {
+      a_h[l] = live ? h : NO_ROW;
+      a_w[l] = w;
+    } else if (!live) {
+      a_pix[l] = -1;
+    }
+  }
+  // Whether row l's window tap (r, s) is inside the input.
+  auto a_inside = [&](int l, int r, int s) {
+    if (!P::A_BOUNDS) return a_pix[l] >= 0;
+    const int h = a_h[P::A_BOUNDS ? l : 0] + r * P::DH, w = a_w[P::A_BOUNDS ? l : 0] + s * P::DW;
+    return h >= 0 && h < P::H && w >= 0 && w < P::W;
+  };
+
+  auto load_stage = [&](int stage, int kt) {
+    unsigned char* as = As + stage * A_STAGE;
+    unsigned char* bs = Bs + stage * B_STAGE;
+    const int k = kt * BK + chunk * CE;
+    const bool k_ok = GK % BK == 0 || k < GK;
+    if (P::A_VEC) {
+      // One window tap and channel offset for all of this thread's rows.
+      const int r = k / SC, s = (k % SC) / P::C, c = k % P::C;
+      const int tap = (r * P::DH * P::W + s * P::DW) * P::C + c;
+#pragma unroll
+      for (int l = 0; l < LA; ++l) {
+        const int row = row0 + l * ROW_STEP;
+        if (CA % T != 0 && row >= BM) continue;
+        const bool ok = k_ok && a_inside(l, r, s);
+        cp_async_16<true>(as + row * ROW + swizzle<KC>(row, chunk) * 16,
+                          ok ? x + a_pix[l] + tap : x, ok);
+      }
+    } else {
+#pragma unroll
+      for (int l = 0; l < LA; ++l) {
+        const int row = row0 + l * ROW_STEP;
+        if (CA % T != 0 && row >= BM) continue;
+        gather_chunk<E, CE>(as + row * ROW + swizzle<KC>(row, chunk) * 16, [&](int e) {
+          const int ke = k + e;
+          const int r = ke / SC, s = (ke % SC) / P::C, c = ke % P::C;
+          const bool ok = ke < GK && a_inside(l, r, s);
+          return ok ? xe[a_pix[l] + (r * P::DH * P::W + s * P::DW) * P::C + c] : (E)0;
+        });
+      }
+    }
+#pragma unroll
+    for (int l = 0; l < LB; ++l) {
+      const int row = row0 + l * ROW_STEP;
+      if (CB % T != 0 && row >= BN) continue;
+      unsigned char* dst = bs + row * ROW + swizzle<KC>(row, chunk) * 16;
+      const int n = n0 + row;
+      if (P::B_VEC) {
+        const bool ok = n < N && k_ok;
+        cp_async_16<false>(dst, ok ? wgt + n * GK + k : wgt, ok);
+      } else {
+        gather_chunk<E, CE>(dst, [&](int e) {
+          const bool ok = n < N && k + e < GK;
+          return ok ? we[n * GK + k + e] : (E)0;
+        });
+      }
+    }
+  };
+
+  // Byte offsets (within a stage) of this lane's ldmatrix rows for each k
+  // step. Rows 16 apart share a swizzle phase, so one offset per k step
+  // serves every mi / nj.
+  const int a_ld_row = wm * WTM + lane % 16;
+  const int b_ld_row = wn * WTN + lane % 8 + (lane / 16) * 8;
+  int a_ld[KSTEPS], b_ld[KSTEPS];
+#pragma unroll
+  for (int kk = 0; kk < KSTEPS; ++kk) {
+    a_ld[kk] = a_ld_row * ROW + swizzle<KC>(a_ld_row, 2 * kk + lane / 16) * 16;
+    b_ld[kk] = b_ld_row * ROW + swizzle<KC>(b_ld_row, 2 * kk + (lane / 8) % 2) * 16;
+  }
+
+  float acc[MI * NI * 4];
+#pragma unroll
+  for (int i = 0; i < MI * NI * 4; ++i) acc[i] = 0.0f;
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (kt_begin + s < kt_end) load_stage(s, kt_begin + s);
+    cp_async_commit();
+  }
+
+  for (int kt = kt_begin; kt < kt_end; ++kt) {
+    const int i = kt - kt_begin;
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();
+    if (kt + STAGES - 1 < kt_end) load_stage((i + STAGES - 1) % STAGES, kt + STAGES - 1);
+    cp_async_commit();
+    const unsigned char* as = As + (i % STAGES) * A_STAGE;
+    const unsigned char* bs = Bs + (i % STAGES) * B_STAGE;
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk) {
+      unsigned int af[MI][4], bf[NI][2];
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        ldmatrix_x4(af[mi], as + a_ld[kk] + mi * 16 * ROW);
+        Mma<TE>::prepare(af[mi]);
+      }
+#pragma unroll
+      for (int nj = 0; nj < NI / 2; ++nj) {
+        unsigned int t[4];
+        ldmatrix_x4(t, bs + b_ld[kk] + nj * 16 * ROW);
+        Mma<TE>::prepare(t);
+        bf[2 * nj][0] = t[0];
+        bf[2 * nj][1] = t[1];
+        bf[2 * nj + 1][0] = t[2];
+        bf[2 * nj + 1][1] = t[3];
+      }
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int ni = 0; ni < NI; ++ni) Mma<TE>::run(acc + (mi * NI + ni) * 4, af[mi], bf[ni]);
+    }
+  }
+  cp_async_wait<0>();
+
+  if (P::SPLIT_K > 1) {
+    if (!splitk_reduce<MI * NI * 4, T, P::SPLIT_K>(acc, blockIdx.x, gridDim.x)) return;
+  }
+
+  const int g = lane / 4, t4 = lane % 4;
+  if (P::STAGED_EPILOGUE) {
+    // Every warp is done with the pipeline buffers before they hold C.
+    __syncthreads();
+    staged_epilogue<P, MI, NI, WTM, WTN, T>(reinterpret_cast<float*>(smem_raw), acc, wm, wn, g,
+                                            t4, m0, n0, y, bias, res);
+  } else {
+    direct_epilogue<P, MI, NI, WTM, WTN>(acc, wm, wn, g, t4, m0, n0, y, bias, res);
   }
 }
 

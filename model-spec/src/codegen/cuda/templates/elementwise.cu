@@ -1,6 +1,7 @@
 // aotune: elementwise kernels: Convert (any layout and dtype to any other),
 // view copies the plan could not alias, Unary, Binary and Sum (numpy
-// broadcasting), BatchNormalization (inference form, any layout) and Concat.
+// broadcasting), BatchNormalization (inference form, any layout) and Concat;
+// to_nhwc: the NCHW -> NHWC conversion of a model input (to_nhwc.rs).
 //
 // One thread per output element, in the output's physical order, with a
 // grid-stride loop. The index plumbing lives in the instantiation: P::src(i,
@@ -25,6 +26,94 @@ __device__ __forceinline__ void convert(const typename P::TIn* __restrict__ x,
       v[0] = to_f32(x[P::src(0, j)]);
     }
     store_f32<V>(y + j * V, v);
+  }
+}
+
+// One 32-bit word of output: 4 / sizeof(T) values from v, rounded to T,
+// the first in the low bits (memory order).
+template <class T> __device__ __forceinline__ unsigned int to_word(const float* v);
+template <> __device__ __forceinline__ unsigned int to_word<float>(const float* v) {
+  return __float_as_uint(v[0]);
+}
+template <> __device__ __forceinline__ unsigned int to_word<__half>(const float* v) {
+  return (unsigned int)__half_as_ushort(__float2half_rn(v[0])) |
+         ((unsigned int)__half_as_ushort(__float2half_rn(v[1])) << 16);
+}
+template <> __device__ __forceinline__ unsigned int to_word<__nv_bfloat16>(const float* v) {
+  return (unsigned int)__bfloat16_as_ushort(__float2bfloat16_rn(v[0])) |
+         ((unsigned int)__bfloat16_as_ushort(__float2bfloat16_rn(v[1])) << 16);
+}
+
+// Rounds V values to T and stores them with one access of V * sizeof(T)
+// bytes (aligned to that size): whole words through __stwb (st.global.wb
+// with a vector operand), which the compiler cannot split into 4-byte or
+// 2-byte stores as it does a plain uint4 assignment here.
+template <int V, class T>
+__device__ __forceinline__ void store_words(T* __restrict__ p, const float* v) {
+  constexpr int BYTES = V * (int)sizeof(T), PER = 4 / (int)sizeof(T);
+  if (BYTES == 16) {
+    __stwb(reinterpret_cast<uint4*>(p), make_uint4(to_word<T>(v), to_word<T>(v + PER),
+                                                   to_word<T>(v + 2 * PER),
+                                                   to_word<T>(v + 3 * PER)));
+  } else if (BYTES == 8) {
+    __stwb(reinterpret_cast<uint2*>(p), make_uint2(to_word<T>(v), to_word<T>(v + PER)));
+  } else if (BYTES == 4) {
+    __stwb(reinterpret_cast<unsigned int*>(p), to_word<T>(v));
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) p[i] = from_f32<T>(v[i]);
+  }
+}
+
+// NCHW -> NHWC (and dtype), with channels C..CP-1 of the output zero
+// (PadChannels). CTA b owns TILE consecutive pixels of image b / TILES: it
+// reads the tile's C channel rows (contiguous in NCHW) with VI-element loads
+// into shared memory, then writes the tile's TILE * CP outputs (one
+// contiguous NHWC range) with VO-element stores. The loops have constant
+// trip counts, so each thread issues its loads before it waits on any. VI
+// divides HW and VO divides HW * CP, so a tile cut short by the image's end
+// still holds whole vectors.
+template <class P>
+__device__ __forceinline__ void to_nhwc(const typename P::TIn* __restrict__ x,
+                                        typename P::TOut* __restrict__ y) {
+  constexpr unsigned C = P::C, CP = P::CP, HW = P::HW, TILE = P::TILE, T = P::THREADS;
+  constexpr unsigned VI = P::VI, VO = P::VO, TILES = (HW + TILE - 1) / TILE;
+  constexpr unsigned LOADS = C * (TILE / VI), STORES = TILE * CP / VO;
+  __shared__ __align__(16) float tile[C][TILE];
+  const unsigned n = blockIdx.x / TILES;
+  const unsigned p0 = (blockIdx.x % TILES) * TILE;
+  const unsigned pixels = min(TILE, HW - p0);
+  const typename P::TIn* xs = x + (size_t)n * C * HW + p0;
+#pragma unroll
+  for (unsigned i0 = 0; i0 < LOADS; i0 += T) {
+    const unsigned i = i0 + threadIdx.x;
+    const unsigned c = i / (TILE / VI), p = (i % (TILE / VI)) * VI;
+    if ((LOADS % T == 0 || i < LOADS) && p < pixels) {
+      float v[VI];
+      load_f32<VI>(xs + c * HW + p, v);
+#pragma unroll
+      for (unsigned e = 0; e < VI; ++e) tile[c][p + e] = v[e];
+    }
+  }
+  __syncthreads();
+  typename P::TOut* ys = y + ((size_t)n * HW + p0) * CP;
+  const unsigned outputs = pixels * CP;
+#pragma unroll
+  for (unsigned j0 = 0; j0 < STORES; j0 += T) {
+    const unsigned j = (j0 + threadIdx.x) * VO;
+    if ((STORES % T == 0 || j < STORES * VO) && j < outputs) {
+      unsigned p = j / CP, c = j % CP;
+      float v[VO];
+#pragma unroll
+      for (unsigned e = 0; e < VO; ++e) {
+        v[e] = c < C ? tile[c][p] : 0.0f;
+        if (++c == CP) {
+          c = 0;
+          ++p;
+        }
+      }
+      store_words<VO>(ys + j, v);
+    }
   }
 }
 

@@ -31,7 +31,7 @@ __device__ __forceinline__ void pool2d(const typename P::TIn* __restrict__ x,
     }
     float acc[V];
 #pragma unroll
-    for (int e = 0; e < V; ++e) acc[e] = P::MAX ? -__builtin_huge_valf() : 0.0f;
+    for (int e = 0; e < V; ++e) acc[e] = P::MAX ? neg_inf() : 0.0f;
     int valid_r = 0, valid_s = 0, padded_r = 0, padded_s = 0;
     for (int r = 0; r < P::KH; ++r) {
       const int at = p * P::SH + r * P::DH;

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds everything a GPU-machine call needs into .device/ (ignored by git; keep it
+# under the 64 MiB carry limit): the CLI without the embedded model, the GPU test
+# binaries (stripped of debug info but not of symbol names, so backtraces stay
+# readable), and the torchvision fixture pack. Then, on the GPU machine:
+#   bash bench/device_check.sh tests|check|bench   (carry: [".device"])
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p .device
+AOTUNE_NO_EMBED=1 cargo build --release
+cp target/release/aotune .device/aotune && strip .device/aotune
+log=$(mktemp)
+AOTUNE_NO_EMBED=1 cargo test --profile ci --no-run -p aotune --lib \
+  --test gpu_runtime --test gpu_kernels --test gpu_fixtures 2>&1 | tee "$log" >/dev/null
+AOTUNE_NO_EMBED=1 cargo test --profile ci --no-run -p aotune-spec --lib 2>&1 | tee -a "$log" >/dev/null
+pick() { sed -n "s/.*Executable $1 (\(.*\))/\1/p" "$log"; }
+cp "$(pick 'unittests src\/lib.rs' | grep '/aotune-' )" .device/aotune-lib-tests
+cp "$(sed -n 's/.*Executable unittests src\/lib.rs (\(.*aotune_spec-.*\))/\1/p' "$log" | head -1)" .device/spec-lib-tests
+for t in gpu_runtime gpu_kernels gpu_fixtures; do cp "$(pick "tests\/$t.rs" | head -1)" ".device/$t"; done
+strip --strip-debug .device/aotune-lib-tests .device/gpu_runtime
+strip .device/spec-lib-tests .device/gpu_kernels .device/gpu_fixtures
+if [ -d ../shared/fixtures ]; then
+  cargo test --profile ci --test gpu_fixtures -- --ignored pack_fixtures_for_gpu >/dev/null
+  rm -rf .device/fixture-pack && cp -r target/gpu-fixture-pack .device/fixture-pack
+fi
+du -sh .device

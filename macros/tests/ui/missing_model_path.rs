@@ -1,0 +1,4 @@
+aotune_macros::include_model!();
+aotune_macros::include_model!(batch = 1);
+
+fn main() {}

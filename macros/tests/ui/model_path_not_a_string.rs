@@ -1,0 +1,3 @@
+aotune_macros::include_model!(resnet50);
+
+fn main() {}

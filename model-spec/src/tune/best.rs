@@ -1,0 +1,131 @@
+//! From records to the committed best log: per task, target and template
+//! version, the successful record with the lowest median (the earlier one
+//! on a tie). Keeping one per template version means a record of an older
+//! template never hides the best of the current one (the build ignores the
+//! older one and says so).
+
+use super::records::TuneRecord;
+use crate::schedule::{BestLog, BestRecord, BEST_FORMAT};
+use std::collections::BTreeMap;
+
+/// The best log of `records`, sorted as [`BestLog::to_json`] writes it.
+pub fn best_log(records: &[TuneRecord]) -> BestLog {
+    let mut best: BTreeMap<(String, String, String, String, String, String), &TuneRecord> =
+        BTreeMap::new();
+    for r in records {
+        let Some(us) = r.success_us() else {
+            continue;
+        };
+        let key = (
+            r.task.clone(),
+            r.target.gpu.clone(),
+            r.target.sm.clone(),
+            r.target.driver.clone(),
+            r.target.cuda.clone(),
+            r.template.clone(),
+        );
+        match best.get(&key) {
+            Some(b) if b.success_us().is_some_and(|b| b <= us) => {}
+            _ => {
+                best.insert(key, r);
+            }
+        }
+    }
+    BestLog {
+        format: BEST_FORMAT.to_string(),
+        records: best
+            .into_values()
+            .map(|r| BestRecord {
+                task: r.task.clone(),
+                op: r.op.clone(),
+                key: r.key.clone(),
+                template: r.template.clone(),
+                config: r.config.clone(),
+                median_us: r.success_us().unwrap_or(f64::INFINITY),
+                target: r.target.clone(),
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::Target;
+    use crate::tune::records::{RecordFailure, RECORD_FORMAT};
+    use crate::tune::FailStage;
+    use serde_json::json;
+
+    fn rec(task: &str, gpu: &str, template: &str, block: u32, us: Option<f64>) -> TuneRecord {
+        TuneRecord {
+            format: RECORD_FORMAT.into(),
+            task: task.into(),
+            op: "FusedConv".into(),
+            key: format!("key of {task}"),
+            template: template.into(),
+            config: json!({ "block": block }),
+            target: Target {
+                gpu: gpu.into(),
+                sm: "90".into(),
+                driver: "580".into(),
+                cuda: "13.0".into(),
+            },
+            batch: 1,
+            precision: "fp16".into(),
+            compiler: String::new(),
+            repeats_us: us.into_iter().collect(),
+            median_us: us,
+            compile_ms: 1.0,
+            failure: us.is_none().then(|| RecordFailure {
+                stage: FailStage::Compile,
+                reason: "ptxas".into(),
+            }),
+            timestamp: "2026-11-30T00:00:00.000Z".into(),
+        }
+    }
+
+    #[test]
+    fn best_per_task_target_and_template_sorted_and_stable() {
+        let h200 = "NVIDIA H200";
+        let records = vec![
+            rec("bb", h200, "conv/2", 1, Some(5.0)),
+            rec("bb", h200, "conv/2", 2, Some(4.0)),
+            rec("bb", h200, "conv/2", 3, None),
+            rec("bb", h200, "conv/2", 4, Some(4.0)),
+            rec("aa", h200, "conv/2", 5, Some(9.0)),
+            rec("aa", "NVIDIA A100", "conv/2", 6, Some(7.0)),
+            rec("aa", h200, "conv/1", 7, Some(1.0)),
+            rec("cc", h200, "conv/2", 8, None),
+        ];
+        let log = best_log(&records);
+        let got: Vec<(&str, &str, &str, u64)> = log
+            .records
+            .iter()
+            .map(|r| {
+                (
+                    r.task.as_str(),
+                    r.target.gpu.as_str(),
+                    r.template.as_str(),
+                    r.config["block"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("aa", "NVIDIA A100", "conv/2", 6),
+                ("aa", h200, "conv/1", 7),
+                ("aa", h200, "conv/2", 5),
+                ("bb", h200, "conv/2", 2),
+            ]
+        );
+        assert_eq!(log.records[3].median_us, 4.0);
+        // The text is the sorted one, so writing it twice changes nothing.
+        let text = log.to_json();
+        assert!(text.ends_with("}\n"));
+        let mut shuffled = records.clone();
+        shuffled.reverse();
+        shuffled.retain(|r| r.config["block"] != 4);
+        assert_eq!(best_log(&shuffled).to_json(), text);
+    }
+}

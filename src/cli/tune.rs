@@ -1,0 +1,189 @@
+//! `aotune tune`: measures kernel configs of every tunable task on the GPU
+//! and writes the records (`*.records.jsonl`, every trial) and the committed
+//! log (`*.best.json`, the best config per task) the build applies.
+//!
+//! The model goes through exactly the stages `aotune build` runs
+//! ([`ModelArgs::compile`]), and each candidate is rendered by the build's
+//! own code generator, so a tuned config is the kernel the build emits.
+
+use super::gpu_model;
+use super::model_args::ModelArgs;
+use super::tune_progress::BarProgress;
+use anyhow::Context;
+use aotune::runtime::{driver_present, LoadOptions};
+use aotune::tune::{tunable_tasks, GpuMeasurer, MeasureSettings};
+use aotune_spec::tune::{best_log, read_records, tune, RecordSink, RunSetup, TuneOptions};
+use clap::Args;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Args)]
+pub struct TuneArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Records of every trial (JSON lines, appended).
+    #[arg(long)]
+    pub log: PathBuf,
+    /// The tuning log to write: the best config per task (what builds apply).
+    #[arg(long)]
+    pub best: PathBuf,
+    /// Wall-clock budget for measuring (compiling included).
+    #[arg(long, default_value_t = 5.0)]
+    pub budget_minutes: f64,
+    /// Most configs measured per task.
+    #[arg(long, default_value_t = 64)]
+    pub trials_per_task: usize,
+    /// Configs compiled and measured per round of one task.
+    #[arg(long, default_value_t = 32)]
+    pub round_size: usize,
+    /// Continue from the records in --log: configs measured there (same
+    /// task, template and GPU) are not measured again.
+    #[arg(long)]
+    pub resume: bool,
+    /// Seed of the search (runs are deterministic given the measurements).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// NVRTC compile threads [default: every core].
+    #[arg(long)]
+    pub compile_threads: Option<usize>,
+    /// Skip the closing end-to-end comparison (default vs tuned build, which
+    /// needs nvcc).
+    #[arg(long)]
+    pub no_e2e: bool,
+}
+
+pub fn tune_command(args: TuneArgs) -> anyhow::Result<()> {
+    if !driver_present() {
+        anyhow::bail!(
+            "`aotune tune` measures kernels on an NVIDIA GPU and none is usable here (no driver \
+             library); run it on the GPU machine, then commit the --best file"
+        );
+    }
+    if args.log.exists() && !args.resume {
+        anyhow::bail!(
+            "'{}' already holds records: pass --resume to continue from them, or choose another --log",
+            args.log.display()
+        );
+    }
+    let compiled = args.model.compile()?;
+    let tasks = tunable_tasks(&compiled).context("building the search spaces")?;
+    let nodes: HashMap<String, _> = tasks
+        .iter()
+        .map(|t| (t.space.task.clone(), t.node))
+        .collect();
+    let spaces: Vec<_> = tasks.iter().map(|t| t.space.clone()).collect();
+    let mut settings = MeasureSettings::new(args.model.precision);
+    if let Some(n) = args.compile_threads {
+        settings.compile_threads = n.max(1);
+    }
+    let scratch = std::env::temp_dir().join(format!("aotune-tune-{}", std::process::id()));
+    let exe = std::env::current_exe().context("locating the aotune binary for the worker")?;
+    let mut measurer = GpuMeasurer::new(&compiled.graph, nodes, exe, scratch.clone(), settings)
+        .context("starting the measuring worker")?;
+    let target = measurer.target().clone();
+    let batch = compiled.batch.unwrap_or(1);
+    eprintln!(
+        "tuning {} (batch {batch}, {}) on {} ({}, driver {}, CUDA {}): {} tasks, {} configs in their spaces",
+        args.model.model.display(),
+        args.model.precision,
+        target.gpu,
+        target.sm,
+        target.driver,
+        target.cuda,
+        spaces.len(),
+        spaces.iter().map(|s| s.configs.len()).sum::<usize>()
+    );
+    let previous = if args.resume && args.log.exists() {
+        read_records(&args.log)?
+    } else {
+        Vec::new()
+    };
+    let setup = RunSetup {
+        target: target.clone(),
+        batch,
+        precision: args.model.precision.to_string(),
+        compiler: format!("aotune {}", env!("CARGO_PKG_VERSION")),
+    };
+    if let Some(dir) = args.log.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating '{}'", dir.display()))?;
+    }
+    let mut sink = RecordSink::append_to(&args.log, setup)?;
+    let options = TuneOptions {
+        budget: Duration::from_secs_f64(args.budget_minutes.max(0.0) * 60.0),
+        trials_per_task: args.trials_per_task.max(1),
+        batch_size: args.round_size.max(1),
+        seed: args.seed,
+        ..TuneOptions::default()
+    };
+    let mut progress = BarProgress::new(spaces.len(), options.budget);
+    let started = Instant::now();
+    let outcome = tune(
+        &spaces,
+        &mut measurer,
+        &mut sink,
+        &previous,
+        &options,
+        &mut progress,
+    )?;
+    progress.finish();
+    let wall = started.elapsed();
+    let _ = std::fs::remove_dir_all(&scratch);
+
+    let mut all = previous;
+    all.extend(outcome.records.iter().cloned());
+    let best = best_log(&all);
+    if let Some(dir) = args.best.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating '{}'", dir.display()))?;
+    }
+    std::fs::write(&args.best, best.to_json())
+        .with_context(|| format!("writing '{}'", args.best.display()))?;
+
+    let report = outcome.report();
+    println!("{report}");
+    println!(
+        "wall time {:.1} s (compile + measure); {} kernels compiled, {} pruned by ptxas's report, \
+         {} duplicate cubins reused, {} worker restarts",
+        wall.as_secs_f64(),
+        measurer.compiled,
+        measurer.pruned,
+        measurer.duplicates,
+        measurer.restarts()
+    );
+    println!(
+        "wrote {} ({} records) and {}",
+        args.best.display(),
+        best.records.len(),
+        args.log.display()
+    );
+    drop(measurer);
+    if !args.no_e2e {
+        end_to_end(&args)?;
+    }
+    Ok(())
+}
+
+/// Builds the model with and without the tuning log and times both forward
+/// passes (CUDA graph, events, median of 200 after 20 warm-up runs).
+fn end_to_end(args: &TuneArgs) -> anyhow::Result<()> {
+    let options = LoadOptions::default();
+    let time = |tuning: Option<&PathBuf>| -> anyhow::Result<f32> {
+        let mut gpu = gpu_model::load_with(&args.model, tuning, &options)?;
+        let mut ms = gpu.model.time_graph(20, 200)?;
+        ms.sort_by(f32::total_cmp);
+        Ok(ms[ms.len() / 2])
+    };
+    let default_ms = time(None).context("timing the default build")?;
+    let tuned_ms = time(Some(&args.best)).context("timing the tuned build")?;
+    println!(
+        "end to end (CUDA graph, median of 200): default {default_ms:.4} ms, tuned {tuned_ms:.4} ms, \
+         {:.2}× faster",
+        default_ms / tuned_ms
+    );
+    Ok(())
+}
+
+/// `aotune tune-worker` (hidden): the measuring process `tune` starts.
+pub fn worker() -> anyhow::Result<()> {
+    aotune::tune::worker_main().context("the tune worker's pipes failed")
+}

@@ -1,0 +1,571 @@
+//! [`GpuMeasurer`]: the tuner's [`Measurer`] on a real GPU.
+//!
+//! For one batch of configs of one task: render each as a stand-alone
+//! kernel (the build's own code generator), compile them all at once with
+//! NVRTC on every core, prune what ptxas says cannot run well (spills, more
+//! registers than a block can have), skip duplicates (an identical cubin is
+//! measured once), and time the rest one by one in the worker process. The
+//! task's heuristic default is measured first in each worker session as the
+//! reference every candidate's output is checked against.
+
+use super::nvrtc::{self, CompileFailure, Cubin, Job};
+use super::protocol::{ArgSpec, Failure, Repeats, Reply, Request, Role};
+use super::runner::{Runner, WorkerError};
+use aotune_spec::codegen::cuda::candidate::{render_candidate, CandidateKernel};
+use aotune_spec::ir::{Graph, NodeId, Precision};
+use aotune_spec::schedule::Target;
+use aotune_spec::tune::{FailStage, Measurer, TaskSpace, Trial, TrialOutcome};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Registers one SM has; a block needs `registers × threads` of them.
+const REGISTERS_PER_SM: u64 = 65536;
+
+/// Settings of the measurer.
+#[derive(Debug, Clone)]
+pub struct MeasureSettings {
+    pub compile_threads: usize,
+    pub compile_timeout: Duration,
+    /// Longest a worker may take to answer one request.
+    pub run_timeout: Duration,
+    pub repeats: Repeats,
+    /// Bytes written between repeats to evict L2 (the H200 has 50 MiB).
+    pub flush_bytes: usize,
+    /// Largest relative L2 distance from the default's output accepted.
+    pub tolerance: f64,
+}
+
+impl MeasureSettings {
+    pub fn new(precision: Precision) -> Self {
+        MeasureSettings {
+            compile_threads: std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(4),
+            compile_timeout: Duration::from_secs(60),
+            run_timeout: Duration::from_secs(30),
+            repeats: Repeats::default(),
+            flush_bytes: 128 << 20,
+            tolerance: tolerance(precision),
+        }
+    }
+}
+
+/// How far a candidate may drift from the default's output: accumulation
+/// order (split-K, tile shapes) changes the rounding of the stored result.
+pub fn tolerance(precision: Precision) -> f64 {
+    match precision {
+        Precision::Fp32 => 1e-5,
+        Precision::Tf32 => 2e-3,
+        Precision::Fp16 | Precision::Bf16 => 1e-2,
+    }
+}
+
+/// Why the measurer could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum MeasurerError {
+    #[error(transparent)]
+    Nvrtc(#[from] nvrtc::NvrtcSetupError),
+    #[error(transparent)]
+    Worker(#[from] WorkerError),
+    #[error("the measuring worker could not start on the GPU: {0}")]
+    Setup(String),
+    #[error("cannot create the cubin directory '{dir}': {source}")]
+    Dir {
+        dir: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Measures configs of the model's tasks on GPU 0.
+pub struct GpuMeasurer<'g> {
+    graph: &'g Graph,
+    nodes: HashMap<String, NodeId>,
+    runner: Runner,
+    include: PathBuf,
+    dir: PathBuf,
+    settings: MeasureSettings,
+    /// The task the worker is set up for, and whether its reference ran.
+    session: Option<(String, bool)>,
+    /// The current task's reference kernel (its default config), compiled.
+    reference: Option<(String, CandidateKernel, Cubin)>,
+    /// Per task: cubin hash → the outcome measured for it.
+    seen: HashMap<String, HashMap<u64, TrialOutcome>>,
+    target: Target,
+    pub compiled: usize,
+    pub pruned: usize,
+    pub duplicates: usize,
+}
+
+impl<'g> GpuMeasurer<'g> {
+    /// Starts the worker (it opens the GPU) and reads the target from it.
+    /// `nodes` maps each task hash to the node representing it.
+    pub fn new(
+        graph: &'g Graph,
+        nodes: HashMap<String, NodeId>,
+        worker_exe: PathBuf,
+        dir: PathBuf,
+        settings: MeasureSettings,
+    ) -> Result<Self, MeasurerError> {
+        let include = nvrtc::setup()?;
+        std::fs::create_dir_all(&dir).map_err(|source| MeasurerError::Dir {
+            dir: dir.display().to_string(),
+            source,
+        })?;
+        let mut runner = Runner::new(worker_exe);
+        let probe = Request::Setup {
+            args: vec![ArgSpec {
+                bytes: 16,
+                dtype: super::protocol::ArgType::F32,
+                output: true,
+            }],
+            seed: 0,
+            flush_bytes: 16,
+        };
+        let target = match runner.setup(probe, settings.run_timeout)? {
+            Reply::Ready { gpu, sm, driver } => Target {
+                gpu,
+                sm,
+                driver,
+                cuda: cuda_version(),
+            },
+            Reply::Error { message } => return Err(MeasurerError::Setup(message)),
+            other => return Err(MeasurerError::Setup(format!("{other:?}"))),
+        };
+        Ok(GpuMeasurer {
+            graph,
+            nodes,
+            runner,
+            include,
+            dir,
+            settings,
+            session: None,
+            reference: None,
+            seen: HashMap::new(),
+            target,
+            compiled: 0,
+            pruned: 0,
+            duplicates: 0,
+        })
+    }
+
+    /// The GPU and toolchain measurements are taken on.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// Worker restarts so far (faults, hangs).
+    pub fn restarts(&self) -> usize {
+        self.runner.restarts
+    }
+
+    fn node(&self, space: &TaskSpace) -> Option<NodeId> {
+        self.nodes.get(&space.task).copied()
+    }
+
+    /// Compiles `kernels` (index → kernel) in parallel.
+    fn compile(
+        &mut self,
+        task: &str,
+        kernels: &[(usize, CandidateKernel)],
+    ) -> HashMap<usize, Result<Cubin, CompileFailure>> {
+        let jobs = kernels
+            .iter()
+            .map(|(i, k)| Job {
+                tag: *i,
+                name: format!("{task}_{i}.cu"),
+                source: k.source.clone(),
+            })
+            .collect();
+        let mut out = HashMap::new();
+        nvrtc::compile_all(
+            jobs,
+            self.settings.compile_threads,
+            self.settings.compile_timeout,
+            &self.include,
+            |tag, r| {
+                out.insert(tag, r);
+            },
+        );
+        self.compiled += out.values().filter(|r| r.is_ok()).count();
+        out
+    }
+
+    /// Sets the worker up for `space`'s task (buffers sized from `kernel`)
+    /// unless it already is.
+    fn ensure_session(
+        &mut self,
+        space: &TaskSpace,
+        kernel: &CandidateKernel,
+    ) -> Result<(), String> {
+        if self.session.as_ref().is_some_and(|(t, _)| *t == space.task) {
+            return Ok(());
+        }
+        let args = kernel
+            .args
+            .iter()
+            .map(|a| ArgSpec {
+                bytes: a.bytes,
+                dtype: a.dtype.into(),
+                output: a.output,
+            })
+            .collect();
+        let setup = Request::Setup {
+            args,
+            seed: aotune_spec::zoo::fnv1a64(space.task.as_bytes()),
+            flush_bytes: self.settings.flush_bytes,
+        };
+        match self.runner.setup(setup, self.settings.run_timeout) {
+            Ok(Reply::Ready { .. }) => {
+                self.session = Some((space.task.clone(), false));
+                Ok(())
+            }
+            Ok(other) => Err(format!("worker setup failed: {other:?}")),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Runs one compiled candidate in the worker.
+    fn run(
+        &mut self,
+        space: &TaskSpace,
+        index: usize,
+        kernel: &CandidateKernel,
+        cubin: &Cubin,
+        role: Role,
+    ) -> TrialOutcome {
+        let path = self.dir.join(format!("{}_{index}.cubin", space.task));
+        if let Err(e) = std::fs::write(&path, &cubin.image) {
+            return TrialOutcome::Failed {
+                stage: FailStage::Launch,
+                reason: format!("cannot write {}: {e}", path.display()),
+            };
+        }
+        let req = Request::Measure {
+            cubin: path.clone(),
+            symbol: kernel.symbol.clone(),
+            grid: kernel.geometry.grid,
+            block: kernel.geometry.block,
+            smem_bytes: kernel.geometry.smem_bytes,
+            role,
+            tolerance: self.settings.tolerance,
+            repeats: self.settings.repeats,
+        };
+        let reply = self.runner.send(&req, self.settings.run_timeout);
+        let _ = std::fs::remove_file(&path);
+        match reply {
+            Ok(Reply::Measured { repeats_us, .. }) => {
+                let median_us = median(&repeats_us);
+                TrialOutcome::Ok {
+                    repeats_us,
+                    median_us,
+                }
+            }
+            Ok(Reply::Failed {
+                kind,
+                reason,
+                fatal,
+            }) => {
+                if fatal {
+                    // The worker exits; the next request starts a fresh one,
+                    // which needs its setup and reference again.
+                    self.session = None;
+                }
+                TrialOutcome::Failed {
+                    stage: match kind {
+                        Failure::Launch | Failure::Fault => FailStage::Launch,
+                        Failure::WrongResult => FailStage::WrongResult,
+                    },
+                    reason,
+                }
+            }
+            Ok(other) => {
+                self.session = None;
+                TrialOutcome::Failed {
+                    stage: FailStage::WorkerCrash,
+                    reason: format!("unexpected reply {other:?}"),
+                }
+            }
+            Err(WorkerError::Timeout(d)) => {
+                self.session = None;
+                TrialOutcome::Failed {
+                    stage: FailStage::Timeout,
+                    reason: format!("no answer within {d:.0?}: killed"),
+                }
+            }
+            Err(e) => {
+                self.session = None;
+                TrialOutcome::Failed {
+                    stage: FailStage::WorkerCrash,
+                    reason: e.to_string(),
+                }
+            }
+        }
+    }
+
+    /// Why ptxas's report rules the kernel out, if it does.
+    fn prune_reason(kernel: &CandidateKernel, cubin: &Cubin) -> Option<(FailStage, String)> {
+        let r = cubin.report;
+        if r.spill_store_bytes > 0 || r.spill_load_bytes > 0 {
+            return Some((
+                FailStage::Compile,
+                format!(
+                    "ptxas spills ({} B stores, {} B loads at {} registers): pruned",
+                    r.spill_store_bytes, r.spill_load_bytes, r.registers
+                ),
+            ));
+        }
+        let threads: u64 = kernel
+            .geometry
+            .block
+            .iter()
+            .map(|&b| u64::from(b))
+            .product();
+        // Registers are allocated per warp in units of 256 (8 per thread).
+        let regs = u64::from(r.registers).div_ceil(8) * 8;
+        if regs * threads > REGISTERS_PER_SM {
+            return Some((
+                FailStage::Launch,
+                format!(
+                    "{} registers × {threads} threads exceed the SM's {REGISTERS_PER_SM}: pruned",
+                    r.registers
+                ),
+            ));
+        }
+        let smem = u64::from(r.static_smem_bytes) + u64::from(kernel.geometry.smem_bytes);
+        if smem > 227 * 1024 {
+            return Some((
+                FailStage::Launch,
+                format!("{smem} B of shared memory exceed the SM's 227 KiB: pruned"),
+            ));
+        }
+        None
+    }
+}
+
+/// The CUDA version the kernels are compiled with (NVRTC's).
+fn cuda_version() -> String {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: writes two ints; NVRTC is loaded by `nvrtc::setup`.
+    let ok = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    if ok == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
+        format!("{major}.{minor}")
+    } else {
+        "unknown".into()
+    }
+}
+
+/// Median of `v` (mean of the middle two for an even count).
+pub fn median(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+fn hash_bytes(b: &[u8]) -> u64 {
+    aotune_spec::zoo::fnv1a64(b)
+}
+
+impl GpuMeasurer<'_> {
+    /// Makes the worker ready for candidates of `space`'s task: set up, and
+    /// the reference (the default config) run. Returns the reference's own
+    /// outcome when it ran now.
+    fn ensure_ready(&mut self, space: &TaskSpace) -> Result<Option<TrialOutcome>, String> {
+        if self
+            .session
+            .as_ref()
+            .is_some_and(|(t, r)| *t == space.task && *r)
+        {
+            return Ok(None);
+        }
+        let Some((task, kernel, cubin)) = self.reference.take() else {
+            return Err("no reference kernel".into());
+        };
+        if task != space.task {
+            self.reference = Some((task, kernel, cubin));
+            return Err("the reference belongs to another task".into());
+        }
+        let result = self.ensure_session(space, &kernel).and_then(|()| {
+            match self.run(space, space.default, &kernel, &cubin, Role::Reference) {
+                TrialOutcome::Failed { reason, .. } => Err(format!(
+                    "the default config (the reference) failed: {reason}"
+                )),
+                ok => {
+                    if let Some((_, r)) = self.session.as_mut() {
+                        *r = true;
+                    }
+                    Ok(Some(ok))
+                }
+            }
+        });
+        self.reference = Some((task, kernel, cubin));
+        result
+    }
+}
+
+impl Measurer for GpuMeasurer<'_> {
+    fn measure(&mut self, space: &TaskSpace, configs: &[usize]) -> Vec<Trial> {
+        let failed = |config: usize, stage: FailStage, reason: String, compile_ms: f64| Trial {
+            config,
+            outcome: TrialOutcome::Failed { stage, reason },
+            compile_ms,
+        };
+        let Some(node) = self.node(space) else {
+            return configs
+                .iter()
+                .map(|&i| {
+                    failed(
+                        i,
+                        FailStage::Compile,
+                        format!("task {} is not in the model", space.task),
+                        0.0,
+                    )
+                })
+                .collect();
+        };
+        let have_reference = self
+            .reference
+            .as_ref()
+            .is_some_and(|(t, _, _)| *t == space.task);
+        let mut wanted: Vec<usize> = configs.to_vec();
+        if !have_reference && !wanted.contains(&space.default) {
+            wanted.push(space.default);
+        }
+        let mut trials: HashMap<usize, Trial> = HashMap::new();
+        let mut kernels = Vec::new();
+        for &i in &wanted {
+            let Some(config) = space.configs.get(i) else {
+                continue;
+            };
+            match render_candidate(self.graph, node, config) {
+                Ok(k) => kernels.push((i, k)),
+                Err(e) => {
+                    trials.insert(i, failed(i, FailStage::Compile, e.to_string(), 0.0));
+                }
+            }
+        }
+        let mut cubins = self.compile(&space.task, &kernels);
+        let mut reference_ms = 0.0;
+        if !have_reference {
+            let default = kernels.iter().position(|(i, _)| *i == space.default);
+            let cubin = default.and_then(|k| cubins.get(&kernels[k].0));
+            match (default, cubin) {
+                (Some(k), Some(Ok(c))) => {
+                    reference_ms = c.compile_time.as_secs_f64() * 1e3;
+                    self.reference = Some((space.task.clone(), kernels[k].1.clone(), c.clone()));
+                    self.session = None;
+                }
+                (_, other) => {
+                    let why = match other {
+                        Some(Err(f)) => f.to_string(),
+                        _ => "it did not render".into(),
+                    };
+                    let reason =
+                        format!("the default config (the reference) does not compile: {why}");
+                    return configs
+                        .iter()
+                        .map(|&i| failed(i, FailStage::Compile, reason.clone(), 0.0))
+                        .collect();
+                }
+            }
+        }
+        for (i, kernel) in &kernels {
+            let i = *i;
+            if i == space.default {
+                // The reference run is the default's measurement.
+                let outcome = match self.ensure_ready(space) {
+                    Ok(Some(o)) => o,
+                    Ok(None) => match cubins.get(&i) {
+                        Some(Ok(c)) => {
+                            let c = c.clone();
+                            self.run(space, i, kernel, &c, Role::Candidate)
+                        }
+                        _ => TrialOutcome::Failed {
+                            stage: FailStage::Compile,
+                            reason: "no compile result".into(),
+                        },
+                    },
+                    Err(reason) => TrialOutcome::Failed {
+                        stage: FailStage::WorkerCrash,
+                        reason,
+                    },
+                };
+                trials.insert(
+                    i,
+                    Trial {
+                        config: i,
+                        outcome,
+                        compile_ms: reference_ms,
+                    },
+                );
+                continue;
+            }
+            let trial = match cubins.remove(&i) {
+                None => failed(i, FailStage::Compile, "no compile result".into(), 0.0),
+                Some(Err(f)) => failed(i, FailStage::Compile, f.to_string(), 0.0),
+                Some(Ok(cubin)) => {
+                    let ms = cubin.compile_time.as_secs_f64() * 1e3;
+                    let h = hash_bytes(&cubin.image);
+                    if let Some((stage, reason)) = Self::prune_reason(kernel, &cubin) {
+                        self.pruned += 1;
+                        failed(i, stage, reason, ms)
+                    } else if let Some(o) =
+                        self.seen.get(&space.task).and_then(|m| m.get(&h)).cloned()
+                    {
+                        self.duplicates += 1;
+                        Trial {
+                            config: i,
+                            outcome: o,
+                            compile_ms: ms,
+                        }
+                    } else {
+                        match self.ensure_ready(space) {
+                            Err(reason) => failed(i, FailStage::WorkerCrash, reason, ms),
+                            Ok(_) => {
+                                let o = self.run(space, i, kernel, &cubin, Role::Candidate);
+                                self.seen
+                                    .entry(space.task.clone())
+                                    .or_default()
+                                    .insert(h, o.clone());
+                                Trial {
+                                    config: i,
+                                    outcome: o,
+                                    compile_ms: ms,
+                                }
+                            }
+                        }
+                    }
+                }
+            };
+            trials.insert(i, trial);
+        }
+        configs.iter().filter_map(|i| trials.remove(i)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+    }
+
+    #[test]
+    fn tolerances_follow_the_precision() {
+        assert!(tolerance(Precision::Fp32) < tolerance(Precision::Tf32));
+        assert!(tolerance(Precision::Tf32) < tolerance(Precision::Fp16));
+    }
+}

@@ -1,0 +1,15 @@
+//! `aotune tune` on a GPU: the builder (NVRTC, every core), the measuring
+//! worker process and its supervisor, and the [`GpuMeasurer`] that ties them
+//! to the search in [`aotune_spec::tune`].
+
+mod gpu_measurer;
+pub mod nvrtc;
+pub mod protocol;
+mod runner;
+mod spaces;
+mod worker;
+
+pub use gpu_measurer::{median, tolerance, GpuMeasurer, MeasureSettings, MeasurerError};
+pub use runner::{Runner, WorkerError};
+pub use spaces::{tunable_tasks, TunableTask};
+pub use worker::worker_main;

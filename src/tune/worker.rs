@@ -1,0 +1,392 @@
+//! The measuring worker: a separate process (`aotune tune-worker`) that owns
+//! the CUDA context, so a candidate that faults or hangs takes down only the
+//! worker, which the tuner restarts ([`super::runner`]).
+//!
+//! For each candidate: load its cubin, poison the output, launch once and
+//! compare with the session's reference output (relative L2), then time it:
+//! a few untimed launches, then repeats of (evict L2 by writing a large
+//! buffer, event, launch, event) until both a minimum count and a minimum
+//! total are reached, or a maximum count. Every repeat is reported.
+
+use super::protocol::{ArgSpec, ArgType, Failure, Repeats, Reply, Request, Role};
+use crate::runtime::driver::{self, DeviceBuffer, Event, Function, KernelParams, Module, Stream};
+use crate::runtime::{error_name, open_device, query_device};
+use cudarc::driver::result::DriverError;
+use cudarc::driver::sys::CUresult;
+use cudarc::driver::CudaContext;
+use std::io::{BufRead, Write};
+use std::sync::Arc;
+
+/// Runs the worker on stdin/stdout until stdin closes or the context dies.
+pub fn worker_main() -> std::io::Result<()> {
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout().lock();
+    let mut worker: Option<Worker> = None;
+    let mut ctx: Option<Arc<CudaContext>> = None;
+    for line in stdin.lock().lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let reply = match serde_json::from_str::<Request>(&line) {
+            Err(e) => Reply::Error {
+                message: format!("bad request: {e}"),
+            },
+            Ok(Request::Setup {
+                args,
+                seed,
+                flush_bytes,
+            }) => {
+                worker = None;
+                match setup(&mut ctx, &args, seed, flush_bytes) {
+                    Ok((w, ready)) => {
+                        worker = Some(w);
+                        ready
+                    }
+                    Err(message) => Reply::Error { message },
+                }
+            }
+            Ok(Request::Measure {
+                cubin,
+                symbol,
+                grid,
+                block,
+                smem_bytes,
+                role,
+                tolerance,
+                repeats,
+            }) => match worker.as_mut() {
+                None => Reply::Error {
+                    message: "measure before setup".into(),
+                },
+                Some(w) => match std::fs::read(&cubin) {
+                    Err(e) => Reply::Error {
+                        message: format!("cannot read {}: {e}", cubin.display()),
+                    },
+                    Ok(image) => w.measure(
+                        &image, &symbol, grid, block, smem_bytes, role, tolerance, repeats,
+                    ),
+                },
+            },
+        };
+        serde_json::to_writer(&mut out, &reply)?;
+        out.write_all(b"\n")?;
+        out.flush()?;
+        if matches!(reply, Reply::Failed { fatal: true, .. }) {
+            // The context is unusable; the tuner starts a new worker.
+            std::process::exit(3);
+        }
+    }
+    Ok(())
+}
+
+struct Worker {
+    ctx: Arc<CudaContext>,
+    stream: Stream,
+    args: Vec<(ArgSpec, DeviceBuffer)>,
+    params: KernelParams,
+    flush: DeviceBuffer,
+    reference: Option<Vec<f32>>,
+    output_host: Vec<u8>,
+    events: Vec<(Event, Event)>,
+}
+
+fn setup(
+    ctx_slot: &mut Option<Arc<CudaContext>>,
+    args: &[ArgSpec],
+    seed: u64,
+    flush_bytes: usize,
+) -> Result<(Worker, Reply), String> {
+    let ctx = match ctx_slot {
+        Some(c) => c.clone(),
+        None => {
+            let c = open_device(0).map_err(|e| e.to_string())?;
+            *ctx_slot = Some(c.clone());
+            c
+        }
+    };
+    ctx.bind_to_thread().map_err(|e| error_name(&e))?;
+    let info = query_device(&ctx, 0).map_err(|e| e.to_string())?;
+    let cuda = |call: &'static str| move |e: DriverError| format!("{call}: {}", error_name(&e));
+    let stream = Stream::new(&ctx).map_err(cuda("cuStreamCreate"))?;
+    let mut buffers = Vec::with_capacity(args.len());
+    for (i, a) in args.iter().enumerate() {
+        let mut b = DeviceBuffer::alloc(&ctx, a.bytes).map_err(cuda("cuMemAlloc"))?;
+        if !a.output {
+            b.upload(&fill_values(a, seed.wrapping_add(i as u64)), &stream)
+                .map_err(cuda("cuMemcpyHtoDAsync"))?;
+        }
+        buffers.push((a.clone(), b));
+    }
+    let mut flush = DeviceBuffer::alloc(&ctx, flush_bytes.max(16)).map_err(cuda("cuMemAlloc"))?;
+    flush.zero(&stream).map_err(cuda("cuMemsetD8Async"))?;
+    stream.synchronize().map_err(cuda("cuStreamSynchronize"))?;
+    let params = KernelParams::new(buffers.iter().map(|(_, b)| b.ptr()).collect());
+    let output_bytes = args
+        .iter()
+        .filter(|a| a.output)
+        .map(|a| a.bytes)
+        .max()
+        .unwrap_or(0);
+    let ready = Reply::Ready {
+        gpu: info.name.clone(),
+        sm: format!("sm_{}", info.sm()),
+        driver: info.driver.to_string(),
+    };
+    Ok((
+        Worker {
+            ctx,
+            stream,
+            args: buffers,
+            params,
+            flush,
+            reference: None,
+            output_host: vec![0; output_bytes],
+            events: Vec::new(),
+        },
+        ready,
+    ))
+}
+
+/// Deterministic values in [-1, 1) (splitmix64), encoded as `a.dtype`.
+fn fill_values(a: &ArgSpec, seed: u64) -> Vec<u8> {
+    let n = a.bytes / a.dtype.size();
+    let base = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut out = Vec::with_capacity(a.bytes);
+    for i in 0..n as u64 {
+        let z = aotune_spec::zoo::splitmix64(base.wrapping_add(i));
+        let v = ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0;
+        match a.dtype {
+            ArgType::F32 => out.extend_from_slice(&v.to_le_bytes()),
+            ArgType::F16 => out.extend_from_slice(&half::f16::from_f32(v).to_le_bytes()),
+            ArgType::Bf16 => out.extend_from_slice(&half::bf16::from_f32(v).to_le_bytes()),
+        }
+    }
+    out.resize(a.bytes, 0);
+    out
+}
+
+fn decode(bytes: &[u8], dtype: ArgType) -> Vec<f32> {
+    match dtype {
+        ArgType::F32 => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        ArgType::F16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        ArgType::Bf16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+    }
+}
+
+/// Errors after which the context cannot be used again.
+fn is_sticky(e: &DriverError) -> bool {
+    !matches!(
+        e.0,
+        CUresult::CUDA_ERROR_INVALID_VALUE
+            | CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+            | CUresult::CUDA_ERROR_INVALID_IMAGE
+            | CUresult::CUDA_ERROR_NOT_FOUND
+            | CUresult::CUDA_ERROR_OUT_OF_MEMORY
+            | CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU
+            | CUresult::CUDA_ERROR_INVALID_PTX
+            | CUresult::CUDA_ERROR_SHARED_OBJECT_INIT_FAILED
+    )
+}
+
+impl Worker {
+    #[allow(clippy::too_many_arguments)]
+    fn measure(
+        &mut self,
+        image: &[u8],
+        symbol: &str,
+        grid: [u32; 3],
+        block: [u32; 3],
+        smem_bytes: u32,
+        role: Role,
+        tolerance: f64,
+        repeats: Repeats,
+    ) -> Reply {
+        let failed = |kind: Failure, call: &str, e: DriverError| Reply::Failed {
+            kind,
+            reason: format!("{call}: {}", error_name(&e)),
+            fatal: is_sticky(&e),
+        };
+        if let Err(e) = self.ctx.bind_to_thread() {
+            return failed(Failure::Fault, "cuCtxSetCurrent", e);
+        }
+        let module = match Module::load(&self.ctx, image) {
+            Ok(m) => m,
+            Err(e) => return failed(Failure::Launch, "cuModuleLoadData", e),
+        };
+        let function = match module.function(symbol) {
+            Ok(f) => f,
+            Err(e) => return failed(Failure::Launch, "cuModuleGetFunction", e),
+        };
+        // Above 48 KiB of shared memory (static + dynamic) a kernel must
+        // opt in, as `Model::load` does.
+        let static_bytes = match function.static_shared_bytes() {
+            Ok(b) => b.max(0) as u32,
+            Err(e) => return failed(Failure::Launch, "cuFuncGetAttribute", e),
+        };
+        if static_bytes + smem_bytes > 48 * 1024 {
+            if let Err(e) = function.set_max_dynamic_shared_bytes(smem_bytes as i32) {
+                return failed(Failure::Launch, "cuFuncSetAttribute", e);
+            }
+        }
+        // Check: poison the output, run once, compare.
+        let Some(out) = self.args.iter().rposition(|(a, _)| a.output) else {
+            return Reply::Error {
+                message: "no output argument".into(),
+            };
+        };
+        let out_spec = self.args[out].0.clone();
+        if let Err(e) = self.args[out].1.fill(0xff, &self.stream) {
+            return failed(Failure::Fault, "cuMemsetD8Async", e);
+        }
+        if let Err(e) = self.launch(function, grid, block, smem_bytes) {
+            return failed(Failure::Launch, "cuLaunchKernel", e);
+        }
+        if let Err(e) = self.stream.synchronize() {
+            return failed(Failure::Fault, "running the kernel", e);
+        }
+        if let Err(e) = self.args[out]
+            .1
+            .download(&mut self.output_host[..out_spec.bytes])
+        {
+            return failed(Failure::Fault, "cuMemcpyDtoH", e);
+        }
+        let got = decode(&self.output_host[..out_spec.bytes], out_spec.dtype);
+        let rel_l2 = match (&self.reference, role) {
+            (_, Role::Reference) => {
+                if got.iter().any(|v| v.is_nan()) {
+                    return Reply::Failed {
+                        kind: Failure::WrongResult,
+                        reason: "the reference kernel left NaNs in its output".into(),
+                        fatal: false,
+                    };
+                }
+                self.reference = Some(got);
+                0.0
+            }
+            (Some(want), Role::Candidate) => {
+                let rel = aotune_spec::reference::rel_l2(&got, want);
+                let nan = got.iter().zip(want).any(|(g, w)| g.is_nan() != w.is_nan());
+                // A NaN distance is a failure too.
+                if nan || rel.is_nan() || rel > tolerance {
+                    return Reply::Failed {
+                        kind: Failure::WrongResult,
+                        reason: format!(
+                            "output differs from the reference: rel. L2 {rel:.3e} > {tolerance:.1e}{}",
+                            if nan { " (NaNs where the reference has none)" } else { "" }
+                        ),
+                        fatal: false,
+                    };
+                }
+                rel
+            }
+            (None, Role::Candidate) => {
+                return Reply::Error {
+                    message: "candidate measured before the reference".into(),
+                }
+            }
+        };
+        match self.time(function, grid, block, smem_bytes, repeats) {
+            Ok(repeats_us) => Reply::Measured { repeats_us, rel_l2 },
+            Err(e) => failed(Failure::Fault, "timing the kernel", e),
+        }
+        // `module` unloads here, after the stream is idle.
+    }
+
+    fn launch(
+        &self,
+        f: Function,
+        grid: [u32; 3],
+        block: [u32; 3],
+        smem: u32,
+    ) -> Result<(), DriverError> {
+        // SAFETY: `f` is a kernel of a loaded module whose parameters are
+        // the task's pointer arguments, one per buffer in `self.params`,
+        // each allocated with the size the task's shapes give it.
+        unsafe { driver::launch(f, grid, block, smem, &self.stream, &self.params) }
+    }
+
+    fn time(
+        &mut self,
+        f: Function,
+        grid: [u32; 3],
+        block: [u32; 3],
+        smem: u32,
+        r: Repeats,
+    ) -> Result<Vec<f64>, DriverError> {
+        for _ in 0..r.warmup {
+            self.launch(f, grid, block, smem)?;
+        }
+        self.stream.synchronize()?;
+        let max = r.max.max(r.min).max(1) as usize;
+        while self.events.len() < max {
+            self.events
+                .push((Event::new(&self.ctx)?, Event::new(&self.ctx)?));
+        }
+        let mut times = Vec::with_capacity(max);
+        let mut total_ms = 0.0;
+        const CHUNK: usize = 10;
+        while times.len() < max {
+            let start = times.len();
+            let end = (start + CHUNK).min(max);
+            for i in start..end {
+                self.flush.fill(i as u8, &self.stream)?;
+                self.events[i].0.record(&self.stream)?;
+                self.launch(f, grid, block, smem)?;
+                self.events[i].1.record(&self.stream)?;
+            }
+            self.stream.synchronize()?;
+            for i in start..end {
+                let ms = self.events[i].0.elapsed_ms(&self.events[i].1)? as f64;
+                total_ms += ms;
+                times.push(ms * 1000.0);
+            }
+            if times.len() >= r.min as usize && total_ms >= r.min_total_ms {
+                break;
+            }
+        }
+        Ok(times)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inputs_are_deterministic_and_in_range() {
+        let spec = ArgSpec {
+            bytes: 64,
+            dtype: ArgType::F16,
+            output: false,
+        };
+        let a = fill_values(&spec, 7);
+        assert_eq!(a, fill_values(&spec, 7));
+        assert_ne!(a, fill_values(&spec, 8));
+        let v = decode(&a, ArgType::F16);
+        assert_eq!(v.len(), 32);
+        assert!(v.iter().all(|x| (-1.0..1.0).contains(x)));
+    }
+
+    #[test]
+    fn only_resource_errors_leave_the_context_usable() {
+        assert!(!is_sticky(&DriverError(
+            CUresult::CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+        )));
+        assert!(is_sticky(&DriverError(
+            CUresult::CUDA_ERROR_ILLEGAL_ADDRESS
+        )));
+        assert!(is_sticky(&DriverError(
+            CUresult::CUDA_ERROR_MISALIGNED_ADDRESS
+        )));
+    }
+}

@@ -1,0 +1,56 @@
+//! The stored real exports (`<shared>/fixtures/<name>/`) ship their graph
+//! without weights (`model.graph.onnx`) and the rule that refills them
+//! (`fill.json`: a seed, centre and half-width per initializer); this puts
+//! the weights back, for the CPU (`tests/fixtures.rs`) and GPU
+//! (`tests/gpu_fixtures.rs`) checks alike.
+
+use aotune_spec::onnx::{fill_initializers, WeightFill};
+use serde_json::Value as Json;
+use std::path::Path;
+
+fn read(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+/// `fill.json`'s records, one per initializer.
+fn fill_rule(dir: &Path) -> Vec<WeightFill> {
+    let path = dir.join("fill.json");
+    let json: Json =
+        serde_json::from_slice(&read(&path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let bad = |t: &Json, key: &str| -> String {
+        format!(
+            "{}: tensor record without a valid `{key}`: {t}",
+            path.display()
+        )
+    };
+    let number = |t: &Json, key: &str| t[key].as_f64().unwrap_or_else(|| panic!("{}", bad(t, key)));
+    json["tensors"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{}: no `tensors` array", path.display()))
+        .iter()
+        .map(|t| WeightFill {
+            name: t["name"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{}", bad(t, "name")))
+                .to_string(),
+            seed: t["seed"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{}", bad(t, "seed"))),
+            center: number(t, "center") as f32,
+            half_width: number(t, "half_width") as f32,
+        })
+        .collect()
+}
+
+/// The fixture's model with its weights: `model.onnx` when the directory
+/// has one (a pack may carry it ready-made), else `model.graph.onnx`
+/// refilled by `fill.json`.
+pub fn refilled_model(dir: &Path) -> Vec<u8> {
+    let full = dir.join("model.onnx");
+    if full.is_file() {
+        return read(&full);
+    }
+    let bytes = read(&dir.join("model.graph.onnx"));
+    fill_initializers(&bytes, &dir.display().to_string(), &fill_rule(dir))
+        .unwrap_or_else(|e| panic!("refilling {}: {e}", dir.display()))
+}
