@@ -33,6 +33,7 @@ pub(crate) use model::{open_device, query_device};
 pub use model::{LoadOptions, Model};
 pub use model_files::{ModelFiles, CUBIN_FILE, MANIFEST_FILE};
 pub use slot_decode::decode_slot;
+pub(crate) use slot_decode::decode_values;
 
 /// Whether an NVIDIA driver library can be loaded on this machine (no CUDA
 /// call is made). [`Model::load`] checks this itself; callers can use it to

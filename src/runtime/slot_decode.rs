@@ -5,7 +5,16 @@ use crate::artifact::{DType, Layout, TensorSlot};
 
 /// Decodes `bytes` of `slot` to logical (ONNX-order, row-major) f32.
 pub fn decode_slot(slot: &TensorSlot, bytes: &[u8]) -> Vec<f32> {
-    let physical: Vec<f32> = match slot.dtype {
+    let physical = decode_values(slot.dtype, bytes);
+    if slot.layout == Layout::RowMajor || slot.shape.len() != 4 {
+        return physical;
+    }
+    to_logical(slot, physical)
+}
+
+/// Decodes little-endian `dtype` values, in the order they are stored.
+pub(crate) fn decode_values(dtype: DType, bytes: &[u8]) -> Vec<f32> {
+    match dtype {
         DType::F32 => bytes
             .chunks_exact(4)
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
@@ -18,10 +27,11 @@ pub fn decode_slot(slot: &TensorSlot, bytes: &[u8]) -> Vec<f32> {
             .chunks_exact(2)
             .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
             .collect(),
-    };
-    if slot.layout == Layout::RowMajor || slot.shape.len() != 4 {
-        return physical;
     }
+}
+
+/// NHWC-ordered values of a rank-4 slot to logical NCHW order.
+fn to_logical(slot: &TensorSlot, physical: Vec<f32>) -> Vec<f32> {
     let (n, c, h, w) = (slot.shape[0], slot.shape[1], slot.shape[2], slot.shape[3]);
     let mut logical = vec![0.0; physical.len()];
     for ni in 0..n {

@@ -167,20 +167,12 @@ fn fill_values(a: &ArgSpec, seed: u64) -> Vec<u8> {
 }
 
 fn decode(bytes: &[u8], dtype: ArgType) -> Vec<f32> {
-    match dtype {
-        ArgType::F32 => bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect(),
-        ArgType::F16 => bytes
-            .chunks_exact(2)
-            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
-            .collect(),
-        ArgType::Bf16 => bytes
-            .chunks_exact(2)
-            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
-            .collect(),
-    }
+    let dtype = match dtype {
+        ArgType::F32 => aotune_spec::ir::DType::F32,
+        ArgType::F16 => aotune_spec::ir::DType::F16,
+        ArgType::Bf16 => aotune_spec::ir::DType::BF16,
+    };
+    crate::runtime::decode_values(dtype, bytes)
 }
 
 /// Errors after which the context cannot be used again.
