@@ -4,7 +4,9 @@
 # (bench/sass_check.sh on the generated kernels), `check` (verify --per-layer),
 # `bench` (aotune timings, with and without programmatic dependent launch, and
 # PyTorch in the same call). Logs go to $OUT; a table is printed last.
-# Env: PRECISIONS, BATCHES, PT_BATCHES, PER_LAYER=--per-layer, TUNING=<best.json>.
+# Env: PRECISIONS, BATCHES, PT_BATCHES, PER_LAYER=--per-layer, TUNING=<best.json>,
+# PDL_TOO=1 (each bench also with programmatic dependent launch), SASS_SRC=<kernels.cu>,
+# VERIFY_BATCH.
 set -u
 export PATH=/usr/local/cuda/bin:$PATH
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -26,17 +28,17 @@ tests)
     grep -E "FAILED|panicked|KNOWN GAP" "$OUT/test_$t.log" | head -10
   done ;;
 sass)
-  bash bench/sass_check.sh generated/kernels.cu > "$OUT/sass.log" 2>&1; echo "== sass_check rc=$?"; tail -15 "$OUT/sass.log" ;;
+  bash bench/sass_check.sh ${SASS_SRC:-generated/kernels.cu} > "$OUT/sass.log" 2>&1; echo "== sass_check rc=$?"; grep -E "wgmma|failing" "$OUT/sass.log" | tail -12 ;;
 check)
   for p in ${PRECISIONS:-fp16 tf32}; do
-    $B verify /tmp/r50.onnx --precision $p --per-layer > "$OUT/verify_$p.log" 2>&1
+    $B verify /tmp/r50.onnx --precision $p --batch ${VERIFY_BATCH:-1} --per-layer > "$OUT/verify_$p.log" 2>&1
     echo "== verify $p rc=$?"; grep -E "first|every|rel|error" "$OUT/verify_$p.log" | tail -3
   done ;;
 bench)
   for p in ${PRECISIONS:-fp16 tf32 fp32}; do
     for b in ${BATCHES:-1}; do
       pl=${PER_LAYER:-}   # the per-layer profile once per (precision, batch)
-      for pdl in "" --pdl; do
+      for pdl in "" ${PDL_TOO:+--pdl}; do
         $B bench /tmp/r50.onnx --precision $p --batch $b --json ${TUNING:+--tuning $TUNING} $pdl \
           $pl > "$OUT/bench_${p}_b${b}${pdl}.log" 2>&1
         grep '^{' "$OUT/bench_${p}_b${b}${pdl}.log" >> "$OUT/bench.jsonl"

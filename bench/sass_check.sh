@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Compiles a generated kernels.cu for sm_90 and checks what ptxas and the
-# SASS say about every kernel:
+# Compiles a generated kernels.cu for sm_90a (as the build does) and checks
+# what ptxas and the SASS say about every kernel:
 #   - no kernel may spill (ptxas -v: nonzero "bytes spill stores/loads");
-#   - every tensor-core convolution (conv_*_mma_*) must contain HMMA
-#     instructions (cuobjdump --dump-sass); skipped with a message when
-#     cuobjdump is not installed (the pip wheels lack it).
+#   - every mma.sync convolution (conv_*_mma_*) must contain HMMA and every
+#     wgmma one (conv_*_wgmma_*) HGMMA instructions (cuobjdump --dump-sass);
+#     skipped with a message when cuobjdump is not installed (the pip wheels
+#     lack it).
 # Prints one line per kernel: registers, static shared memory (the dynamic
-# part is a launch parameter, see executor.rs), spill bytes, HMMA count.
+# part is a launch parameter, see executor.rs), spill bytes, and the count of
+# HMMA (mma.sync) or HGMMA (wgmma) instructions.
 #
 # Usage: bench/sass_check.sh [kernels.cu]   (default: generated/kernels.cu)
 # Finds nvcc and cuobjdump via $NVCC / $CUOBJDUMP, PATH, /usr/local/cuda/bin
@@ -43,7 +45,7 @@ fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 CUBIN=$WORK/kernels.cubin
-if ! "$NVCC_BIN" -cubin -O3 -std=c++17 -arch=sm_90 -Xptxas -v "${INCLUDES[@]}" \
+if ! "$NVCC_BIN" -cubin -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v "${INCLUDES[@]}" \
   -o "$CUBIN" "$SRC" >"$WORK/ptxas.log" 2>&1; then
   cat "$WORK/ptxas.log" >&2
   echo "sass_check: nvcc failed on $SRC" >&2
@@ -85,10 +87,10 @@ if CUOBJDUMP_BIN=$(find_tool cuobjdump "${CUOBJDUMP:-}"); then
     echo "sass_check: cuobjdump --dump-sass failed (it needs nvdisasm next to it or on PATH)" >&2
     exit 2
   fi
-  # kernel <TAB> HMMA count
+  # kernel <TAB> HMMA (or HGMMA) count
   awk '
     /Function : / { name = $NF; hmma[name] = 0; next }
-    /HMMA/ && name != "" { hmma[name]++ }
+    /H[G]?MMA/ && name != "" { hmma[name]++ }
     END { for (k in hmma) printf "%s\t%d\n", k, hmma[k] }
   ' "$WORK/sass.txt" >"$WORK/hmma.tsv"
 else
@@ -105,6 +107,7 @@ awk -F'\t' -v sass="$SASS" -v hmma_file="$WORK/hmma.tsv" '
     verdict = "ok"
     if (st > 0 || ld > 0) { verdict = "SPILLS"; bad++ }
     if (sass == "yes" && k ~ /^conv_.*_mma_/ && h == 0) { verdict = "NO HMMA"; bad++ }
+    if (sass == "yes" && k ~ /^conv_.*_wgmma_/ && h == 0) { verdict = "NO HGMMA"; bad++ }
     printf "%-52s %3d regs %6d B smem %5d B spill st %5d B spill ld %5s HMMA  %s\n", k, regs, smem, st, ld, h, verdict
     kernels++
   }

@@ -7,8 +7,8 @@
 namespace aotune {
 // Split-K workspace shared by the split-K kernels below (launches are
 // serialized); counters are zero at load and reset by each kernel.
-__device__ float splitk_partials[262144];
-__device__ unsigned int splitk_counters[64];
+__device__ float splitk_partials[393216];
+__device__ unsigned int splitk_counters[52];
 }  // namespace aotune
 
 // ---- common.cuh ----
@@ -439,85 +439,73 @@ __device__ __forceinline__ void direct_epilogue(const float* acc, int wm, int wn
   }
 }
 
-template <class P>
-__device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
-                                         const typename P::TW* __restrict__ wgt,
-                                         const typename P::TBias* __restrict__ bias,
-                                         const typename P::TRes* __restrict__ res,
-                                         typename P::TOut* __restrict__ y) {
+// Fills one pipeline stage of the A (im2col rows of the NHWC input) and B
+// (OHWI weight rows) tiles of a BM x BN CTA tile with T threads: tile rows
+// of KC 16-byte chunks, swizzled as `swizzle<KC>`, by cp.async where the
+// operand allows 16-byte chunks (A_VEC, B_VEC; zero-fill for padding and
+// out-of-range rows) and element by element otherwise. Shared by the
+// mma.sync and wgmma kernels, whose stages have the same layout.
+template <class P, int BM, int BN, int BK, int T>
+struct TileLoader {
   typedef typename P::TIn TE;
   typedef typename RawBytes<sizeof(TE)>::type E;
-  constexpr int CE = 16 / (int)sizeof(TE);  // elements per 16-byte chunk
-  constexpr int BM = P::BM, BN = P::BN, BK = P::BK, STAGES = P::STAGES;
-  constexpr int WARPS_M = P::WARPS_M, WARPS_N = P::WARPS_N, T = 32 * WARPS_M * WARPS_N;
-  constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N, MI = WTM / 16, NI = WTN / 8;
-  constexpr int KC = BK / CE;  // 16-byte chunks per tile row
-  constexpr int ROW = KC * 16;  // bytes per tile row
-  constexpr int KSTEPS = ROW / 32;  // mma k steps per k tile
-  constexpr int A_STAGE = BM * ROW, B_STAGE = BN * ROW;
-  constexpr int M = P::GEMM_M, N = P::GEMM_N, GK = P::GEMM_K;
-  constexpr int CA = BM * KC, LA = (CA + T - 1) / T;
-  constexpr int CB = BN * KC, LB = (CB + T - 1) / T;
-  constexpr int KT = (GK + BK - 1) / BK;
-  constexpr int KT_SPLIT = (KT + P::SPLIT_K - 1) / P::SPLIT_K;
-  constexpr int N_TILES = (N + BN - 1) / BN;
-  constexpr int PQ = P::P * P::Q;
-  constexpr int SC = P::S * P::C;
-  static_assert(sizeof(TE) == sizeof(typename P::TW), "one operand type");
-  static_assert(KC == 4 || KC == 8, "tile rows of 64 or 128 bytes");
-  static_assert(WTM % 16 == 0 && WTN % 16 == 0, "mma tile shape");
-  static_assert(!P::A_VEC || P::C % CE == 0, "16-byte A chunks stay inside one pixel");
-  static_assert(!P::B_VEC || GK % CE == 0, "16-byte B chunks stay inside one row");
-
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  unsigned char* As = smem_raw;
-  unsigned char* Bs = smem_raw + STAGES * A_STAGE;
-  const E* xe = reinterpret_cast<const E*>(x);
-  const E* we = reinterpret_cast<const E*>(wgt);
-
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int wm = warp / WARPS_N, wn = warp % WARPS_N;
-  const int m0 = (blockIdx.x / N_TILES) * BM, n0 = (blockIdx.x % N_TILES) * BN;
-  const int kt_begin = blockIdx.z * KT_SPLIT;
-  const int kt_end = min(KT, kt_begin + KT_SPLIT);
-
+  static constexpr int CE = 16 / (int)sizeof(TE);  // elements per 16-byte chunk
+  static constexpr int KC = BK / CE;               // 16-byte chunks per tile row
+  static constexpr int ROW = KC * 16;              // bytes per tile row
+  static constexpr int M = P::GEMM_M, N = P::GEMM_N, GK = P::GEMM_K;
+  static constexpr int CA = BM * KC, LA = (CA + T - 1) / T;
+  static constexpr int CB = BN * KC, LB = (CB + T - 1) / T;
+  static constexpr int PQ = P::P * P::Q;
+  static constexpr int SC = P::S * P::C;
   // Each thread copies one k chunk (the same for all its rows, as T is a
   // multiple of KC) of rows row0, row0 + T / KC, ... of each tile.
+  static constexpr int ROW_STEP = T / KC;
   static_assert(T % KC == 0, "one chunk column per thread");
-  constexpr int ROW_STEP = T / KC;
-  const int chunk = tid % KC, row0 = tid / KC;
+  static_assert(!P::A_VEC || P::C % CE == 0, "16-byte A chunks stay inside one pixel");
+  static_assert(!P::B_VEC || GK % CE == 0, "16-byte B chunks stay inside one row");
+  // Rows past M read nothing: a_h is far below 0 (A_BOUNDS) or a_pix is -1
+  // (no bounds, where valid offsets are >= 0).
+  static constexpr int NO_ROW = -0x40000000;
 
+  const TE* __restrict__ x;
+  const TE* __restrict__ wgt;
+  int chunk, row0, n0;
   // Per A row: the element offset of its window's top-left input pixel
   // (negative past the top or left edge), and with A_BOUNDS that pixel's h
-  // and w. Rows past M read nothing: a_h is far below 0 (A_BOUNDS) or
-  // a_pix is -1 (no bounds, where valid offsets are >= 0).
-  constexpr int NO_ROW = -0x40000000;
+  // and w.
   int a_pix[LA], a_h[P::A_BOUNDS ? LA : 1], a_w[P::A_BOUNDS ? LA : 1];
+
+  __device__ __forceinline__ TileLoader(const TE* x_, const TE* w_, int m0, int n0_)
+      : x(x_), wgt(w_), chunk(threadIdx.x % KC), row0(threadIdx.x / KC), n0(n0_) {
 #pragma unroll
-  for (int l = 0; l < LA; ++l) {
-    const int m = m0 + row0 + l * ROW_STEP;
-    const bool live = (CA % T == 0 || row0 + l * ROW_STEP < BM) && m < M;
-    const int mm = live ? m : 0;
-    const int img = mm / PQ, pq = mm % PQ;
-    const int h = (pq / P::Q) * P::SH - P::PH, w = (pq % P::Q) * P::SW - P::PW;
-    a_pix[l] = img * (P::H * P::W * P::C) + (h * P::W + w) * P::C;
-    if (P::A_BOUNDS) {
-      a_h[l] = live ? h : NO_ROW;
-      a_w[l] = w;
-    } else if (!live) {
-      a_pix[l] = -1;
+    for (int l = 0; l < LA; ++l) {
+      const int m = m0 + row0 + l * ROW_STEP;
+      const bool live = (CA % T == 0 || row0 + l * ROW_STEP < BM) && m < M;
+      const int mm = live ? m : 0;
+      const int img = mm / PQ, pq = mm % PQ;
+      const int h = (pq / P::Q) * P::SH - P::PH, w = (pq % P::Q) * P::SW - P::PW;
+      a_pix[l] = img * (P::H * P::W * P::C) + (h * P::W + w) * P::C;
+      if (P::A_BOUNDS) {
+        a_h[l] = live ? h : NO_ROW;
+        a_w[l] = w;
+      } else if (!live) {
+        a_pix[l] = -1;
+      }
     }
   }
+
   // Whether row l's window tap (r, s) is inside the input.
-  auto a_inside = [&](int l, int r, int s) {
+  __device__ __forceinline__ bool a_inside(int l, int r, int s) const {
     if (!P::A_BOUNDS) return a_pix[l] >= 0;
     const int h = a_h[P::A_BOUNDS ? l : 0] + r * P::DH, w = a_w[P::A_BOUNDS ? l : 0] + s * P::DW;
     return h >= 0 && h < P::H && w >= 0 && w < P::W;
-  };
+  }
 
-  auto load_stage = [&](int stage, int kt) {
-    unsigned char* as = As + stage * A_STAGE;
-    unsigned char* bs = Bs + stage * B_STAGE;
+  // Issues (or, for gathered operands, performs) the copies of k tile `kt`
+  // into the stage at `as` (A) and `bs` (B).
+  __device__ __forceinline__ void load(unsigned char* as, unsigned char* bs, int kt) const {
+    const E* xe = reinterpret_cast<const E*>(x);
+    const E* we = reinterpret_cast<const E*>(wgt);
     const int k = kt * BK + chunk * CE;
     const bool k_ok = GK % BK == 0 || k < GK;
     if (P::A_VEC) {
@@ -561,6 +549,44 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
         });
       }
     }
+  }
+};
+
+template <class P>
+__device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
+                                         const typename P::TW* __restrict__ wgt,
+                                         const typename P::TBias* __restrict__ bias,
+                                         const typename P::TRes* __restrict__ res,
+                                         typename P::TOut* __restrict__ y) {
+  typedef typename P::TIn TE;
+  constexpr int CE = 16 / (int)sizeof(TE);  // elements per 16-byte chunk
+  constexpr int BM = P::BM, BN = P::BN, BK = P::BK, STAGES = P::STAGES;
+  constexpr int WARPS_M = P::WARPS_M, WARPS_N = P::WARPS_N, T = 32 * WARPS_M * WARPS_N;
+  constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N, MI = WTM / 16, NI = WTN / 8;
+  constexpr int KC = BK / CE;  // 16-byte chunks per tile row
+  constexpr int ROW = KC * 16;  // bytes per tile row
+  constexpr int KSTEPS = ROW / 32;  // mma k steps per k tile
+  constexpr int A_STAGE = BM * ROW, B_STAGE = BN * ROW;
+  constexpr int GK = P::GEMM_K;
+  constexpr int KT = (GK + BK - 1) / BK;
+  constexpr int KT_SPLIT = (KT + P::SPLIT_K - 1) / P::SPLIT_K;
+  constexpr int N_TILES = (P::GEMM_N + BN - 1) / BN;
+  static_assert(sizeof(TE) == sizeof(typename P::TW), "one operand type");
+  static_assert(KC == 4 || KC == 8, "tile rows of 64 or 128 bytes");
+  static_assert(WTM % 16 == 0 && WTN % 16 == 0, "mma tile shape");
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* As = smem_raw;
+  unsigned char* Bs = smem_raw + STAGES * A_STAGE;
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+  const int m0 = (blockIdx.x / N_TILES) * BM, n0 = (blockIdx.x % N_TILES) * BN;
+  const int kt_begin = blockIdx.z * KT_SPLIT;
+  const int kt_end = min(KT, kt_begin + KT_SPLIT);
+  const TileLoader<P, BM, BN, BK, T> loader(x, wgt, m0, n0);
+  auto load_stage = [&](int stage, int kt) {
+    loader.load(As + stage * A_STAGE, Bs + stage * B_STAGE, kt);
   };
 
   // Byte offsets (within a stage) of this lane's ldmatrix rows for each k
@@ -634,6 +660,340 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
   }
 }
 
+}  // namespace aotune
+
+// ---- conv_wgmma.cu ----
+// aotune: implicit-GEMM convolution on Hopper's warpgroup tensor-core
+// instructions (wgmma.mma_async, sm_90a), f16/bf16 operands in shared memory,
+// f32 accumulators in registers.
+//
+// Same GEMM view, tile numbering, pipeline, split-K and epilogues as
+// conv_mma.cu (whose helpers this file uses): A = im2col of the NHWC input,
+// B = OHWI weight rows, both k-contiguous ("TN"), CTA tile BM x BN, k tile
+// of 64 elements (128-byte rows). The stages are filled by the same
+// TileLoader, whose swizzle for 128-byte rows (chunk ^ row % 8) is the
+// 128-byte swizzle wgmma reads (the K-major SW128 canonical layout: 8-row
+// atoms of 1024 bytes, so every stage starts 1024-byte aligned).
+//
+// BM / 64 warpgroups; warpgroup g multiplies rows 64g .. 64g + 63 of the
+// tile by all BN columns with one m64nBNk16 wgmma per 16 k (4 per k tile),
+// reading A and B straight from shared memory through matrix descriptors:
+// no ldmatrix, no register fragments of the operands. Its accumulators are
+// laid out as mma.sync's m16n8 tiles along N (warp w of the group owns rows
+// 16w .. 16w + 15), so the epilogue is conv_mma.cu's with WARPS_M = BM / 16
+// warps of 16 x BN (P::WARPS_M, P::WARPS_N = 1, P::EPI_MI = 1).
+//
+// Per k tile: wait for its cp.async group, fence.proxy.async (the copies
+// were generic-proxy writes; wgmma reads through the async proxy), one
+// barrier, issue the next stage's copies, then the warpgroup's wgmmas,
+// committed and waited for before the next barrier, so a stage is never
+// refilled while a wgmma may still read it.
+
+namespace aotune {
+
+// Shared-memory matrix descriptor of a K-major operand tile with 128-byte
+// rows and the 128-byte swizzle: start address >> 4 (bits 0-13), leading
+// byte offset 1 (unused by swizzled K-major layouts, bits 16-29), stride
+// byte offset 1024 >> 4 between 8-row atoms (bits 32-45), swizzle mode 1 =
+// 128 bytes (bits 62-63).
+__device__ __forceinline__ unsigned long long wgmma_desc(unsigned int smem_byte_addr) {
+  return (unsigned long long)((smem_byte_addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) |
+         (1ull << 62);
+}
+
+// The wgmma instructions exist only on sm_90a; the compute_90 PTX a build
+// also embeds (for other GPUs) gets kernels that trap instead.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define AOTUNE_WGMMA_ASM(...) asm volatile(__VA_ARGS__)
+#else
+#define AOTUNE_WGMMA_ASM(...) __trap()
+#endif
+
+__device__ __forceinline__ void wgmma_fence() {
+  AOTUNE_WGMMA_ASM("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void wgmma_commit() {
+  AOTUNE_WGMMA_ASM("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+  AOTUNE_WGMMA_ASM("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// Makes this thread's generic-proxy shared-memory writes (the cp.async
+// copies) visible to the async proxy that wgmma reads through.
+__device__ __forceinline__ void fence_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// Pins the accumulators in place around the asynchronous wgmmas so the
+// compiler neither reads nor moves them while one is in flight.
+template <int R> __device__ __forceinline__ void fence_operands(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// `Wgmma<BN, T>::run(d, a, b)`: d += A(64 x 16) * B(16 x BN) with both
+// operands described by `wgmma_desc`s; the specializations for each BN and
+// operand type follow this file (generated: one accumulator operand per
+// register).
+template <int BN, class T> struct Wgmma;
+
+template <class P>
+__device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x,
+                                           const typename P::TW* __restrict__ wgt,
+                                           const typename P::TBias* __restrict__ bias,
+                                           const typename P::TRes* __restrict__ res,
+                                           typename P::TOut* __restrict__ y) {
+  typedef typename P::TIn TE;
+  constexpr int BM = P::BM, BN = P::BN, BK = P::BK, STAGES = P::STAGES;
+  constexpr int WGS = BM / 64, T = 128 * WGS;
+  constexpr int ROW = BK * (int)sizeof(TE);  // 128 bytes
+  constexpr int A_STAGE = BM * ROW, B_STAGE = BN * ROW;
+  constexpr int KSTEPS = BK / 16;
+  constexpr int GK = P::GEMM_K;
+  constexpr int KT = (GK + BK - 1) / BK;
+  constexpr int KT_SPLIT = (KT + P::SPLIT_K - 1) / P::SPLIT_K;
+  constexpr int N_TILES = (P::GEMM_N + BN - 1) / BN;
+  constexpr int NI = BN / 8, R = BN / 2;  // n8 tiles, accumulators per thread
+  static_assert(sizeof(TE) == 2 && ROW == 128, "16-bit operands, 128-byte tile rows");
+  static_assert(BM % 64 == 0 && P::WARPS_M == BM / 16 && P::WARPS_N == 1, "warpgroup rows");
+  static_assert(A_STAGE % 1024 == 0 && B_STAGE % 1024 == 0, "stages of whole swizzle atoms");
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  // The launch asks 1 KiB more than the stages need, for this alignment.
+  unsigned char* smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+  unsigned char* As = smem;
+  unsigned char* Bs = smem + STAGES * A_STAGE;
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = tid / 128;
+  const int m0 = (blockIdx.x / N_TILES) * BM, n0 = (blockIdx.x % N_TILES) * BN;
+  const int kt_begin = blockIdx.z * KT_SPLIT;
+  const int kt_end = min(KT, kt_begin + KT_SPLIT);
+  const TileLoader<P, BM, BN, BK, T> loader(x, wgt, m0, n0);
+  auto load_stage = [&](int stage, int kt) {
+    loader.load(As + stage * A_STAGE, Bs + stage * B_STAGE, kt);
+  };
+  const unsigned int a_base = smem_addr(As) + wg * 64 * ROW, b_base = smem_addr(Bs);
+
+  float acc[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (kt_begin + s < kt_end) load_stage(s, kt_begin + s);
+    cp_async_commit();
+  }
+
+  for (int kt = kt_begin; kt < kt_end; ++kt) {
+    const int i = kt - kt_begin, stage = i % STAGES;
+    cp_async_wait<STAGES - 2>();
+    fence_async_shared();
+    __syncthreads();
+    if (kt + STAGES - 1 < kt_end) load_stage((i + STAGES - 1) % STAGES, kt + STAGES - 1);
+    cp_async_commit();
+    const unsigned int a = a_base + stage * A_STAGE, b = b_base + stage * B_STAGE;
+    fence_operands(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk) {
+      // 16 k = 32 bytes along the swizzled rows.
+      Wgmma<BN, TE>::run(acc, wgmma_desc(a + kk * 32), wgmma_desc(b + kk * 32));
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_operands(acc);
+  }
+  cp_async_wait<0>();
+
+  if (P::SPLIT_K > 1) {
+    if (!splitk_reduce<R, T, P::SPLIT_K>(acc, blockIdx.x, gridDim.x)) return;
+  }
+
+  const int g = lane / 4, t4 = lane % 4;
+  if (P::STAGED_EPILOGUE) {
+    // Every warpgroup is done with the pipeline buffers before they hold C.
+    __syncthreads();
+    staged_epilogue<P, 1, NI, 16, BN, T>(reinterpret_cast<float*>(smem), acc, warp, 0, g, t4, m0,
+                                         n0, y, bias, res);
+  } else {
+    direct_epilogue<P, 1, NI, 16, BN>(acc, warp, 0, g, t4, m0, n0, y, bias, res);
+  }
+}
+
+}  // namespace aotune
+
+namespace aotune {
+template <> struct Wgmma<32, __half> {
+  static __device__ __forceinline__ void run(float (&d)[16], unsigned long long a,
+                                             unsigned long long b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(a), "l"(b), "r"(1));
+#else
+    __trap();
+#endif
+  }
+};
+template <> struct Wgmma<32, __nv_bfloat16> {
+  static __device__ __forceinline__ void run(float (&d)[16], unsigned long long a,
+                                             unsigned long long b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "l"(a), "l"(b), "r"(1));
+#else
+    __trap();
+#endif
+  }
+};
+template <> struct Wgmma<64, __half> {
+  static __device__ __forceinline__ void run(float (&d)[32], unsigned long long a,
+                                             unsigned long long b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(a), "l"(b), "r"(1));
+#else
+    __trap();
+#endif
+  }
+};
+template <> struct Wgmma<64, __nv_bfloat16> {
+  static __device__ __forceinline__ void run(float (&d)[32], unsigned long long a,
+                                             unsigned long long b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(a), "l"(b), "r"(1));
+#else
+    __trap();
+#endif
+  }
+};
+template <> struct Wgmma<96, __half> {
+  static __device__ __forceinline__ void run(float (&d)[48], unsigned long long a,
+                                             unsigned long long b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, %48, %49, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+        : "l"(a), "l"(b), "r"(1));
+#else
+    __trap();
+#endif
+  }
+};
+template <> struct Wgmma<96, __nv_bfloat16> {
+  static __device__ __forceinline__ void run(float (&d)[48], unsigned long long a,
+                                             unsigned long long b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %50, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, %48, %49, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])
+        : "l"(a), "l"(b), "r"(1));
+#else
+    __trap();
+#endif
+  }
+};
+template <> struct Wgmma<128, __half> {
+  static __device__ __forceinline__ void run(float (&d)[64], unsigned long long a,
+                                             unsigned long long b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(a), "l"(b), "r"(1));
+#else
+    __trap();
+#endif
+  }
+};
+template <> struct Wgmma<128, __nv_bfloat16> {
+  static __device__ __forceinline__ void run(float (&d)[64], unsigned long long a,
+                                             unsigned long long b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(a), "l"(b), "r"(1));
+#else
+    __trap();
+#endif
+  }
+};
+template <> struct Wgmma<192, __half> {
+  static __device__ __forceinline__ void run(float (&d)[96], unsigned long long a,
+                                             unsigned long long b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, %96, %97, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+        : "l"(a), "l"(b), "r"(1));
+#else
+    __trap();
+#endif
+  }
+};
+template <> struct Wgmma<192, __nv_bfloat16> {
+  static __device__ __forceinline__ void run(float (&d)[96], unsigned long long a,
+                                             unsigned long long b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, %96, %97, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+        : "l"(a), "l"(b), "r"(1));
+#else
+    __trap();
+#endif
+  }
+};
+template <> struct Wgmma<256, __half> {
+  static __device__ __forceinline__ void run(float (&d)[128], unsigned long long a,
+                                             unsigned long long b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(a), "l"(b), "r"(1));
+#else
+    __trap();
+#endif
+  }
+};
+template <> struct Wgmma<256, __nv_bfloat16> {
+  static __device__ __forceinline__ void run(float (&d)[128], unsigned long long a,
+                                             unsigned long long b) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(a), "l"(b), "r"(1));
+#else
+    __trap();
+#endif
+  }
+};
 }  // namespace aotune
 
 // ---- dense_gemv.cu ----
@@ -1168,8 +1528,8 @@ extern "C" __global__ void __launch_bounds__(256) pad_30eb818b_p128t256(
 
 // FusedConv task bf4a15277cc6c341: conv2d1
 // k=7x7 s=2x2 p=3,3,3,3 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x8x224x224]:cl in1=f16[64x8x7x7]:cl:const in2=f32[64]:const out=f16[1x64x112x112]:cl
-// config {"kernel":"mma","block_m":128,"block_n":64,"block_k":32,"warps_m":4,"warps_n":2,"stages":4,"split_k":1,"epilogue":"direct"}
-struct conv_bf4a1527_mma_m128n64k32w4x2p4s1d_p {
+// config {"kernel":"wgmma","block_m":128,"block_n":64,"stages":6,"split_k":1,"epilogue":"staged"}
+struct conv_bf4a1527_wgmma_m128n64p6s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1186,25 +1546,25 @@ struct conv_bf4a1527_mma_m128n64k32w4x2p4s1d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 128, BN = 64, BK = 32, WARPS_M = 4, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 128, BN = 64, BK = 64, WARPS_M = 8, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
-  static constexpr int EPI_MI = 2;
+  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_bf4a1527_mma_m128n64k32w4x2p4s1d(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_bf4a1527_wgmma_m128n64p6s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_bf4a1527_mma_m128n64k32w4x2p4s1d_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_bf4a1527_wgmma_m128n64p6s1_p>(x, w, bias, nullptr, y);
 }
 
 // MaxPool task 599c45e3f031a378: maxpool2d1
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 precision=fp16 in0=f16[1x64x112x112]:cl out=f16[1x64x56x56]:cl
-// config {"block":64,"per_thread":1}
-struct maxpool_599c45e3_b64i1_p {
+// config {"block":128,"per_thread":1}
+struct maxpool_599c45e3_b128i1_p {
   typedef __half TIn;
   typedef __half TOut;
   static constexpr int N = 1, C = 64, H = 112, W = 112, P = 56, Q = 56;
@@ -1215,17 +1575,17 @@ struct maxpool_599c45e3_b64i1_p {
   static constexpr bool CHANNELS_LAST = true;
   static constexpr int V = 8;
 };
-extern "C" __global__ void __launch_bounds__(64) maxpool_599c45e3_b64i1(
+extern "C" __global__ void __launch_bounds__(128) maxpool_599c45e3_b128i1(
     const __half* __restrict__ x,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::pool2d<maxpool_599c45e3_b64i1_p>(x, y);
+  aotune::pool2d<maxpool_599c45e3_b128i1_p>(x, y);
 }
 
 // FusedConv task 120440eed174797f: conv2d2
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[64x64x1x1]:cl:const in2=f32[64]:const out=f16[1x64x56x56]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"direct"}
-struct conv_120440ee_mma_m32n64k64w2x4p4s1d_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"staged"}
+struct conv_120440ee_mma_m32n64k64w2x4p4s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1245,22 +1605,22 @@ struct conv_120440ee_mma_m32n64k64w2x4p4s1d_p {
   static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_120440ee_mma_m32n64k64w2x4p4s1d(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_120440ee_mma_m32n64k64w2x4p4s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_120440ee_mma_m32n64k64w2x4p4s1d_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_120440ee_mma_m32n64k64w2x4p4s1_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 63fe5adffdadb14f: conv2d3, conv2d7, conv2d10
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[64x64x3x3]:cl:const in2=f32[64]:const out=f16[1x64x56x56]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"direct"}
-struct conv_63fe5adf_mma_m32n64k64w2x4p4s1d_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"direct"}
+struct conv_63fe5adf_wgmma_m64n32p6s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1277,25 +1637,25 @@ struct conv_63fe5adf_mma_m32n64k64w2x4p4s1d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_63fe5adf_mma_m32n64k64w2x4p4s1d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_63fe5adf_wgmma_m64n32p6s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_63fe5adf_mma_m32n64k64w2x4p4s1d_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_63fe5adf_wgmma_m64n32p6s1d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 1b7c4d57bcae7ce7: conv2d4
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[256x64x1x1]:cl:const in2=f32[256]:const out=f16[1x256x56x56]:cl
-// config {"kernel":"mma","block_m":64,"block_n":128,"block_k":32,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"direct"}
-struct conv_1b7c4d57_mma_m64n128k32w2x4p4s1d_p {
+// config {"kernel":"mma","block_m":64,"block_n":32,"block_k":64,"warps_m":4,"warps_n":1,"stages":4,"split_k":1,"epilogue":"staged"}
+struct conv_1b7c4d57_mma_m64n32k64w4x1p4s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1312,25 +1672,25 @@ struct conv_1b7c4d57_mma_m64n128k32w2x4p4s1d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 128, BK = 32, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
-  static constexpr int EPI_MI = 2;
+  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_1b7c4d57_mma_m64n128k32w2x4p4s1d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_1b7c4d57_mma_m64n32k64w4x1p4s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_1b7c4d57_mma_m64n128k32w2x4p4s1d_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_1b7c4d57_mma_m64n32k64w4x1p4s1_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 75aac976b4cb125d: conv2d5, conv2d8, conv2d11
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[256x64x1x1]:cl:const in2=f32[256]:const in3=f16[1x256x56x56]:cl out=f16[1x256x56x56]:cl
-// config {"kernel":"mma","block_m":64,"block_n":128,"block_k":32,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"staged"}
-struct conv_75aac976_mma_m64n128k32w2x4p4s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":2,"split_k":1,"epilogue":"staged"}
+struct conv_75aac976_mma_m32n32k64w2x2p2s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1347,26 +1707,26 @@ struct conv_75aac976_mma_m64n128k32w2x4p4s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 128, BK = 32, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 2, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = true;
-  static constexpr int EPI_MI = 2;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_75aac976_mma_m64n128k32w2x4p4s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_75aac976_mma_m32n32k64w2x2p2s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_75aac976_mma_m64n128k32w2x4p4s1_p>(x, w, bias, res, y);
+  aotune::conv_mma<conv_75aac976_mma_m32n32k64w2x2p2s1_p>(x, w, bias, res, y);
 }
 
 // FusedConv task a108646cf77137b7: conv2d6, conv2d9
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x56x56]:cl in1=f16[64x256x1x1]:cl:const in2=f32[64]:const out=f16[1x64x56x56]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"direct"}
-struct conv_a108646c_mma_m32n64k64w2x4p4s1d_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"direct"}
+struct conv_a108646c_wgmma_m64n32p6s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1383,25 +1743,25 @@ struct conv_a108646c_mma_m32n64k64w2x4p4s1d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_a108646c_mma_m32n64k64w2x4p4s1d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_a108646c_wgmma_m64n32p6s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_a108646c_mma_m32n64k64w2x4p4s1d_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_a108646c_wgmma_m64n32p6s1d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 0f655a0006649a46: conv2d12
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x56x56]:cl in1=f16[128x256x1x1]:cl:const in2=f32[128]:const out=f16[1x128x56x56]:cl
-// config {"kernel":"mma","block_m":64,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":1,"epilogue":"direct"}
-struct conv_0f655a00_mma_m64n64k64w2x4p3s1d_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
+struct conv_0f655a00_mma_m32n32k64w2x2p4s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1418,25 +1778,25 @@ struct conv_0f655a00_mma_m64n64k64w2x4p3s1d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
-  static constexpr int EPI_MI = 2;
+  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_0f655a00_mma_m64n64k64w2x4p3s1d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_mma_m32n32k64w2x2p4s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_0f655a00_mma_m64n64k64w2x4p3s1d_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_0f655a00_mma_m32n32k64w2x2p4s1_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 44c505d791fe8fcc: conv2d13
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x128x56x56]:cl in1=f16[128x128x3x3]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":2,"epilogue":"direct"}
-struct conv_44c505d7_mma_m32n64k64w2x4p4s2d_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"staged"}
+struct conv_44c505d7_wgmma_m64n32p6s2_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1453,25 +1813,25 @@ struct conv_44c505d7_mma_m32n64k64w2x4p4s2d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 2;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_44c505d7_mma_m32n64k64w2x4p4s2d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_44c505d7_wgmma_m64n32p6s2(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_44c505d7_mma_m32n64k64w2x4p4s2d_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_44c505d7_wgmma_m64n32p6s2_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 0e79dab80a62b382: conv2d14
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[512x128x1x1]:cl:const in2=f32[512]:const out=f16[1x512x28x28]:cl
-// config {"kernel":"mma","block_m":64,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":1,"epilogue":"direct"}
-struct conv_0e79dab8_mma_m64n64k64w2x4p3s1d_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":5,"split_k":1,"epilogue":"staged"}
+struct conv_0e79dab8_wgmma_m64n64p5s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1488,25 +1848,25 @@ struct conv_0e79dab8_mma_m64n64k64w2x4p3s1d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
-  static constexpr int EPI_MI = 2;
+  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_0e79dab8_mma_m64n64k64w2x4p3s1d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_0e79dab8_wgmma_m64n64p5s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_0e79dab8_mma_m64n64k64w2x4p3s1d_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_0e79dab8_wgmma_m64n64p5s1_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 2d91a43d16ca1e11: conv2d15
 // k=1x1 s=2x2 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x256x56x56]:cl in1=f16[512x256x1x1]:cl:const in2=f32[512]:const in3=f16[1x512x28x28]:cl out=f16[1x512x28x28]:cl
-// config {"kernel":"mma","block_m":64,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":1,"epilogue":"staged"}
-struct conv_2d91a43d_mma_m64n64k64w2x4p3s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":5,"split_k":1,"epilogue":"direct"}
+struct conv_2d91a43d_wgmma_m64n64p5s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1523,26 +1883,26 @@ struct conv_2d91a43d_mma_m64n64k64w2x4p3s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = true;
-  static constexpr int EPI_MI = 2;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_2d91a43d_mma_m64n64k64w2x4p3s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_2d91a43d_wgmma_m64n64p5s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_2d91a43d_mma_m64n64k64w2x4p3s1_p>(x, w, bias, res, y);
+  aotune::conv_wgmma<conv_2d91a43d_wgmma_m64n64p5s1d_p>(x, w, bias, res, y);
 }
 
 // FusedConv task 18bd64069eccc24e: conv2d16, conv2d19, conv2d22
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x28x28]:cl in1=f16[128x512x1x1]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":2,"epilogue":"direct"}
-struct conv_18bd6406_mma_m32n64k64w2x4p4s2d_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":5,"split_k":1,"epilogue":"staged"}
+struct conv_18bd6406_wgmma_m64n32p5s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1559,25 +1919,25 @@ struct conv_18bd6406_mma_m32n64k64w2x4p4s2d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 2;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_18bd6406_mma_m32n64k64w2x4p4s2d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_18bd6406_wgmma_m64n32p5s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_18bd6406_mma_m32n64k64w2x4p4s2d_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_18bd6406_wgmma_m64n32p5s1_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 48c2d04895761efe: conv2d17, conv2d20, conv2d23
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[128x128x3x3]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":2,"epilogue":"direct"}
-struct conv_48c2d048_mma_m32n64k64w2x4p4s2d_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"direct"}
+struct conv_48c2d048_wgmma_m64n32p6s2d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1594,25 +1954,25 @@ struct conv_48c2d048_mma_m32n64k64w2x4p4s2d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 2;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_48c2d048_mma_m32n64k64w2x4p4s2d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_48c2d048_wgmma_m64n32p6s2d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_48c2d048_mma_m32n64k64w2x4p4s2d_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_48c2d048_wgmma_m64n32p6s2d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 1e32aea3652d773f: conv2d18, conv2d21, conv2d24
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[512x128x1x1]:cl:const in2=f32[512]:const in3=f16[1x512x28x28]:cl out=f16[1x512x28x28]:cl
-// config {"kernel":"mma","block_m":64,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":1,"epilogue":"staged"}
-struct conv_1e32aea3_mma_m64n64k64w2x4p3s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":2,"split_k":1,"epilogue":"staged"}
+struct conv_1e32aea3_mma_m32n64k64w2x4p2s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1629,26 +1989,26 @@ struct conv_1e32aea3_mma_m64n64k64w2x4p3s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 2, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = true;
-  static constexpr int EPI_MI = 2;
+  static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_1e32aea3_mma_m64n64k64w2x4p3s1(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_1e32aea3_mma_m32n64k64w2x4p2s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_1e32aea3_mma_m64n64k64w2x4p3s1_p>(x, w, bias, res, y);
+  aotune::conv_mma<conv_1e32aea3_mma_m32n64k64w2x4p2s1_p>(x, w, bias, res, y);
 }
 
 // FusedConv task c68ad69f9cf26146: conv2d25
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x28x28]:cl in1=f16[256x512x1x1]:cl:const in2=f32[256]:const out=f16[1x256x28x28]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"direct"}
-struct conv_c68ad69f_mma_m32n64k64w2x4p4s1d_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged"}
+struct conv_c68ad69f_wgmma_m64n32p6s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1665,25 +2025,25 @@ struct conv_c68ad69f_mma_m32n64k64w2x4p4s1d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_c68ad69f_mma_m32n64k64w2x4p4s1d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_c68ad69f_wgmma_m64n32p6s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_c68ad69f_mma_m32n64k64w2x4p4s1d_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_c68ad69f_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 098434ab2f0443f4: conv2d26
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x28x28]:cl in1=f16[256x256x3x3]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":4,"epilogue":"direct"}
-struct conv_098434ab_mma_m32n64k64w2x4p4s4d_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":4,"epilogue":"staged"}
+struct conv_098434ab_wgmma_m64n32p6s4_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1700,25 +2060,25 @@ struct conv_098434ab_mma_m32n64k64w2x4p4s4d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 4;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_098434ab_mma_m32n64k64w2x4p4s4d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_098434ab_wgmma_m64n32p6s4(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_098434ab_mma_m32n64k64w2x4p4s4d_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_098434ab_wgmma_m64n32p6s4_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 7826e0183aa5ed17: conv2d27
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[1024x256x1x1]:cl:const in2=f32[1024]:const out=f16[1x1024x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"direct"}
-struct conv_7826e018_mma_m32n64k64w2x4p4s1d_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":5,"split_k":1,"epilogue":"staged"}
+struct conv_7826e018_wgmma_m64n32p5s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1735,25 +2095,25 @@ struct conv_7826e018_mma_m32n64k64w2x4p4s1d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_7826e018_mma_m32n64k64w2x4p4s1d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_7826e018_wgmma_m64n32p5s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_7826e018_mma_m32n64k64w2x4p4s1d_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_7826e018_wgmma_m64n32p5s1_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 40da1e13236f75c9: conv2d28
 // k=1x1 s=2x2 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x512x28x28]:cl in1=f16[1024x512x1x1]:cl:const in2=f32[1024]:const in3=f16[1x1024x14x14]:cl out=f16[1x1024x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"staged"}
-struct conv_40da1e13_mma_m32n64k64w2x4p4s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
+struct conv_40da1e13_mma_m32n32k64w2x2p4s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1770,26 +2130,26 @@ struct conv_40da1e13_mma_m32n64k64w2x4p4s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_40da1e13_mma_m32n64k64w2x4p4s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_40da1e13_mma_m32n32k64w2x2p4s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_40da1e13_mma_m32n64k64w2x4p4s1_p>(x, w, bias, res, y);
+  aotune::conv_mma<conv_40da1e13_mma_m32n32k64w2x2p4s1_p>(x, w, bias, res, y);
 }
 
 // FusedConv task 93076c40a191cef4: conv2d29, conv2d32, conv2d35, conv2d38 (+1 more)
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[256x1024x1x1]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":4,"epilogue":"direct"}
-struct conv_93076c40_mma_m32n64k64w2x4p4s4d_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":3,"epilogue":"direct"}
+struct conv_93076c40_wgmma_m64n32p6s3d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1806,25 +2166,25 @@ struct conv_93076c40_mma_m32n64k64w2x4p4s4d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 4;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 3;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_93076c40_mma_m32n64k64w2x4p4s4d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_93076c40_wgmma_m64n32p6s3d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_93076c40_mma_m32n64k64w2x4p4s4d_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_93076c40_wgmma_m64n32p6s3d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 48e86b9eea3a159e: conv2d30, conv2d33, conv2d36, conv2d39 (+1 more)
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[256x256x3x3]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":4,"epilogue":"direct"}
-struct conv_48e86b9e_mma_m32n64k64w2x4p4s4d_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":4,"epilogue":"staged"}
+struct conv_48e86b9e_wgmma_m64n32p6s4_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1841,19 +2201,19 @@ struct conv_48e86b9e_mma_m32n64k64w2x4p4s4d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 4;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_48e86b9e_mma_m32n64k64w2x4p4s4d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_48e86b9e_wgmma_m64n32p6s4(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_48e86b9e_mma_m32n64k64w2x4p4s4d_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_48e86b9e_wgmma_m64n32p6s4_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 282f15c5de3a2c49: conv2d31, conv2d34, conv2d37, conv2d40 (+1 more)
@@ -1894,8 +2254,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) conv_282f15c5_mma_m32n64k64
 
 // FusedConv task 6f8ef6f32763abbf: conv2d44
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[512x1024x1x1]:cl:const in2=f32[512]:const out=f16[1x512x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":2,"epilogue":"direct"}
-struct conv_6f8ef6f3_mma_m32n64k64w2x4p4s2d_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
+struct conv_6f8ef6f3_mma_m32n32k64w2x2p4s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1912,25 +2272,25 @@ struct conv_6f8ef6f3_mma_m32n64k64w2x4p4s2d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 2;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_6f8ef6f3_mma_m32n64k64w2x4p4s2d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_6f8ef6f3_mma_m32n32k64w2x2p4s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_6f8ef6f3_mma_m32n64k64w2x4p4s2d_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_6f8ef6f3_mma_m32n32k64w2x2p4s1_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task d82ebd66539eae75: conv2d45
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x14x14]:cl in1=f16[512x512x3x3]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":6,"epilogue":"direct"}
-struct conv_d82ebd66_mma_m32n64k64w2x4p4s6d_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":8,"epilogue":"staged"}
+struct conv_d82ebd66_mma_m32n32k64w2x2p4s8_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1947,25 +2307,25 @@ struct conv_d82ebd66_mma_m32n64k64w2x4p4s6d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 6;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 8;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_d82ebd66_mma_m32n64k64w2x4p4s6d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_d82ebd66_mma_m32n32k64w2x2p4s8(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_d82ebd66_mma_m32n64k64w2x4p4s6d_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_d82ebd66_mma_m32n32k64w2x2p4s8_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 392ada8671c1c22a: conv2d46
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[2048x512x1x1]:cl:const in2=f32[2048]:const out=f16[1x2048x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"direct"}
-struct conv_392ada86_mma_m32n64k64w2x4p4s1d_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"direct"}
+struct conv_392ada86_wgmma_m64n32p6s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1982,25 +2342,25 @@ struct conv_392ada86_mma_m32n64k64w2x4p4s1d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_392ada86_mma_m32n64k64w2x4p4s1d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_392ada86_wgmma_m64n32p6s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_392ada86_mma_m32n64k64w2x4p4s1d_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_392ada86_wgmma_m64n32p6s1d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 9b2338813a3b6791: conv2d47
 // k=1x1 s=2x2 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[2048x1024x1x1]:cl:const in2=f32[2048]:const in3=f16[1x2048x7x7]:cl out=f16[1x2048x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":2,"epilogue":"staged"}
-struct conv_9b233881_mma_m32n64k64w2x4p4s2_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
+struct conv_9b233881_mma_m32n32k64w2x2p4s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2017,26 +2377,26 @@ struct conv_9b233881_mma_m32n64k64w2x4p4s2_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 2;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_9b233881_mma_m32n64k64w2x4p4s2(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_9b233881_mma_m32n32k64w2x2p4s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_9b233881_mma_m32n64k64w2x4p4s2_p>(x, w, bias, res, y);
+  aotune::conv_mma<conv_9b233881_mma_m32n32k64w2x2p4s1_p>(x, w, bias, res, y);
 }
 
 // FusedConv task 510ceff0b9f74501: conv2d48, conv2d51
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x2048x7x7]:cl in1=f16[512x2048x1x1]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":6,"epilogue":"direct"}
-struct conv_510ceff0_mma_m32n64k64w2x4p4s6d_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"staged"}
+struct conv_510ceff0_mma_m32n32k64w2x2p4s4_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2053,25 +2413,25 @@ struct conv_510ceff0_mma_m32n64k64w2x4p4s6d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 6;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_510ceff0_mma_m32n64k64w2x4p4s6d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_510ceff0_mma_m32n32k64w2x2p4s4(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_510ceff0_mma_m32n64k64w2x4p4s6d_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_510ceff0_mma_m32n32k64w2x2p4s4_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task c46df034189a77e3: conv2d49, conv2d52
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[512x512x3x3]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":6,"epilogue":"direct"}
-struct conv_c46df034_mma_m32n64k64w2x4p4s6d_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":12,"epilogue":"staged"}
+struct conv_c46df034_mma_m32n32k64w2x2p4s12_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2088,25 +2448,25 @@ struct conv_c46df034_mma_m32n64k64w2x4p4s6d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 6;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 12;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_c46df034_mma_m32n64k64w2x4p4s6d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_c46df034_mma_m32n32k64w2x2p4s12(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_c46df034_mma_m32n64k64w2x4p4s6d_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_c46df034_mma_m32n32k64w2x2p4s12_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 3e532f528cbe6711: conv2d50, conv2d53
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[2048x512x1x1]:cl:const in2=f32[2048]:const in3=f16[1x2048x7x7]:cl out=f16[1x2048x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"direct"}
-struct conv_3e532f52_mma_m32n64k64w2x4p4s1d_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
+struct conv_3e532f52_mma_m32n32k64w2x2p4s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2123,20 +2483,20 @@ struct conv_3e532f52_mma_m32n64k64w2x4p4s1d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_3e532f52_mma_m32n64k64w2x4p4s1d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_3e532f52_mma_m32n32k64w2x2p4s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_3e532f52_mma_m32n64k64w2x4p4s1d_p>(x, w, bias, res, y);
+  aotune::conv_mma<conv_3e532f52_mma_m32n32k64w2x2p4s1_p>(x, w, bias, res, y);
 }
 
 // GlobalAveragePool task 3718bb6d9b6b8e44: globalaveragepool1

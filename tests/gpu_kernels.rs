@@ -818,16 +818,13 @@ fn plain<C: KernelConfig>(shape: &C::Shape) -> (Candidate, Vec<Candidate>) {
 }
 
 fn conv_smem(c: &ConvConfig, shape: &ConvShape) -> usize {
-    match c {
-        ConvConfig::Mma(m) => m.smem_bytes(shape),
-        ConvConfig::Simt(s) => s.smem_bytes(),
-        ConvConfig::Direct(_) => 0,
-    }
+    c.smem(shape)
 }
 
 fn dense_smem(c: &DenseConfig, shape: &ConvShape) -> usize {
     match c {
         DenseConfig::Mma(m) => m.smem_bytes(shape),
+        DenseConfig::Wgmma(m) => m.smem_bytes(),
         DenseConfig::Simt(s) => s.smem_bytes(),
         DenseConfig::Gemv(_) => 0,
     }
@@ -1575,13 +1572,17 @@ fn test_models_compile_and_sample() {
                 .flat_map(|c| c.features.iter().map(String::as_str))
         })
         .collect();
-    for f in [
-        "kernel=mma",
-        "kernel=simt",
-        "mma.split_k=4",
-        "simt.split_k=2",
-    ] {
+    for f in ["kernel=mma", "kernel=wgmma", "kernel=simt"] {
         assert!(features.contains(f), "{f} not sampled: {features:?}");
+    }
+    // Split-K of every tiled template (the slice counts sampled vary).
+    for kernel in ["mma", "wgmma", "simt"] {
+        let split = features.iter().any(|f| {
+            f.strip_prefix(&format!("{kernel}.split_k="))
+                .and_then(|n| n.parse::<u32>().ok())
+                .is_some_and(|n| n > 1)
+        });
+        assert!(split, "{kernel} split-K not sampled: {features:?}");
     }
 }
 

@@ -12,9 +12,12 @@ use super::tune_progress::BarProgress;
 use anyhow::Context;
 use aotune::runtime::{driver_present, LoadOptions};
 use aotune::tune::{tunable_tasks, GpuMeasurer, MeasureSettings};
-use aotune_spec::tune::{best_log, read_records, tune, RecordSink, RunSetup, TuneOptions};
+use aotune_spec::schedule::BestLog;
+use aotune_spec::tune::{
+    best_log, merge_into, read_records, tune, RecordSink, RunSetup, TuneOptions,
+};
 use clap::Args;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -66,6 +69,17 @@ pub fn tune_command(args: TuneArgs) -> anyhow::Result<()> {
             args.log.display()
         );
     }
+    // Records already in --best for tasks this model does not have (other
+    // batch sizes or precisions sharing one committed log) are kept; read
+    // it now so a bad file stops the run before it measures anything.
+    let existing_best =
+        if args.best.exists() {
+            Some(BestLog::read(&args.best).with_context(|| {
+                format!("reading the existing --best '{}'", args.best.display())
+            })?)
+        } else {
+            None
+        };
     let compiled = args.model.compile()?;
     let tasks = tunable_tasks(&compiled).context("building the search spaces")?;
     let nodes: HashMap<String, _> = tasks
@@ -132,7 +146,11 @@ pub fn tune_command(args: TuneArgs) -> anyhow::Result<()> {
 
     let mut all = previous;
     all.extend(outcome.records.iter().cloned());
-    let best = best_log(&all);
+    let mut best = best_log(&all);
+    if let Some(existing) = &existing_best {
+        let run_tasks: BTreeSet<String> = compiled.tasks.iter().map(|t| t.key.hash_hex()).collect();
+        best = merge_into(existing, best, &run_tasks);
+    }
     if let Some(dir) = args.best.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating '{}'", dir.display()))?;
     }

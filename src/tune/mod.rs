@@ -2,6 +2,7 @@
 //! worker process and its supervisor, and the [`GpuMeasurer`] that ties them
 //! to the search in [`aotune_spec::tune`].
 
+mod compare;
 mod gpu_measurer;
 pub mod nvrtc;
 pub mod protocol;

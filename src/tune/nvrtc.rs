@@ -1,4 +1,4 @@
-//! The tuner's builder: compiles candidate kernels to sm_90 cubins with
+//! The tuner's builder: compiles candidate kernels to sm_90a cubins with
 //! NVRTC, many at once (every core), each under a deadline, and reads
 //! ptxas's report (registers, spills, shared memory) from the program log so
 //! that hopeless candidates are pruned before anything runs on the GPU.
@@ -154,10 +154,10 @@ pub fn setup() -> Result<PathBuf, NvrtcSetupError> {
 }
 
 /// The NVRTC options matching the build's nvcc flags (`-O3 -std=c++17`,
-/// sm_90), plus ptxas's verbose report.
+/// sm_90a SASS), plus ptxas's verbose report.
 fn options(include: &Path) -> Vec<String> {
     vec![
-        "--gpu-architecture=sm_90".into(),
+        "--gpu-architecture=sm_90a".into(),
         "-std=c++17".into(),
         "--ptxas-options=-v".into(),
         format!("--include-path={}", include.display()),

@@ -8,12 +8,14 @@
 //! buffer, event, launch, event) until both a minimum count and a minimum
 //! total are reached, or a maximum count. Every repeat is reported.
 
+use super::compare;
 use super::protocol::{ArgSpec, ArgType, Failure, Repeats, Reply, Request, Role};
 use crate::runtime::driver::{self, DeviceBuffer, Event, Function, KernelParams, Module, Stream};
 use crate::runtime::{error_name, open_device, query_device};
 use cudarc::driver::result::DriverError;
 use cudarc::driver::sys::CUresult;
 use cudarc::driver::CudaContext;
+use rayon::prelude::*;
 use std::io::{BufRead, Write};
 use std::sync::Arc;
 
@@ -166,13 +168,12 @@ fn fill_values(a: &ArgSpec, seed: u64) -> Vec<u8> {
     out
 }
 
-fn decode(bytes: &[u8], dtype: ArgType) -> Vec<f32> {
-    let dtype = match dtype {
-        ArgType::F32 => aotune_spec::ir::DType::F32,
-        ArgType::F16 => aotune_spec::ir::DType::F16,
-        ArgType::Bf16 => aotune_spec::ir::DType::BF16,
-    };
-    crate::runtime::decode_values(dtype, bytes)
+fn elem(dtype: ArgType) -> compare::Elem {
+    match dtype {
+        ArgType::F32 => compare::Elem::F32,
+        ArgType::F16 => compare::Elem::F16,
+        ArgType::Bf16 => compare::Elem::Bf16,
+    }
 }
 
 /// Errors after which the context cannot be used again.
@@ -252,10 +253,12 @@ impl Worker {
         {
             return failed(Failure::Fault, "cuMemcpyDtoH", e);
         }
-        let got = decode(&self.output_host[..out_spec.bytes], out_spec.dtype);
+        let raw = &self.output_host[..out_spec.bytes];
+        let elem = elem(out_spec.dtype);
         let rel_l2 = match (&self.reference, role) {
             (_, Role::Reference) => {
-                if got.iter().any(|v| v.is_nan()) {
+                let got = compare::decode(raw, elem);
+                if got.par_iter().any(|v| v.is_nan()) {
                     return Reply::Failed {
                         kind: Failure::WrongResult,
                         reason: "the reference kernel left NaNs in its output".into(),
@@ -266,8 +269,8 @@ impl Worker {
                 0.0
             }
             (Some(want), Role::Candidate) => {
-                let rel = aotune_spec::reference::rel_l2(&got, want);
-                let nan = got.iter().zip(want).any(|(g, w)| g.is_nan() != w.is_nan());
+                let d = compare::distance(raw, elem, want);
+                let (rel, nan) = (d.rel_l2, d.nan_mismatch);
                 // A NaN distance is a failure too.
                 if nan || rel.is_nan() || rel > tolerance {
                     return Reply::Failed {
@@ -364,7 +367,7 @@ mod tests {
         let a = fill_values(&spec, 7);
         assert_eq!(a, fill_values(&spec, 7));
         assert_ne!(a, fill_values(&spec, 8));
-        let v = decode(&a, ArgType::F16);
+        let v = compare::decode(&a, elem(ArgType::F16));
         assert_eq!(v.len(), 32);
         assert!(v.iter().all(|x| (-1.0..1.0).contains(x)));
     }

@@ -169,7 +169,7 @@ pub fn render_executor(
         pub const INPUT_LEN: usize = #input_len;
         /// f32 elements of the (first) output.
         pub const OUTPUT_LEN: usize = #output_len;
-        /// sm_90 SASS and compute_90 PTX of every kernel.
+        /// sm_90a SASS and compute_90 PTX of every kernel.
         pub static KERNELS: &[u8] = include_bytes!("kernels.fatbin");
         /// The weight blob, when embedded (else read from `SPEC.weights.file_name` at load).
         #weights

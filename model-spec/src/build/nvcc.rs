@@ -78,14 +78,17 @@ impl Nvcc {
         Ok(Nvcc { path, includes })
     }
 
-    /// Compiles `source` to a fatbin holding sm_90 SASS and compute_90 PTX.
+    /// Compiles `source` to a fatbin holding sm_90a SASS (Hopper's wgmma
+    /// needs the arch-specific target) and compute_90 PTX for other GPUs,
+    /// in which the wgmma kernels trap.
     /// Returns the ptxas report (registers, spills).
     pub fn compile_fatbin(&self, source: &Path, output: &Path) -> Result<String, BuildError> {
         let mut cmd = Command::new(&self.path);
         cmd.arg("-fatbin")
             .arg("-O3")
             .arg("-std=c++17")
-            .arg("-gencode=arch=compute_90,code=[sm_90,compute_90]")
+            .arg("-gencode=arch=compute_90a,code=sm_90a")
+            .arg("-gencode=arch=compute_90,code=compute_90")
             .arg("-Xptxas=-v")
             .arg("-o")
             .arg(output)

@@ -179,12 +179,10 @@ impl BestLog {
         let mut records: Vec<&BestRecord> = self.records.iter().collect();
         records.sort_by(|a, b| record_order(a).cmp(&record_order(b)));
         let mut usable: BTreeMap<&str, Vec<&BestRecord>> = BTreeMap::new();
+        let mut missing: Vec<String> = Vec::new();
         for r in records {
             match by_hash.get(&r.task) {
-                None => applied.notes.push(format!(
-                    "record for task {} ({}) is not in this model: ignored",
-                    r.task, r.op
-                )),
+                None => missing.push(format!("{} ({})", r.task, r.op)),
                 Some(task) => {
                     let current = templates.get(&task.key.op);
                     if current.is_some_and(|v| v != &r.template) {
@@ -200,6 +198,21 @@ impl BestLog {
                     }
                 }
             }
+        }
+        // A log may hold several batch sizes or precisions of a model: many
+        // foreign records make one note.
+        match missing.len() {
+            0 => {}
+            1..=3 => applied.notes.extend(
+                missing
+                    .iter()
+                    .map(|m| format!("record for task {m} is not in this model: ignored")),
+            ),
+            n => applied.notes.push(format!(
+                "{n} records are for tasks not in this model (another batch size, precision or \
+                 model): ignored ({}, …)",
+                missing[..3].join(", ")
+            )),
         }
         let mut used: BTreeSet<Target> = BTreeSet::new();
         for (hash, candidates) in usable {
@@ -373,6 +386,20 @@ mod tests {
             format: BEST_FORMAT.into(),
             records,
         }
+    }
+
+    #[test]
+    fn many_records_for_other_models_make_one_note() {
+        let a = task("a");
+        let h200 = target("NVIDIA H200", "90");
+        let mut records = vec![record(&a, "conv/2", 64, h200.clone())];
+        for name in ["b8-1", "b8-2", "b8-3", "b8-4", "b8-5"] {
+            records.push(record(&task(name), "conv/2", 32, h200.clone()));
+        }
+        let applied = log(records).apply(std::slice::from_ref(&a), &templates());
+        assert_eq!(applied.overrides.len(), 1);
+        assert_eq!(applied.notes.len(), 1, "{:?}", applied.notes);
+        assert!(applied.notes[0].starts_with("5 records are for tasks not in this model"));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use super::records::TuneRecord;
 use crate::schedule::{BestLog, BestRecord, BEST_FORMAT};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The best log of `records`, sorted as [`BestLog::to_json`] writes it.
 pub fn best_log(records: &[TuneRecord]) -> BestLog {
@@ -48,6 +48,37 @@ pub fn best_log(records: &[TuneRecord]) -> BestLog {
     }
 }
 
+/// `fresh` (one run's best log) with the records of `existing` (the
+/// `--best` file as it was) for tasks outside `run_tasks` (the run's model:
+/// other batch sizes, precisions or models sharing one committed log) kept
+/// as they were, sorted by task and target for stable diffs.
+pub fn merge_into(existing: &BestLog, fresh: BestLog, run_tasks: &BTreeSet<String>) -> BestLog {
+    let mut records: Vec<BestRecord> = existing
+        .records
+        .iter()
+        .filter(|r| !run_tasks.contains(&r.task))
+        .cloned()
+        .chain(fresh.records)
+        .collect();
+    records.sort_by(|a, b| {
+        let key = |r: &BestRecord| {
+            (
+                r.task.clone(),
+                r.target.gpu.clone(),
+                r.target.sm.clone(),
+                r.target.driver.clone(),
+                r.target.cuda.clone(),
+                r.template.clone(),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
+    BestLog {
+        format: BEST_FORMAT.to_string(),
+        records,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,6 +113,23 @@ mod tests {
             }),
             timestamp: "2026-11-30T00:00:00.000Z".into(),
         }
+    }
+
+    #[test]
+    fn a_run_replaces_its_tasks_and_keeps_the_others() {
+        let old = best_log(&[
+            rec("b1-conv", "H200", "conv/2", 16, Some(9.0)),
+            rec("b8-conv", "H200", "conv/2", 32, Some(20.0)),
+        ]);
+        let fresh = best_log(&[rec("b1-conv", "H200", "conv/2", 64, Some(7.0))]);
+        let run: BTreeSet<String> = ["b1-conv".to_string()].into();
+        let merged = merge_into(&old, fresh, &run);
+        let got: Vec<(&str, i64)> = merged
+            .records
+            .iter()
+            .map(|r| (r.task.as_str(), r.config["block"].as_i64().unwrap()))
+            .collect();
+        assert_eq!(got, vec![("b1-conv", 64), ("b8-conv", 32)]);
     }
 
     #[test]

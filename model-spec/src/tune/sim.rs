@@ -97,11 +97,7 @@ pub(crate) fn conv_shape(batch: usize, layer: usize, dtype: DType) -> ConvShape 
 }
 
 fn prior_ns(config: &ConvConfig, shape: &ConvShape) -> Option<f64> {
-    let model = match config {
-        ConvConfig::Mma(c) => c.model(shape),
-        ConvConfig::Simt(c) => c.model(shape),
-        ConvConfig::Direct(_) => return None,
-    };
+    let model = config.tile_model(shape)?;
     Some(estimate_ns(
         shape.gemm_m(),
         shape.gemm_n(),

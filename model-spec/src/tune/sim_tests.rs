@@ -128,7 +128,10 @@ fn finds_good_configs_when_little_transfers_between_tasks() {
         perturbation: Perturbation::TRANSFERS_POORLY,
         ..SimGpu::default()
     };
-    check_quality(gpu, 1.03, 1.10);
+    // The end-to-end bound is the same as above; a single task may land
+    // 12% off its optimum (the spaces hold wgmma and mma.sync configs, about
+    // twice what 64 trials per task covered before wgmma).
+    check_quality(gpu, 1.03, 1.12);
 }
 
 #[test]

@@ -1,9 +1,11 @@
 //! Convolution kernels (`FusedConv`, and a plain `Conv` that survived the
 //! passes): the node's [`ConvShape`], the [`ConvConfig`] that picks one of
-//! three templates, and the rendered instantiation.
+//! four templates, and the rendered instantiation.
 //!
-//! - `conv_mma.cu`, tensor cores, for f16/bf16 operands, and for f32
-//!   operands under Tf32 (groups = 1);
+//! - `conv_wgmma.cu`, Hopper's warpgroup tensor-core instructions (sm_90a),
+//!   for f16/bf16 operands (groups = 1);
+//! - `conv_mma.cu`, mma.sync tensor cores, for f16/bf16 operands, and for
+//!   f32 operands under Tf32 (groups = 1);
 //! - `conv_simt.cu`, f32 FMA, for everything else with groups = 1 (the only
 //!   path for strict Fp32);
 //! - `conv_direct.cu` for grouped and depthwise convolutions.
@@ -11,23 +13,25 @@
 //! Activations must be NHWC and weights OHWI (`channels_last: true`); the
 //! epilogue is `act(acc + bias + residual)` in f32, rounded once at the store.
 //!
-//! The default config ([`ConvConfig::default_for`]) is the candidate of the
-//! template's search space with the lowest time in [`super::cost_model`],
-//! among those within 113 KiB of shared memory (two CTAs per SM). Below,
-//! what that rule picks for zoo ResNet-50 on the H200 (132 SMs): one line
-//! per kernel (`convN xK`: first layer using it, number of layers), GEMM
-//! M × N × K, config tag (`m`/`n`/`k` tile, `w` warps or `t` thread tile,
-//! `p` stages, `s` split-K, a trailing `d` for the direct epilogue instead
-//! of the staged one), CTAs per launch. At batch 1, M·N tiles alone would
-//! leave most SMs idle in layers 3 and 4 (M = 196 and 49), so the model
-//! takes small tiles and split-K there; the direct and staged epilogues
-//! cost about the same on outputs that small. At batch 256 there are waves
-//! of tiles everywhere: the model takes 64×64 warp tiles (the best
-//! mma-to-shared-memory ratio; 128×256, 256×128 and 256×64 CTA tiles at
-//! one or two CTAs per SM), one N tile where N ≤ 256 (A read once), and the
-//! staged epilogue, whose whole-sector stores matter once output and
-//! residual traffic reach device memory; layer 4 (392 tiles of 128×128)
-//! takes 64×32 warp tiles. A test checks this text against the rule.
+//! The default config ([`ConvConfig::default_for`]) is the candidate with the
+//! lowest time in [`super::cost_model`], among those within 113 KiB of shared
+//! memory (two CTAs per SM), of one tensor-core template: wgmma (with at
+//! least 3 stages) where the GEMM has two waves of 128×128 tiles on 132 SMs,
+//! mma.sync otherwise (measured: wgmma lost on every batch-1 layer and won
+//! on every batch-256 layer but the dense head); SIMT where neither applies.
+//! Below, what that rule picks for zoo ResNet-50 on the H200 (132 SMs): one
+//! line per kernel (`convN xK`: first layer using it, number of layers),
+//! GEMM M × N × K, config tag (`m`/`n`/`k` tile, `w` warps or `t` thread
+//! tile, `p` stages, `s` split-K, a trailing `d` for the direct epilogue
+//! instead of the staged one), CTAs per launch. At batch 1, M·N tiles alone
+//! would leave most SMs idle in layers 3 and 4 (M = 196 and 49), so the
+//! model takes small mma.sync tiles and split-K there; the direct and staged
+//! epilogues cost about the same on outputs that small. At batch 256 there
+//! are waves of tiles everywhere: the model takes 128×128 wgmma tiles (two
+//! warpgroups, 3 stages, two CTAs per SM, so one CTA's epilogue overlaps the
+//! other's main loop), 192×64 where N = 64, and the staged epilogue, whose
+//! whole-sector stores matter once output and residual traffic reach device
+//! memory. A test checks this text against the rule.
 //!
 //! ```text
 //! batch 1, fp16 / bf16: tensor cores (m16n8k16)
@@ -117,35 +121,35 @@
 //! conv49 x2       49 x  512 x 4608  simt_m32n64k16t4x4s16       256 CTAs x 128 threads
 //! conv50 x2       49 x 2048 x  512  simt_m32n32k16t4x4s8       1024 CTAs x  64 threads
 //! 53 launches, 36888 CTAs, 27 distinct kernels
-//! batch 256, fp16: tensor cores, 64x64 warp tiles
-//! conv1      3211264 x   64 x  392  mma_m256n64k32w4x1p4s1    12544 CTAs x 128 threads
-//! conv2       802816 x   64 x   64  mma_m256n64k32w4x1p4s1     3136 CTAs x 128 threads
-//! conv3 x3    802816 x   64 x  576  mma_m256n64k32w4x1p4s1     3136 CTAs x 128 threads
-//! conv4       802816 x  256 x   64  mma_m128n256k32w2x4p3s1    6272 CTAs x 256 threads
-//! conv5 x3    802816 x  256 x   64  mma_m128n256k32w2x4p3s1    6272 CTAs x 256 threads
-//! conv6 x2    802816 x   64 x  256  mma_m256n64k32w4x1p4s1     3136 CTAs x 128 threads
-//! conv12      802816 x  128 x  256  mma_m256n128k32w4x2p3s1    3136 CTAs x 256 threads
-//! conv13      200704 x  128 x 1152  mma_m256n128k32w4x2p3s1     784 CTAs x 256 threads
-//! conv14      200704 x  512 x  128  mma_m128n256k32w2x4p3s1    3136 CTAs x 256 threads
-//! conv15      200704 x  512 x  256  mma_m128n256k32w2x4p3s1    3136 CTAs x 256 threads
-//! conv16 x3   200704 x  128 x  512  mma_m256n128k32w4x2p3s1     784 CTAs x 256 threads
-//! conv17 x3   200704 x  128 x 1152  mma_m256n128k32w4x2p3s1     784 CTAs x 256 threads
-//! conv18 x3   200704 x  512 x  128  mma_m128n256k32w2x4p3s1    3136 CTAs x 256 threads
-//! conv25      200704 x  256 x  512  mma_m128n256k32w2x4p3s1    1568 CTAs x 256 threads
-//! conv26       50176 x  256 x 2304  mma_m128n256k32w2x4p3s1     392 CTAs x 256 threads
-//! conv27       50176 x 1024 x  256  mma_m128n256k32w2x4p3s1    1568 CTAs x 256 threads
-//! conv28       50176 x 1024 x  512  mma_m128n256k32w2x4p3s1    1568 CTAs x 256 threads
-//! conv29 x5    50176 x  256 x 1024  mma_m128n256k32w2x4p3s1     392 CTAs x 256 threads
-//! conv30 x5    50176 x  256 x 2304  mma_m128n256k32w2x4p3s1     392 CTAs x 256 threads
-//! conv31 x5    50176 x 1024 x  256  mma_m128n256k32w2x4p3s1    1568 CTAs x 256 threads
-//! conv44       50176 x  512 x 1024  mma_m128n256k32w2x4p3s1     784 CTAs x 256 threads
-//! conv45       12544 x  512 x 4608  mma_m128n128k64w2x4p3s1     392 CTAs x 256 threads
-//! conv46       12544 x 2048 x  512  mma_m128n256k32w2x4p3s1     784 CTAs x 256 threads
-//! conv47       12544 x 2048 x 1024  mma_m128n256k32w2x4p3s1     784 CTAs x 256 threads
-//! conv48 x2    12544 x  512 x 2048  mma_m128n128k64w2x4p3s1     392 CTAs x 256 threads
-//! conv49 x2    12544 x  512 x 4608  mma_m128n128k64w2x4p3s1     392 CTAs x 256 threads
-//! conv50 x2    12544 x 2048 x  512  mma_m128n256k32w2x4p3s1     784 CTAs x 256 threads
-//! 53 launches, 103488 CTAs, 27 distinct kernels
+//! batch 256, fp16: wgmma (sm_90a)
+//! conv1      3211264 x   64 x  392  wgmma_m192n64p3s1         16726 CTAs x 384 threads
+//! conv2       802816 x   64 x   64  wgmma_m128n64p3s1          6272 CTAs x 256 threads
+//! conv3 x3    802816 x   64 x  576  wgmma_m192n64p3s1          4182 CTAs x 384 threads
+//! conv4       802816 x  256 x   64  wgmma_m128n128p3s1        12544 CTAs x 256 threads
+//! conv5 x3    802816 x  256 x   64  wgmma_m128n128p3s1        12544 CTAs x 256 threads
+//! conv6 x2    802816 x   64 x  256  wgmma_m192n64p3s1          4182 CTAs x 384 threads
+//! conv12      802816 x  128 x  256  wgmma_m128n128p3s1         6272 CTAs x 256 threads
+//! conv13      200704 x  128 x 1152  wgmma_m128n128p3s1         1568 CTAs x 256 threads
+//! conv14      200704 x  512 x  128  wgmma_m128n128p3s1         6272 CTAs x 256 threads
+//! conv15      200704 x  512 x  256  wgmma_m128n128p3s1         6272 CTAs x 256 threads
+//! conv16 x3   200704 x  128 x  512  wgmma_m128n128p3s1         1568 CTAs x 256 threads
+//! conv17 x3   200704 x  128 x 1152  wgmma_m128n128p3s1         1568 CTAs x 256 threads
+//! conv18 x3   200704 x  512 x  128  wgmma_m128n128p3s1         6272 CTAs x 256 threads
+//! conv25      200704 x  256 x  512  wgmma_m128n128p3s1         3136 CTAs x 256 threads
+//! conv26       50176 x  256 x 2304  wgmma_m128n128p3s1          784 CTAs x 256 threads
+//! conv27       50176 x 1024 x  256  wgmma_m128n128p3s1         3136 CTAs x 256 threads
+//! conv28       50176 x 1024 x  512  wgmma_m128n128p3s1         3136 CTAs x 256 threads
+//! conv29 x5    50176 x  256 x 1024  wgmma_m128n128p3s1          784 CTAs x 256 threads
+//! conv30 x5    50176 x  256 x 2304  wgmma_m128n128p3s1          784 CTAs x 256 threads
+//! conv31 x5    50176 x 1024 x  256  wgmma_m128n128p3s1         3136 CTAs x 256 threads
+//! conv44       50176 x  512 x 1024  wgmma_m128n128p3s1         1568 CTAs x 256 threads
+//! conv45       12544 x  512 x 4608  wgmma_m128n128p3s1          392 CTAs x 256 threads
+//! conv46       12544 x 2048 x  512  wgmma_m128n128p3s1         1568 CTAs x 256 threads
+//! conv47       12544 x 2048 x 1024  wgmma_m128n128p3s1         1568 CTAs x 256 threads
+//! conv48 x2    12544 x  512 x 2048  wgmma_m128n128p3s1          392 CTAs x 256 threads
+//! conv49 x2    12544 x  512 x 4608  wgmma_m128n128p3s1          392 CTAs x 256 threads
+//! conv50 x2    12544 x 2048 x  512  wgmma_m128n128p3s1         1568 CTAs x 256 threads
+//! 53 launches, 186204 CTAs, 27 distinct kernels
 //! ```
 
 use super::config::{KernelConfig, LinearConfig, LinearShape};
@@ -153,6 +157,7 @@ use super::cost_model;
 use super::implicit_gemm::{cheapest, ConvShape, MmaConfig, SimtConfig};
 use super::index_map::same_order;
 use super::source::{tiled_wrapper, wrapper, Arg, Geometry, Instance, Params, Template, Workspace};
+use super::wgmma_config::WgmmaConfig;
 use crate::ir::{Activation, Graph, Layout, NodeId, Op};
 use serde::{Deserialize, Serialize};
 
@@ -162,6 +167,7 @@ use serde::{Deserialize, Serialize};
 pub enum ConvConfig {
     Simt(SimtConfig),
     Mma(MmaConfig),
+    Wgmma(WgmmaConfig),
     Direct(LinearConfig),
 }
 
@@ -170,6 +176,7 @@ impl ConvConfig {
         match self {
             ConvConfig::Simt(c) => c.geometry(shape),
             ConvConfig::Mma(c) => c.geometry(shape),
+            ConvConfig::Wgmma(c) => c.geometry(shape),
             ConvConfig::Direct(c) => {
                 let items = LinearShape {
                     items: (shape.gemm_m() * shape.gemm_n()) as u64,
@@ -187,6 +194,7 @@ impl ConvConfig {
         match self {
             ConvConfig::Simt(c) => c.workspace(shape),
             ConvConfig::Mma(c) => c.workspace(shape),
+            ConvConfig::Wgmma(c) => c.workspace(shape),
             ConvConfig::Direct(_) => Workspace::default(),
         }
     }
@@ -195,6 +203,7 @@ impl ConvConfig {
         match self {
             ConvConfig::Simt(_) => Template::ConvSimt,
             ConvConfig::Mma(_) => Template::ConvMma,
+            ConvConfig::Wgmma(_) => Template::ConvWgmma,
             ConvConfig::Direct(_) => Template::ConvDirect,
         }
     }
@@ -215,13 +224,15 @@ impl KernelConfig for ConvConfig {
             return ConvConfig::Direct(LinearConfig::default_for(&direct_items(shape)));
         }
         if shape.mma_operands() {
-            let space = MmaConfig::search_space(shape);
-            if let Some(c) = cheapest(&space, shape, |c| c.smem_bytes(shape), |c| c.model(shape)) {
-                return ConvConfig::Mma(c);
+            let space = default_tensor_core_space(shape);
+            if let Some(c) = cheapest(&space, shape, |c| c.smem(shape), |c| c.tile_model(shape)) {
+                return c;
             }
         }
         let space = SimtConfig::search_space(shape);
-        match cheapest(&space, shape, SimtConfig::smem_bytes, |c| c.model(shape)) {
+        match cheapest(&space, shape, SimtConfig::smem_bytes, |c| {
+            Some(c.model(shape))
+        }) {
             Some(c) => ConvConfig::Simt(c),
             None => ConvConfig::Direct(LinearConfig::default_for(&direct_items(shape))),
         }
@@ -231,6 +242,7 @@ impl KernelConfig for ConvConfig {
         match self {
             ConvConfig::Simt(c) => c.validate(shape),
             ConvConfig::Mma(c) => c.validate(shape),
+            ConvConfig::Wgmma(c) => c.validate(shape),
             ConvConfig::Direct(c) => c.validate(&direct_items(shape)),
         }
     }
@@ -244,10 +256,7 @@ impl KernelConfig for ConvConfig {
                 .map(ConvConfig::Direct)
                 .collect();
         }
-        let mut out: Vec<Self> = MmaConfig::search_space(shape)
-            .into_iter()
-            .map(ConvConfig::Mma)
-            .collect();
+        let mut out = tensor_core_space(shape);
         out.extend(
             SimtConfig::search_space(shape)
                 .into_iter()
@@ -260,16 +269,13 @@ impl KernelConfig for ConvConfig {
         match self {
             ConvConfig::Simt(c) => c.tag(),
             ConvConfig::Mma(c) => c.tag(),
+            ConvConfig::Wgmma(c) => c.tag(),
             ConvConfig::Direct(c) => format!("direct_{}", c.tag()),
         }
     }
 
     fn estimate_ns(&self, shape: &ConvShape) -> Option<f64> {
-        let model = match self {
-            ConvConfig::Simt(c) => c.model(shape),
-            ConvConfig::Mma(c) => c.model(shape),
-            ConvConfig::Direct(_) => return None,
-        };
+        let model = self.tile_model(shape)?;
         Some(cost_model::estimate_ns(
             shape.gemm_m(),
             shape.gemm_n(),
@@ -280,6 +286,66 @@ impl KernelConfig for ConvConfig {
 
     fn shape_features(shape: &ConvShape) -> Vec<f64> {
         gemm_features(shape)
+    }
+}
+
+impl ConvConfig {
+    /// The cost model's view of a tiled config (none for the direct kernel).
+    pub fn tile_model(&self, shape: &ConvShape) -> Option<cost_model::TileModel> {
+        match self {
+            ConvConfig::Simt(c) => Some(c.model(shape)),
+            ConvConfig::Mma(c) => Some(c.model(shape)),
+            ConvConfig::Wgmma(c) => Some(c.model(shape)),
+            ConvConfig::Direct(_) => None,
+        }
+    }
+
+    /// Dynamic shared memory of a launch.
+    pub fn smem(&self, shape: &ConvShape) -> usize {
+        self.geometry(shape).smem_bytes as usize
+    }
+}
+
+/// The tensor-core configs of a shape: wgmma (f16/bf16) first, then
+/// mma.sync (f16/bf16/tf32).
+fn tensor_core_space(shape: &ConvShape) -> Vec<ConvConfig> {
+    let mut out: Vec<ConvConfig> = WgmmaConfig::search_space(shape)
+        .into_iter()
+        .map(ConvConfig::Wgmma)
+        .collect();
+    out.extend(
+        MmaConfig::search_space(shape)
+            .into_iter()
+            .map(ConvConfig::Mma),
+    );
+    out
+}
+
+/// Output tiles of 128×128 per SM below which the default stays on
+/// mma.sync: wgmma's 64-row warpgroup tiles and its wait at every k tile
+/// need at least two resident CTAs per SM to hide (measured on the H200:
+/// batch-1 layers ran 0–80% slower on wgmma, batch-256 layers 10–40%
+/// faster).
+const WGMMA_MIN_WAVES: usize = 2;
+
+/// The configs the default rule ranks: wgmma's where the GEMM has
+/// [`WGMMA_MIN_WAVES`] waves of 128×128 tiles on the GPU's SMs, else
+/// mma.sync's; each falls back to the other when it has none.
+fn default_tensor_core_space(shape: &ConvShape) -> Vec<ConvConfig> {
+    let tiles = shape.gemm_m().div_ceil(128) * shape.gemm_n().div_ceil(128);
+    let wgmma: Vec<ConvConfig> = WgmmaConfig::search_space(shape)
+        .into_iter()
+        .filter(WgmmaConfig::default_candidate)
+        .map(ConvConfig::Wgmma)
+        .collect();
+    let mma: Vec<ConvConfig> = MmaConfig::search_space(shape)
+        .into_iter()
+        .map(ConvConfig::Mma)
+        .collect();
+    let big = tiles >= WGMMA_MIN_WAVES * cost_model::SMS;
+    match (big, wgmma.is_empty(), mma.is_empty()) {
+        (true, false, _) | (false, false, true) => wgmma,
+        _ => mma,
     }
 }
 
@@ -384,6 +450,10 @@ pub fn instantiate(shape: &ConvShape, config: &ConvConfig, symbol: &str) -> Inst
         ConvConfig::Mma(c) => {
             c.render(&mut p, shape);
             "conv_mma"
+        }
+        ConvConfig::Wgmma(c) => {
+            c.render(&mut p, shape);
+            "conv_wgmma"
         }
         ConvConfig::Direct(_) => "conv_direct",
     };

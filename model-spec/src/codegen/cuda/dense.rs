@@ -19,6 +19,7 @@ use super::config::KernelConfig;
 use super::conv::{self, ConvConfig};
 use super::implicit_gemm::{ConvShape, MmaConfig, SimtConfig};
 use super::source::{tiled_wrapper, Arg, Geometry, Instance, Params, Template, Workspace};
+use super::wgmma_config::WgmmaConfig;
 use crate::ir::{is_row_major_bytes, Graph, NodeId, Op};
 use serde::{Deserialize, Serialize};
 
@@ -110,6 +111,7 @@ pub enum DenseConfig {
     Gemv(GemvConfig),
     Simt(SimtConfig),
     Mma(MmaConfig),
+    Wgmma(WgmmaConfig),
 }
 
 impl DenseConfig {
@@ -118,6 +120,7 @@ impl DenseConfig {
             DenseConfig::Gemv(_) => None,
             DenseConfig::Simt(c) => Some(ConvConfig::Simt(c)),
             DenseConfig::Mma(c) => Some(ConvConfig::Mma(c)),
+            DenseConfig::Wgmma(c) => Some(ConvConfig::Wgmma(c)),
         }
     }
 }
@@ -149,6 +152,7 @@ impl KernelConfig for DenseConfig {
         }
         match ConvConfig::default_for(shape) {
             ConvConfig::Mma(c) => DenseConfig::Mma(c),
+            ConvConfig::Wgmma(c) => DenseConfig::Wgmma(c),
             ConvConfig::Simt(c) => DenseConfig::Simt(c),
             // Not reachable for groups = 1; a one-column-per-warp GEMV is the
             // safe fallback.
@@ -165,6 +169,7 @@ impl KernelConfig for DenseConfig {
             DenseConfig::Gemv(c) => c.validate(shape),
             DenseConfig::Simt(c) => c.validate(shape),
             DenseConfig::Mma(c) => c.validate(shape),
+            DenseConfig::Wgmma(c) => c.validate(shape),
         }
     }
 
@@ -189,6 +194,7 @@ impl KernelConfig for DenseConfig {
                 .into_iter()
                 .filter_map(|c| match c {
                     ConvConfig::Mma(c) => Some(DenseConfig::Mma(c)),
+                    ConvConfig::Wgmma(c) => Some(DenseConfig::Wgmma(c)),
                     ConvConfig::Simt(c) => Some(DenseConfig::Simt(c)),
                     ConvConfig::Direct(_) => None,
                 }),
@@ -201,6 +207,7 @@ impl KernelConfig for DenseConfig {
             DenseConfig::Gemv(c) => format!("gemv_w{}r{}u{}", c.warps, c.rows, c.unroll),
             DenseConfig::Simt(c) => c.tag(),
             DenseConfig::Mma(c) => c.tag(),
+            DenseConfig::Wgmma(c) => c.tag(),
         }
     }
 
@@ -209,6 +216,7 @@ impl KernelConfig for DenseConfig {
             DenseConfig::Gemv(_) => None,
             DenseConfig::Simt(c) => ConvConfig::Simt(*c).estimate_ns(shape),
             DenseConfig::Mma(c) => ConvConfig::Mma(*c).estimate_ns(shape),
+            DenseConfig::Wgmma(c) => ConvConfig::Wgmma(*c).estimate_ns(shape),
         }
     }
 

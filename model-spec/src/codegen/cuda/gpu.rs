@@ -230,7 +230,7 @@ impl Drop for DeviceBuffer<'_> {
     }
 }
 
-/// Compiles `source` to an sm_90 cubin with nvcc when found (unless
+/// Compiles `source` to an sm_90a cubin with nvcc when found (unless
 /// `AOTUNE_GPU_COMPILER=nvrtc`), else with NVRTC.
 pub fn compile(source: &str, label: &str) -> Result<Vec<u8>, String> {
     let force_nvrtc = std::env::var("AOTUNE_GPU_COMPILER").is_ok_and(|v| v == "nvrtc");
@@ -250,7 +250,7 @@ fn compile_nvrtc(source: &str, label: &str) -> Result<Vec<u8>, String> {
     ])?;
     let api = Nvrtc::load(lib)?;
     let mut options = vec![
-        "--gpu-architecture=sm_90".to_string(),
+        "--gpu-architecture=sm_90a".to_string(),
         "--std=c++17".to_string(),
     ];
     let roots = [

@@ -440,7 +440,7 @@ pub fn cheapest<C: Copy>(
     candidates: &[C],
     shape: &ConvShape,
     smem: impl Fn(&C) -> usize,
-    model: impl Fn(&C) -> TileModel,
+    model: impl Fn(&C) -> Option<TileModel>,
 ) -> Option<C> {
     let fits: Vec<C> = candidates
         .iter()
@@ -455,7 +455,8 @@ pub fn cheapest<C: Copy>(
     let (m, n, k) = (shape.gemm_m(), shape.gemm_n(), shape.gemm_k());
     let mut best: Option<(f64, C)> = None;
     for c in pool {
-        let t = cost_model::estimate_ns(m, n, k, &model(&c));
+        let Some(tile) = model(&c) else { continue };
+        let t = cost_model::estimate_ns(m, n, k, &tile);
         if best.as_ref().is_none_or(|(b, _)| t < *b) {
             best = Some((t, c));
         }

@@ -394,7 +394,12 @@ impl MmaConfig {
 }
 
 /// `[tiles, 1, split]`: the template numbers tiles with the N tile fastest.
-fn mma_grid(shape: &ConvShape, bm: u32, bn: u32, split: u32) -> Result<[u32; 3], String> {
+pub(super) fn mma_grid(
+    shape: &ConvShape,
+    bm: u32,
+    bn: u32,
+    split: u32,
+) -> Result<[u32; 3], String> {
     let tiles = shape.gemm_m().div_ceil(bm as usize) * shape.gemm_n().div_ceil(bn as usize);
     if tiles > i32::MAX as usize {
         return Err(format!("{tiles} tiles exceed the launch limits"));

@@ -43,6 +43,7 @@ pub mod pool;
 pub mod reduce;
 pub mod source;
 pub mod to_nhwc;
+pub mod wgmma_config;
 
 #[cfg(test)]
 mod gpu;
@@ -66,6 +67,7 @@ pub use implicit_gemm::{ConvShape, MmaConfig, SimtConfig};
 pub use matmul::MatmulConfig;
 pub use mma_config::{MmaEpilogue, MmaOperands};
 pub use to_nhwc::ToNhwcConfig;
+pub use wgmma_config::WgmmaConfig;
 
 use crate::ir::{Graph, NodeId, Op, ValueId, MAX_ELEMENTS};
 use crate::plan::MemoryPlan;

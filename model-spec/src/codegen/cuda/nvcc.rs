@@ -1,4 +1,4 @@
-//! Test support: finding nvcc, compiling generated CUDA to an sm_90 cubin
+//! Test support: finding nvcc, compiling generated CUDA to an sm_90a cubin
 //! with `-Xptxas -v`, and reading ptxas's per-kernel report (registers,
 //! stack, spills). Tests without nvcc print `SKIPPED: …` and pass.
 
@@ -116,7 +116,7 @@ pub fn parse_ptxas(log: &str) -> Vec<KernelReport> {
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
-/// Compiles `source` with `nvcc -cubin -arch=sm_90 -Xptxas -v`; returns the
+/// Compiles `source` with `nvcc -cubin` for sm_90a and `-Xptxas -v`; returns the
 /// per-kernel reports, or nvcc's output on failure.
 pub fn compile(nvcc: &Nvcc, source: &str, label: &str) -> Result<Vec<KernelReport>, String> {
     compile_cubin(nvcc, source, label).map(|(_, reports)| reports)
@@ -138,7 +138,7 @@ pub fn compile_cubin(
     std::fs::write(&cu, source).map_err(|e| e.to_string())?;
     let mut cmd = Command::new(&nvcc.path);
     cmd.arg("-cubin")
-        .arg("-arch=sm_90")
+        .arg("-gencode=arch=compute_90a,code=sm_90a")
         .arg("-Xptxas")
         .arg("-v")
         .arg("-o")

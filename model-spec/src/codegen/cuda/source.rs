@@ -18,6 +18,7 @@ use std::fmt::Write;
 pub enum Template {
     ConvSimt,
     ConvMma,
+    ConvWgmma,
     ConvDirect,
     DenseGemv,
     Pool,
@@ -31,6 +32,7 @@ impl Template {
         match self {
             Template::ConvSimt => "conv_simt.cu",
             Template::ConvMma => "conv_mma.cu",
+            Template::ConvWgmma => "conv_wgmma.cu",
             Template::ConvDirect => "conv_direct.cu",
             Template::DenseGemv => "dense_gemv.cu",
             Template::Pool => "pool.cu",
@@ -44,12 +46,31 @@ impl Template {
         match self {
             Template::ConvSimt => include_str!("templates/conv_simt.cu"),
             Template::ConvMma => include_str!("templates/conv_mma.cu"),
+            Template::ConvWgmma => include_str!("templates/conv_wgmma.cu"),
             Template::ConvDirect => include_str!("templates/conv_direct.cu"),
             Template::DenseGemv => include_str!("templates/dense_gemv.cu"),
             Template::Pool => include_str!("templates/pool.cu"),
             Template::Reduce => include_str!("templates/reduce.cu"),
             Template::Elementwise => include_str!("templates/elementwise.cu"),
             Template::Matmul => include_str!("templates/matmul.cu"),
+        }
+    }
+}
+
+impl Template {
+    /// Templates whose helpers this one uses (included before it).
+    pub fn requires(self) -> &'static [Template] {
+        match self {
+            Template::ConvWgmma => &[Template::ConvMma],
+            _ => &[],
+        }
+    }
+
+    /// Code generated for the template, appended after its source.
+    pub fn generated(self) -> Option<String> {
+        match self {
+            Template::ConvWgmma => Some(super::wgmma_config::instructions()),
+            _ => None,
         }
     }
 }
@@ -254,7 +275,10 @@ pub struct Instance {
 /// largest user), the common helpers, each template once, then every
 /// instantiation with a comment naming the task and nodes it serves.
 pub fn assemble(instances: &[(Instance, String)]) -> String {
-    let templates: BTreeSet<Template> = instances.iter().map(|(i, _)| i.template).collect();
+    let templates: BTreeSet<Template> = instances
+        .iter()
+        .flat_map(|(i, _)| std::iter::once(i.template).chain(i.template.requires().iter().copied()))
+        .collect();
     let partials = instances
         .iter()
         .map(|(i, _)| i.workspace.partials)
@@ -289,6 +313,9 @@ pub fn assemble(instances: &[(Instance, String)]) -> String {
     for t in templates {
         let _ = write!(s, "\n// ---- {} ----\n", t.file_name());
         s.push_str(t.source());
+        if let Some(generated) = t.generated() {
+            s.push_str(&generated);
+        }
     }
     s.push_str("\n// ---- instantiations ----\n");
     for (instance, comment) in instances {

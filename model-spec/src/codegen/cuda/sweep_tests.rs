@@ -1,7 +1,7 @@
 //! Template sweeps through nvcc: for every template, a few shapes × a sample
 //! of its search space (plus the default) × precisions are rendered through
 //! the same path `generate_cuda` uses, batched into a few `.cu` files, and
-//! compiled with `nvcc -cubin -arch=sm_90 -Xptxas -v`; every kernel must
+//! compiled with `nvcc -cubin` for sm_90a with `-Xptxas -v`; every kernel must
 //! compile without register spills. Without nvcc the tests print
 //! `SKIPPED: …` and pass.
 
@@ -339,12 +339,18 @@ fn conv_instances(precision: Precision, per_case: usize) -> Vec<Instance> {
             .filter(|c| matches!(c, ConvConfig::Mma(_)))
             .copied()
             .collect();
+        let wgmma: Vec<ConvConfig> = space
+            .iter()
+            .filter(|c| matches!(c, ConvConfig::Wgmma(_)))
+            .copied()
+            .collect();
         let other: Vec<ConvConfig> = space
             .iter()
-            .filter(|c| !matches!(c, ConvConfig::Mma(_)))
+            .filter(|c| !matches!(c, ConvConfig::Mma(_) | ConvConfig::Wgmma(_)))
             .copied()
             .collect();
         let mut configs = sample(&mma, per_case);
+        configs.extend(sample(&wgmma, per_case));
         configs.extend(sample(&other, per_case));
         configs.extend(mma_coverage(&shape));
         configs.push(ConvConfig::default_for(&shape));
@@ -724,6 +730,7 @@ fn register_estimates_vs_ptxas() {
                     ConvConfig::Mma(m) if m.split_k <= 2 || m.regs_estimate(&shape) >= 200 => {
                         m.regs_estimate(&shape)
                     }
+                    ConvConfig::Wgmma(w) if w.split_k <= 2 => w.regs_estimate(&shape),
                     _ => continue,
                 };
                 let inst = node_instance(graph, Some(c), &format!("{label}{i}_{precision}"));

@@ -231,85 +231,73 @@ __device__ __forceinline__ void direct_epilogue(const float* acc, int wm, int wn
   }
 }
 
-template <class P>
-__device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
-                                         const typename P::TW* __restrict__ wgt,
-                                         const typename P::TBias* __restrict__ bias,
-                                         const typename P::TRes* __restrict__ res,
-                                         typename P::TOut* __restrict__ y) {
+// Fills one pipeline stage of the A (im2col rows of the NHWC input) and B
+// (OHWI weight rows) tiles of a BM x BN CTA tile with T threads: tile rows
+// of KC 16-byte chunks, swizzled as `swizzle<KC>`, by cp.async where the
+// operand allows 16-byte chunks (A_VEC, B_VEC; zero-fill for padding and
+// out-of-range rows) and element by element otherwise. Shared by the
+// mma.sync and wgmma kernels, whose stages have the same layout.
+template <class P, int BM, int BN, int BK, int T>
+struct TileLoader {
   typedef typename P::TIn TE;
   typedef typename RawBytes<sizeof(TE)>::type E;
-  constexpr int CE = 16 / (int)sizeof(TE);  // elements per 16-byte chunk
-  constexpr int BM = P::BM, BN = P::BN, BK = P::BK, STAGES = P::STAGES;
-  constexpr int WARPS_M = P::WARPS_M, WARPS_N = P::WARPS_N, T = 32 * WARPS_M * WARPS_N;
-  constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N, MI = WTM / 16, NI = WTN / 8;
-  constexpr int KC = BK / CE;  // 16-byte chunks per tile row
-  constexpr int ROW = KC * 16;  // bytes per tile row
-  constexpr int KSTEPS = ROW / 32;  // mma k steps per k tile
-  constexpr int A_STAGE = BM * ROW, B_STAGE = BN * ROW;
-  constexpr int M = P::GEMM_M, N = P::GEMM_N, GK = P::GEMM_K;
-  constexpr int CA = BM * KC, LA = (CA + T - 1) / T;
-  constexpr int CB = BN * KC, LB = (CB + T - 1) / T;
-  constexpr int KT = (GK + BK - 1) / BK;
-  constexpr int KT_SPLIT = (KT + P::SPLIT_K - 1) / P::SPLIT_K;
-  constexpr int N_TILES = (N + BN - 1) / BN;
-  constexpr int PQ = P::P * P::Q;
-  constexpr int SC = P::S * P::C;
-  static_assert(sizeof(TE) == sizeof(typename P::TW), "one operand type");
-  static_assert(KC == 4 || KC == 8, "tile rows of 64 or 128 bytes");
-  static_assert(WTM % 16 == 0 && WTN % 16 == 0, "mma tile shape");
-  static_assert(!P::A_VEC || P::C % CE == 0, "16-byte A chunks stay inside one pixel");
-  static_assert(!P::B_VEC || GK % CE == 0, "16-byte B chunks stay inside one row");
-
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  unsigned char* As = smem_raw;
-  unsigned char* Bs = smem_raw + STAGES * A_STAGE;
-  const E* xe = reinterpret_cast<const E*>(x);
-  const E* we = reinterpret_cast<const E*>(wgt);
-
-  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int wm = warp / WARPS_N, wn = warp % WARPS_N;
-  const int m0 = (blockIdx.x / N_TILES) * BM, n0 = (blockIdx.x % N_TILES) * BN;
-  const int kt_begin = blockIdx.z * KT_SPLIT;
-  const int kt_end = min(KT, kt_begin + KT_SPLIT);
-
+  static constexpr int CE = 16 / (int)sizeof(TE);  // elements per 16-byte chunk
+  static constexpr int KC = BK / CE;               // 16-byte chunks per tile row
+  static constexpr int ROW = KC * 16;              // bytes per tile row
+  static constexpr int M = P::GEMM_M, N = P::GEMM_N, GK = P::GEMM_K;
+  static constexpr int CA = BM * KC, LA = (CA + T - 1) / T;
+  static constexpr int CB = BN * KC, LB = (CB + T - 1) / T;
+  static constexpr int PQ = P::P * P::Q;
+  static constexpr int SC = P::S * P::C;
   // Each thread copies one k chunk (the same for all its rows, as T is a
   // multiple of KC) of rows row0, row0 + T / KC, ... of each tile.
+  static constexpr int ROW_STEP = T / KC;
   static_assert(T % KC == 0, "one chunk column per thread");
-  constexpr int ROW_STEP = T / KC;
-  const int chunk = tid % KC, row0 = tid / KC;
+  static_assert(!P::A_VEC || P::C % CE == 0, "16-byte A chunks stay inside one pixel");
+  static_assert(!P::B_VEC || GK % CE == 0, "16-byte B chunks stay inside one row");
+  // Rows past M read nothing: a_h is far below 0 (A_BOUNDS) or a_pix is -1
+  // (no bounds, where valid offsets are >= 0).
+  static constexpr int NO_ROW = -0x40000000;
 
+  const TE* __restrict__ x;
+  const TE* __restrict__ wgt;
+  int chunk, row0, n0;
   // Per A row: the element offset of its window's top-left input pixel
   // (negative past the top or left edge), and with A_BOUNDS that pixel's h
-  // and w. Rows past M read nothing: a_h is far below 0 (A_BOUNDS) or
-  // a_pix is -1 (no bounds, where valid offsets are >= 0).
-  constexpr int NO_ROW = -0x40000000;
+  // and w.
   int a_pix[LA], a_h[P::A_BOUNDS ? LA : 1], a_w[P::A_BOUNDS ? LA : 1];
+
+  __device__ __forceinline__ TileLoader(const TE* x_, const TE* w_, int m0, int n0_)
+      : x(x_), wgt(w_), chunk(threadIdx.x % KC), row0(threadIdx.x / KC), n0(n0_) {
 #pragma unroll
-  for (int l = 0; l < LA; ++l) {
-    const int m = m0 + row0 + l * ROW_STEP;
-    const bool live = (CA % T == 0 || row0 + l * ROW_STEP < BM) && m < M;
-    const int mm = live ? m : 0;
-    const int img = mm / PQ, pq = mm % PQ;
-    const int h = (pq / P::Q) * P::SH - P::PH, w = (pq % P::Q) * P::SW - P::PW;
-    a_pix[l] = img * (P::H * P::W * P::C) + (h * P::W + w) * P::C;
-    if (P::A_BOUNDS) {
-      a_h[l] = live ? h : NO_ROW;
-      a_w[l] = w;
-    } else if (!live) {
-      a_pix[l] = -1;
+    for (int l = 0; l < LA; ++l) {
+      const int m = m0 + row0 + l * ROW_STEP;
+      const bool live = (CA % T == 0 || row0 + l * ROW_STEP < BM) && m < M;
+      const int mm = live ? m : 0;
+      const int img = mm / PQ, pq = mm % PQ;
+      const int h = (pq / P::Q) * P::SH - P::PH, w = (pq % P::Q) * P::SW - P::PW;
+      a_pix[l] = img * (P::H * P::W * P::C) + (h * P::W + w) * P::C;
+      if (P::A_BOUNDS) {
+        a_h[l] = live ? h : NO_ROW;
+        a_w[l] = w;
+      } else if (!live) {
+        a_pix[l] = -1;
+      }
     }
   }
+
   // Whether row l's window tap (r, s) is inside the input.
-  auto a_inside = [&](int l, int r, int s) {
+  __device__ __forceinline__ bool a_inside(int l, int r, int s) const {
     if (!P::A_BOUNDS) return a_pix[l] >= 0;
     const int h = a_h[P::A_BOUNDS ? l : 0] + r * P::DH, w = a_w[P::A_BOUNDS ? l : 0] + s * P::DW;
     return h >= 0 && h < P::H && w >= 0 && w < P::W;
-  };
+  }
 
-  auto load_stage = [&](int stage, int kt) {
-    unsigned char* as = As + stage * A_STAGE;
-    unsigned char* bs = Bs + stage * B_STAGE;
+  // Issues (or, for gathered operands, performs) the copies of k tile `kt`
+  // into the stage at `as` (A) and `bs` (B).
+  __device__ __forceinline__ void load(unsigned char* as, unsigned char* bs, int kt) const {
+    const E* xe = reinterpret_cast<const E*>(x);
+    const E* we = reinterpret_cast<const E*>(wgt);
     const int k = kt * BK + chunk * CE;
     const bool k_ok = GK % BK == 0 || k < GK;
     if (P::A_VEC) {
@@ -353,6 +341,44 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
         });
       }
     }
+  }
+};
+
+template <class P>
+__device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
+                                         const typename P::TW* __restrict__ wgt,
+                                         const typename P::TBias* __restrict__ bias,
+                                         const typename P::TRes* __restrict__ res,
+                                         typename P::TOut* __restrict__ y) {
+  typedef typename P::TIn TE;
+  constexpr int CE = 16 / (int)sizeof(TE);  // elements per 16-byte chunk
+  constexpr int BM = P::BM, BN = P::BN, BK = P::BK, STAGES = P::STAGES;
+  constexpr int WARPS_M = P::WARPS_M, WARPS_N = P::WARPS_N, T = 32 * WARPS_M * WARPS_N;
+  constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N, MI = WTM / 16, NI = WTN / 8;
+  constexpr int KC = BK / CE;  // 16-byte chunks per tile row
+  constexpr int ROW = KC * 16;  // bytes per tile row
+  constexpr int KSTEPS = ROW / 32;  // mma k steps per k tile
+  constexpr int A_STAGE = BM * ROW, B_STAGE = BN * ROW;
+  constexpr int GK = P::GEMM_K;
+  constexpr int KT = (GK + BK - 1) / BK;
+  constexpr int KT_SPLIT = (KT + P::SPLIT_K - 1) / P::SPLIT_K;
+  constexpr int N_TILES = (P::GEMM_N + BN - 1) / BN;
+  static_assert(sizeof(TE) == sizeof(typename P::TW), "one operand type");
+  static_assert(KC == 4 || KC == 8, "tile rows of 64 or 128 bytes");
+  static_assert(WTM % 16 == 0 && WTN % 16 == 0, "mma tile shape");
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  unsigned char* As = smem_raw;
+  unsigned char* Bs = smem_raw + STAGES * A_STAGE;
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int wm = warp / WARPS_N, wn = warp % WARPS_N;
+  const int m0 = (blockIdx.x / N_TILES) * BM, n0 = (blockIdx.x % N_TILES) * BN;
+  const int kt_begin = blockIdx.z * KT_SPLIT;
+  const int kt_end = min(KT, kt_begin + KT_SPLIT);
+  const TileLoader<P, BM, BN, BK, T> loader(x, wgt, m0, n0);
+  auto load_stage = [&](int stage, int kt) {
+    loader.load(As + stage * A_STAGE, Bs + stage * B_STAGE, kt);
   };
 
   // Byte offsets (within a stage) of this lane's ldmatrix rows for each k

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# One GPU-machine call: tunes zoo ResNet-50 for each BATCH:PRECISION:MINUTES
+# argument (`aotune tune … --budget-minutes MINUTES`), in order. Writes
+# $OUT/resnet50.b<B>.<P>.best.json (copy them to models/), all trial records
+# as $OUT/records.tar.gz, the tuner's output as $OUT/tune.log, and prints each
+# run's closing table. Carry .device (bench/prepare_device.sh).
+set -u
+export PATH=/usr/local/cuda/bin:$PATH
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export NVCC=/usr/local/cuda/bin/nvcc AOTUNE_CACHE=/tmp/aotune-cache
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/records
+B=.device/aotune
+nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
+[ -f /tmp/r50.onnx ] || $B zoo resnet50 -o /tmp/r50.onnx >/dev/null
+for spec in "$@"; do
+  IFS=: read -r b p m <<<"$spec"
+  start=$(date +%s)
+  $B tune /tmp/r50.onnx --batch "$b" --precision "$p" --budget-minutes "$m" \
+    --log "/tmp/records/resnet50.b$b.$p.records.jsonl" --best "$OUT/resnet50.b$b.$p.best.json" \
+    > "/tmp/records/tune_b${b}_$p.log" 2>&1
+  rc=$?
+  echo "== tune b$b $p ${m} min: rc=$rc, $(( $(date +%s) - start )) s wall"
+  grep -vE "^(ptxas|note)" "/tmp/records/tune_b${b}_$p.log" | tail -n 6
+done
+cat /tmp/records/tune_*.log > "$OUT/tune.log"
+tar czf "$OUT/records.tar.gz" -C /tmp/records .

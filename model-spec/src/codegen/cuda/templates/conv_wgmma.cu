@@ -1,0 +1,161 @@
+// aotune: implicit-GEMM convolution on Hopper's warpgroup tensor-core
+// instructions (wgmma.mma_async, sm_90a), f16/bf16 operands in shared memory,
+// f32 accumulators in registers.
+//
+// Same GEMM view, tile numbering, pipeline, split-K and epilogues as
+// conv_mma.cu (whose helpers this file uses): A = im2col of the NHWC input,
+// B = OHWI weight rows, both k-contiguous ("TN"), CTA tile BM x BN, k tile
+// of 64 elements (128-byte rows). The stages are filled by the same
+// TileLoader, whose swizzle for 128-byte rows (chunk ^ row % 8) is the
+// 128-byte swizzle wgmma reads (the K-major SW128 canonical layout: 8-row
+// atoms of 1024 bytes, so every stage starts 1024-byte aligned).
+//
+// BM / 64 warpgroups; warpgroup g multiplies rows 64g .. 64g + 63 of the
+// tile by all BN columns with one m64nBNk16 wgmma per 16 k (4 per k tile),
+// reading A and B straight from shared memory through matrix descriptors:
+// no ldmatrix, no register fragments of the operands. Its accumulators are
+// laid out as mma.sync's m16n8 tiles along N (warp w of the group owns rows
+// 16w .. 16w + 15), so the epilogue is conv_mma.cu's with WARPS_M = BM / 16
+// warps of 16 x BN (P::WARPS_M, P::WARPS_N = 1, P::EPI_MI = 1).
+//
+// Per k tile: wait for its cp.async group, fence.proxy.async (the copies
+// were generic-proxy writes; wgmma reads through the async proxy), one
+// barrier, issue the next stage's copies, then the warpgroup's wgmmas,
+// committed and waited for before the next barrier, so a stage is never
+// refilled while a wgmma may still read it.
+
+namespace aotune {
+
+// Shared-memory matrix descriptor of a K-major operand tile with 128-byte
+// rows and the 128-byte swizzle: start address >> 4 (bits 0-13), leading
+// byte offset 1 (unused by swizzled K-major layouts, bits 16-29), stride
+// byte offset 1024 >> 4 between 8-row atoms (bits 32-45), swizzle mode 1 =
+// 128 bytes (bits 62-63).
+__device__ __forceinline__ unsigned long long wgmma_desc(unsigned int smem_byte_addr) {
+  return (unsigned long long)((smem_byte_addr & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) |
+         (1ull << 62);
+}
+
+// The wgmma instructions exist only on sm_90a; the compute_90 PTX a build
+// also embeds (for other GPUs) gets kernels that trap instead.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define AOTUNE_WGMMA_ASM(...) asm volatile(__VA_ARGS__)
+#else
+#define AOTUNE_WGMMA_ASM(...) __trap()
+#endif
+
+__device__ __forceinline__ void wgmma_fence() {
+  AOTUNE_WGMMA_ASM("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void wgmma_commit() {
+  AOTUNE_WGMMA_ASM("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+template <int N> __device__ __forceinline__ void wgmma_wait() {
+  AOTUNE_WGMMA_ASM("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// Makes this thread's generic-proxy shared-memory writes (the cp.async
+// copies) visible to the async proxy that wgmma reads through.
+__device__ __forceinline__ void fence_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// Pins the accumulators in place around the asynchronous wgmmas so the
+// compiler neither reads nor moves them while one is in flight.
+template <int R> __device__ __forceinline__ void fence_operands(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// `Wgmma<BN, T>::run(d, a, b)`: d += A(64 x 16) * B(16 x BN) with both
+// operands described by `wgmma_desc`s; the specializations for each BN and
+// operand type follow this file (generated: one accumulator operand per
+// register).
+template <int BN, class T> struct Wgmma;
+
+template <class P>
+__device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x,
+                                           const typename P::TW* __restrict__ wgt,
+                                           const typename P::TBias* __restrict__ bias,
+                                           const typename P::TRes* __restrict__ res,
+                                           typename P::TOut* __restrict__ y) {
+  typedef typename P::TIn TE;
+  constexpr int BM = P::BM, BN = P::BN, BK = P::BK, STAGES = P::STAGES;
+  constexpr int WGS = BM / 64, T = 128 * WGS;
+  constexpr int ROW = BK * (int)sizeof(TE);  // 128 bytes
+  constexpr int A_STAGE = BM * ROW, B_STAGE = BN * ROW;
+  constexpr int KSTEPS = BK / 16;
+  constexpr int GK = P::GEMM_K;
+  constexpr int KT = (GK + BK - 1) / BK;
+  constexpr int KT_SPLIT = (KT + P::SPLIT_K - 1) / P::SPLIT_K;
+  constexpr int N_TILES = (P::GEMM_N + BN - 1) / BN;
+  constexpr int NI = BN / 8, R = BN / 2;  // n8 tiles, accumulators per thread
+  static_assert(sizeof(TE) == 2 && ROW == 128, "16-bit operands, 128-byte tile rows");
+  static_assert(BM % 64 == 0 && P::WARPS_M == BM / 16 && P::WARPS_N == 1, "warpgroup rows");
+  static_assert(A_STAGE % 1024 == 0 && B_STAGE % 1024 == 0, "stages of whole swizzle atoms");
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  // The launch asks 1 KiB more than the stages need, for this alignment.
+  unsigned char* smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+  unsigned char* As = smem;
+  unsigned char* Bs = smem + STAGES * A_STAGE;
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = tid / 128;
+  const int m0 = (blockIdx.x / N_TILES) * BM, n0 = (blockIdx.x % N_TILES) * BN;
+  const int kt_begin = blockIdx.z * KT_SPLIT;
+  const int kt_end = min(KT, kt_begin + KT_SPLIT);
+  const TileLoader<P, BM, BN, BK, T> loader(x, wgt, m0, n0);
+  auto load_stage = [&](int stage, int kt) {
+    loader.load(As + stage * A_STAGE, Bs + stage * B_STAGE, kt);
+  };
+  const unsigned int a_base = smem_addr(As) + wg * 64 * ROW, b_base = smem_addr(Bs);
+
+  float acc[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (kt_begin + s < kt_end) load_stage(s, kt_begin + s);
+    cp_async_commit();
+  }
+
+  for (int kt = kt_begin; kt < kt_end; ++kt) {
+    const int i = kt - kt_begin, stage = i % STAGES;
+    cp_async_wait<STAGES - 2>();
+    fence_async_shared();
+    __syncthreads();
+    if (kt + STAGES - 1 < kt_end) load_stage((i + STAGES - 1) % STAGES, kt + STAGES - 1);
+    cp_async_commit();
+    const unsigned int a = a_base + stage * A_STAGE, b = b_base + stage * B_STAGE;
+    fence_operands(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk) {
+      // 16 k = 32 bytes along the swizzled rows.
+      Wgmma<BN, TE>::run(acc, wgmma_desc(a + kk * 32), wgmma_desc(b + kk * 32));
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_operands(acc);
+  }
+  cp_async_wait<0>();
+
+  if (P::SPLIT_K > 1) {
+    if (!splitk_reduce<R, T, P::SPLIT_K>(acc, blockIdx.x, gridDim.x)) return;
+  }
+
+  const int g = lane / 4, t4 = lane % 4;
+  if (P::STAGED_EPILOGUE) {
+    // Every warpgroup is done with the pipeline buffers before they hold C.
+    __syncthreads();
+    staged_epilogue<P, 1, NI, 16, BN, T>(reinterpret_cast<float*>(smem), acc, warp, 0, g, t4, m0,
+                                         n0, y, bias, res);
+  } else {
+    direct_epilogue<P, 1, NI, 16, BN>(acc, warp, 0, g, t4, m0, n0, y, bias, res);
+  }
+}
+
+}  // namespace aotune
