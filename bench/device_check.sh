@@ -8,15 +8,8 @@
 # PDL_TOO=1 (each bench also with programmatic dependent launch), SASS_SRC=<kernels.cu>,
 # VERIFY_BATCH.
 set -u
-export PATH=/usr/local/cuda/bin:$PATH
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export NVCC=/usr/local/cuda/bin/nvcc
-export AOTUNE_CACHE=/tmp/aotune-cache
 export AOTUNE_FIXTURE_PACK=$PWD/.device/fixture-pack
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-B=.device/aotune
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
-[ -f /tmp/r50.onnx ] || $B zoo resnet50 -o /tmp/r50.onnx >/dev/null
+. "$(dirname "$0")/device_env.sh"
 for MODE in "${@:-check}"; do
 case $MODE in
 tests)

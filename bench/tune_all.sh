@@ -5,13 +5,8 @@
 # as $OUT/records.tar.gz, the tuner's output as $OUT/tune.log, and prints each
 # run's closing table. Carry .device (bench/prepare_device.sh).
 set -u
-export PATH=/usr/local/cuda/bin:$PATH
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export NVCC=/usr/local/cuda/bin/nvcc AOTUNE_CACHE=/tmp/aotune-cache
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/records
-B=.device/aotune
-nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
-[ -f /tmp/r50.onnx ] || $B zoo resnet50 -o /tmp/r50.onnx >/dev/null
+. "$(dirname "$0")/device_env.sh"
+mkdir -p /tmp/records
 for spec in "$@"; do
   IFS=: read -r b p m <<<"$spec"
   start=$(date +%s)

@@ -4,13 +4,8 @@
 # (bench/force_configs.py), checked layer by layer against the CPU reference
 # (b1, b8) and timed per layer (b256, b1). Carry .device (bench/prepare_device.sh).
 set -u
-export PATH=/usr/local/cuda/bin:$PATH
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export NVCC=/usr/local/cuda/bin/nvcc AOTUNE_CACHE=/tmp/aotune-cache
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/logs
-B=.device/aotune
-nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader
-[ -f /tmp/r50.onnx ] || $B zoo resnet50 -o /tmp/r50.onnx >/dev/null
+. "$(dirname "$0")/device_env.sh"
+mkdir -p /tmp/logs
 cfg() { echo "{\"kernel\":\"wgmma\",\"block_m\":$1,\"block_n\":$2,\"stages\":$3,\"split_k\":$4,\"epilogue\":\"$5\"}"; }
 declare -A V=(
   [A]="$(cfg 128 256 3 1 staged)" [B]="$(cfg 128 128 4 1 direct)" [C]="$(cfg 256 128 3 1 staged)"

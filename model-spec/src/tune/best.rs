@@ -5,25 +5,31 @@
 //! older one and says so).
 
 use super::records::TuneRecord;
-use crate::schedule::{BestLog, BestRecord, BEST_FORMAT};
+use crate::schedule::{BestLog, BestRecord, Target, BEST_FORMAT};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The best log of `records`, sorted as [`BestLog::to_json`] writes it.
+/// What a best log holds one record of, in its order: task, target, template.
+type SlotKey = (String, String, String, String, String, String);
+
+fn slot_key(task: &str, target: &Target, template: &str) -> SlotKey {
+    (
+        task.to_string(),
+        target.gpu.clone(),
+        target.sm.clone(),
+        target.driver.clone(),
+        target.cuda.clone(),
+        template.to_string(),
+    )
+}
+
 pub fn best_log(records: &[TuneRecord]) -> BestLog {
-    let mut best: BTreeMap<(String, String, String, String, String, String), &TuneRecord> =
-        BTreeMap::new();
+    let mut best: BTreeMap<SlotKey, &TuneRecord> = BTreeMap::new();
     for r in records {
         let Some(us) = r.success_us() else {
             continue;
         };
-        let key = (
-            r.task.clone(),
-            r.target.gpu.clone(),
-            r.target.sm.clone(),
-            r.target.driver.clone(),
-            r.target.cuda.clone(),
-            r.template.clone(),
-        );
+        let key = slot_key(&r.task, &r.target, &r.template);
         match best.get(&key) {
             Some(b) if b.success_us().is_some_and(|b| b <= us) => {}
             _ => {
@@ -60,19 +66,7 @@ pub fn merge_into(existing: &BestLog, fresh: BestLog, run_tasks: &BTreeSet<Strin
         .cloned()
         .chain(fresh.records)
         .collect();
-    records.sort_by(|a, b| {
-        let key = |r: &BestRecord| {
-            (
-                r.task.clone(),
-                r.target.gpu.clone(),
-                r.target.sm.clone(),
-                r.target.driver.clone(),
-                r.target.cuda.clone(),
-                r.template.clone(),
-            )
-        };
-        key(a).cmp(&key(b))
-    });
+    records.sort_by_cached_key(|r| slot_key(&r.task, &r.target, &r.template));
     BestLog {
         format: BEST_FORMAT.to_string(),
         records,
@@ -82,7 +76,6 @@ pub fn merge_into(existing: &BestLog, fresh: BestLog, run_tasks: &BTreeSet<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schedule::Target;
     use crate::tune::records::{RecordFailure, RECORD_FORMAT};
     use crate::tune::FailStage;
     use serde_json::json;

@@ -340,19 +340,9 @@ impl MmaConfig {
         // (ldmatrix reads plus the cp.async fill), SM-wide, in clocks.
         let mma = warps * mi * ni * 1.5;
         let smem = warps * (mi + ni / 2.0) * 4.0 + f64::from(self.block_m + self.block_n) / 4.0;
-        let (store_efficiency, staging_bytes, epilogue_barriers) = match self.epilogue {
-            MmaEpilogue::Staged => {
-                let passes = wtm / 16 / self.epilogue_mi(shape);
-                (
-                    1.0,
-                    2 * (self.block_m * self.block_n) as usize * 4,
-                    2 * passes,
-                )
-            }
-            // A quad stores 2 values per row: 8 bytes of a 16-bit output
-            // (a quarter sector per lane pair, half a sector per quad).
-            MmaEpilogue::Direct => ((8.0 * shape.out_dtype.size() as f64 / 32.0).min(1.0), 0, 0),
-        };
+        let passes = wtm / 16 / self.epilogue_mi(shape);
+        let (store_efficiency, staging_bytes, epilogue_barriers) =
+            epilogue_model(self.epilogue, shape, self.block_m, self.block_n, passes);
         TileModel {
             bm: self.block_m as usize,
             bn: self.block_n as usize,
@@ -377,19 +367,69 @@ impl MmaConfig {
     }
 
     pub fn render(&self, p: &mut Params, shape: &ConvShape) {
+        TileParams {
+            bm: self.block_m,
+            bn: self.block_n,
+            bk: self.block_k,
+            warps_m: self.warps_m,
+            warps_n: self.warps_n,
+            stages: self.stages,
+            split_k: self.split_k,
+            epilogue: self.epilogue,
+            epi_mi: self.epilogue_mi(shape) as u32,
+        }
+        .render(p, shape);
+    }
+}
+
+/// What the cost model charges for the epilogue of a `bm × bn` tile:
+/// (store efficiency, shared-memory bytes staged, barriers). Staged: whole
+/// sectors, the f32 tile written and read back, two barriers a pass.
+/// Direct: a quad stores 2 values per row, 8 bytes of a 16-bit output (a
+/// quarter sector per lane pair, half a sector per quad).
+pub(super) fn epilogue_model(
+    epilogue: MmaEpilogue,
+    shape: &ConvShape,
+    bm: u32,
+    bn: u32,
+    passes: usize,
+) -> (f64, usize, usize) {
+    match epilogue {
+        MmaEpilogue::Staged => (1.0, 2 * (bm * bn) as usize * 4, 2 * passes),
+        MmaEpilogue::Direct => ((8.0 * shape.out_dtype.size() as f64 / 32.0).min(1.0), 0, 0),
+    }
+}
+
+/// The parameters the tensor-core templates' shared loader, epilogues and
+/// split-K read (`conv_mma.cu`), from either config.
+pub(super) struct TileParams {
+    pub bm: u32,
+    pub bn: u32,
+    pub bk: u32,
+    pub warps_m: u32,
+    pub warps_n: u32,
+    pub stages: u32,
+    pub split_k: u32,
+    pub epilogue: MmaEpilogue,
+    /// mma rows per warp per staged-epilogue pass.
+    pub epi_mi: u32,
+}
+
+impl TileParams {
+    pub fn render(&self, p: &mut Params, shape: &ConvShape) {
         p.ints(&[
-            ("BM", self.block_m.into()),
-            ("BN", self.block_n.into()),
-            ("BK", self.block_k.into()),
+            ("BM", self.bm.into()),
+            ("BN", self.bn.into()),
+            ("BK", self.bk.into()),
             ("WARPS_M", self.warps_m.into()),
             ("WARPS_N", self.warps_n.into()),
             ("STAGES", self.stages.into()),
             ("SPLIT_K", self.split_k.into()),
         ])
-        .boolean("A_VEC", Self::a_vectorized(shape))
-        .boolean("B_VEC", Self::b_vectorized(shape))
+        .boolean("A_VEC", MmaConfig::a_vectorized(shape))
+        .boolean("B_VEC", MmaConfig::b_vectorized(shape))
         .boolean("STAGED_EPILOGUE", self.epilogue == MmaEpilogue::Staged)
-        .int("EPI_MI", self.epilogue_mi(shape) as i64);
+        .int("EPI_MI", self.epi_mi);
     }
 }
 

@@ -711,6 +711,9 @@ fn register_estimates_vs_ptxas() {
     let Some(nvcc) = nvcc::find_or_skip() else {
         return;
     };
+    // `AOTUNE_CALIB_KERNELS=wgmma` (or `mma`, `simt`) calibrates one template.
+    let only = std::env::var("AOTUNE_CALIB_KERNELS").ok();
+    let wanted = |kernel: &str| only.as_deref().is_none_or(|k| k == kernel);
     let precisions = match std::env::var("AOTUNE_CALIB_PRECISIONS") {
         Ok(list) => list.split(',').filter_map(|p| p.parse().ok()).collect(),
         Err(_) => Precision::ALL.to_vec(),
@@ -723,14 +726,20 @@ fn register_estimates_vs_ptxas() {
             let shape = conv::conv_shape(graph, NodeId(0)).unwrap();
             for (i, c) in ConvConfig::search_space(&shape).iter().enumerate() {
                 let est = match c {
-                    ConvConfig::Simt(s) if s.split_k <= 2 && precision == Precision::Fp32 => {
+                    ConvConfig::Simt(s)
+                        if wanted("simt") && s.split_k <= 2 && precision == Precision::Fp32 =>
+                    {
                         s.regs_estimate(&shape)
                     }
                     // Deeper split-K only near the register limit.
-                    ConvConfig::Mma(m) if m.split_k <= 2 || m.regs_estimate(&shape) >= 200 => {
+                    ConvConfig::Mma(m)
+                        if wanted("mma") && (m.split_k <= 2 || m.regs_estimate(&shape) >= 200) =>
+                    {
                         m.regs_estimate(&shape)
                     }
-                    ConvConfig::Wgmma(w) if w.split_k <= 2 => w.regs_estimate(&shape),
+                    ConvConfig::Wgmma(w) if wanted("wgmma") && w.split_k <= 2 => {
+                        w.regs_estimate(&shape)
+                    }
                     _ => continue,
                 };
                 let inst = node_instance(graph, Some(c), &format!("{label}{i}_{precision}"));

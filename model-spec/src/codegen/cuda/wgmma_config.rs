@@ -10,7 +10,9 @@
 use super::cost_model::{self, TileModel};
 use super::implicit_gemm::{check_split, register_cap, split_workspace, ConvShape, SPLITS};
 use super::implicit_gemm::{MAX_REGS, MAX_SMEM_BYTES};
-use super::mma_config::{mma_grid, MmaConfig, MmaEpilogue, MmaOperands};
+use super::mma_config::{
+    epilogue_model, mma_grid, MmaConfig, MmaEpilogue, MmaOperands, TileParams,
+};
 use super::source::{Geometry, Params, Workspace};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
@@ -197,10 +199,8 @@ impl WgmmaConfig {
         // 128 B per clock); N ≤ 64 is bound by the latter.
         let mma_clocks = 64.0 * n * 16.0 / 2048.0;
         let smem_clocks = (2048.0 + 32.0 * n) / 128.0;
-        let (store_efficiency, staging_bytes, epilogue_barriers) = match self.epilogue {
-            MmaEpilogue::Staged => (1.0, 2 * (self.block_m * self.block_n) as usize * 4, 2),
-            MmaEpilogue::Direct => ((8.0 * shape.out_dtype.size() as f64 / 32.0).min(1.0), 0, 0),
-        };
+        let (store_efficiency, staging_bytes, epilogue_barriers) =
+            epilogue_model(self.epilogue, shape, self.block_m, self.block_n, 1);
         TileModel {
             bm: self.block_m as usize,
             bn: self.block_n as usize,
@@ -234,19 +234,18 @@ impl WgmmaConfig {
     /// The parameters `conv_wgmma.cu` reads, in the names the shared
     /// loader and epilogues of `conv_mma.cu` expect.
     pub fn render(&self, p: &mut Params, shape: &ConvShape) {
-        p.ints(&[
-            ("BM", self.block_m.into()),
-            ("BN", self.block_n.into()),
-            ("BK", BLOCK_K.into()),
-            ("WARPS_M", (self.block_m / 16).into()),
-            ("WARPS_N", 1),
-            ("STAGES", self.stages.into()),
-            ("SPLIT_K", self.split_k.into()),
-        ])
-        .boolean("A_VEC", MmaConfig::a_vectorized(shape))
-        .boolean("B_VEC", MmaConfig::b_vectorized(shape))
-        .boolean("STAGED_EPILOGUE", self.epilogue == MmaEpilogue::Staged)
-        .int("EPI_MI", 1);
+        TileParams {
+            bm: self.block_m,
+            bn: self.block_n,
+            bk: BLOCK_K,
+            warps_m: self.block_m / 16,
+            warps_n: 1,
+            stages: self.stages,
+            split_k: self.split_k,
+            epilogue: self.epilogue,
+            epi_mi: 1,
+        }
+        .render(p, shape);
     }
 }
 
