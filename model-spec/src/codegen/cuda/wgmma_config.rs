@@ -73,6 +73,12 @@ impl WgmmaConfig {
     /// Registers per thread: `block_n / 2` accumulators, 5 per A chunk and
     /// 4 per B chunk a thread copies each stage (as the mma.sync
     /// template), and about 40 for addresses, descriptors and loop state.
+    /// Split-K's fixup keeps partial sums in flight: 8 more, 32 from 96
+    /// accumulators, 48 from 128. Calibrated against ptxas by
+    /// `register_estimates_vs_ptxas` (`AOTUNE_CALIB_KERNELS=wgmma`, fp16, the
+    /// sweep's stem, 3×3 and 1×1 shapes, split-K ≤ 2: 688 kernels); without
+    /// the split-K terms it fell up to 27 short on 256-wide split tiles,
+    /// which spilled at 255.
     pub fn regs_estimate(&self, shape: &ConvShape) -> usize {
         let chunks = ROW_BYTES / 16;
         let la = (self.block_m as usize * chunks).div_ceil(self.threads());
@@ -82,8 +88,14 @@ impl WgmmaConfig {
         } else {
             10
         };
-        let split = if self.split_k > 1 { 8 } else { 0 };
-        self.block_n as usize / 2 + la * gather + lb * 4 + 40 + split
+        let accumulators = self.block_n as usize / 2;
+        let split = match (self.split_k > 1, accumulators) {
+            (false, _) => 0,
+            (true, 128..) => 48,
+            (true, 96..) => 32,
+            (true, _) => 8,
+        };
+        accumulators + la * gather + lb * 4 + 40 + split
     }
 
     pub fn validate(&self, shape: &ConvShape) -> Result<(), String> {
