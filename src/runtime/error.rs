@@ -73,6 +73,18 @@ pub enum RuntimeError {
         driver: CudaVersion,
         code: String,
     },
+    /// Some kernels use Hopper-only instructions (wgmma, sm_90a).
+    #[error(
+        "{kernels} kernels (e.g. {first}) use Hopper's wgmma instructions (sm_90a), which \
+         {device} (sm_{sm}) does not have: tune or build this model on an sm_90 GPU, or give \
+         those tasks mma.sync configs in the tuning log"
+    )]
+    NeedsHopper {
+        device: String,
+        sm: u32,
+        kernels: usize,
+        first: String,
+    },
     /// The kernels' PTX is newer than the driver can compile.
     #[error(
         "the kernels' PTX was written by a newer CUDA than driver CUDA {driver} can compile \

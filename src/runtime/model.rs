@@ -126,6 +126,7 @@ impl Model {
             "cuStreamCreate",
             "creating the model's stream",
         ))?;
+        check_arch_specific(spec, &device)?;
         let module = load_module(&ctx, cubin, &device)?;
         let functions = find_kernels(&module, spec)?;
         configure_kernels(spec, &functions, &ctx, &device)?;
@@ -823,6 +824,26 @@ pub(crate) fn query_device(ctx: &CudaContext, ordinal: usize) -> Result<DeviceIn
     })
 }
 
+/// Kernels on Hopper's wgmma exist as sm_90a machine code only (their
+/// compute_90 PTX traps): refuse other GPUs before anything launches.
+fn check_arch_specific(spec: &ModelSpec, device: &DeviceInfo) -> Result<(), RuntimeError> {
+    let wgmma: Vec<&str> = spec
+        .kernels
+        .iter()
+        .map(|k| &**k)
+        .filter(|k| k.contains("_wgmma_"))
+        .collect();
+    match wgmma.first() {
+        Some(first) if device.sm() != 90 => Err(RuntimeError::NeedsHopper {
+            device: device.name.clone(),
+            sm: device.sm(),
+            kernels: wgmma.len(),
+            first: first.to_string(),
+        }),
+        _ => Ok(()),
+    }
+}
+
 fn load_module(
     ctx: &Arc<CudaContext>,
     image: &[u8],
@@ -1039,6 +1060,34 @@ mod tests {
     }
     use super::*;
     use crate::runtime::launch_plan::tests::relu_add_spec;
+
+    #[test]
+    fn wgmma_kernels_need_an_sm_90_gpu() {
+        let mut gpu = DeviceInfo {
+            ordinal: 0,
+            name: "NVIDIA H200".into(),
+            compute_capability: (9, 0),
+            driver: CudaVersion(13000),
+            total_memory: 143 << 30,
+            multiprocessors: 132,
+        };
+        let mut spec = relu_add_spec(8, &weights(8), 0);
+        assert!(check_arch_specific(&spec, &gpu).is_ok());
+        spec.kernels = vec![
+            "conv_1234abcd_mma_m64n64k32w2x2p3s1".into(),
+            "conv_5678abcd_wgmma_m128n128p3s1".into(),
+        ]
+        .into();
+        assert!(check_arch_specific(&spec, &gpu).is_ok());
+        gpu.name = "NVIDIA B200".into();
+        gpu.compute_capability = (10, 0);
+        let e = check_arch_specific(&spec, &gpu).unwrap_err().to_string();
+        assert!(
+            e.starts_with("1 kernels (e.g. conv_5678abcd_wgmma_m128n128p3s1) use Hopper's wgmma")
+                && e.contains("B200 (sm_100)"),
+            "{e}"
+        );
+    }
 
     fn weights(n: usize) -> Vec<u8> {
         (0..n).flat_map(|i| (i as f32).to_le_bytes()).collect()
