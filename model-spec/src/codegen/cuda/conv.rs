@@ -16,9 +16,11 @@
 //! The default config ([`ConvConfig::default_for`]) is the candidate with the
 //! lowest time in [`super::cost_model`], among those within 113 KiB of shared
 //! memory (two CTAs per SM), of one tensor-core template: wgmma (with at
-//! least 3 stages) where the GEMM has two waves of 128×128 tiles on 132 SMs,
-//! mma.sync otherwise (measured: wgmma lost on every batch-1 layer and won
-//! on every batch-256 layer but the dense head); SIMT where neither applies.
+//! least 3 stages) where the GEMM has a wave of 128×128 tiles on 132 SMs,
+//! mma.sync otherwise (measured: on batch-1 layers, none of which has a
+//! wave, wgmma's default picks tied with mma.sync's, 7 faster and 7 slower;
+//! it won on every batch-256 layer and on every batch-8 layer with a wave);
+//! SIMT where neither applies.
 //! Below, what that rule picks for zoo ResNet-50 on the H200 (132 SMs): one
 //! line per kernel (`convN xK`: first layer using it, number of layers),
 //! GEMM M × N × K, config tag (`m`/`n`/`k` tile, `w` warps or `t` thread
@@ -321,12 +323,14 @@ fn tensor_core_space(shape: &ConvShape) -> Vec<ConvConfig> {
     out
 }
 
-/// Output tiles of 128×128 per SM below which the default stays on
-/// mma.sync: wgmma's 64-row warpgroup tiles and its wait at every k tile
-/// need at least two resident CTAs per SM to hide (measured on the H200:
-/// batch-1 layers ran 0–80% slower on wgmma, batch-256 layers 10–40%
-/// faster).
-const WGMMA_MIN_WAVES: usize = 2;
+/// Waves of 128×128 output tiles (per SM) below which the default stays on
+/// mma.sync, whose smaller tiles and deeper split-K suit GEMMs that leave
+/// SMs idle. Measured on the H200 (the session-3 tuning records, each
+/// kernel alone): ResNet-50's batch-8 layers with a wave ran 16–35% faster
+/// on the wgmma default than on the mma.sync one (e.g. layer 1's 3×3,
+/// 19.5 → 12.9 µs); batch-1 layers (at most 98 tiles) were a tie; batch
+/// 256 was faster everywhere (8.43 vs 12.19 ms end to end).
+const WGMMA_MIN_WAVES: usize = 1;
 
 /// The configs the default rule ranks: wgmma's where the GEMM has
 /// [`WGMMA_MIN_WAVES`] waves of 128×128 tiles on the GPU's SMs, else
