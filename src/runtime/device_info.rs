@@ -84,19 +84,24 @@ impl fmt::Display for MemoryReport {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    #[test]
-    fn device_info_prints_sm_and_driver() {
-        let info = DeviceInfo {
+    /// The H200 the project measures on, as the runtime would query it.
+    pub(crate) fn h200() -> DeviceInfo {
+        DeviceInfo {
             ordinal: 0,
             name: "NVIDIA H200".into(),
             compute_capability: (9, 0),
             driver: CudaVersion(13000),
             total_memory: 143 << 30,
             multiprocessors: 132,
-        };
+        }
+    }
+
+    #[test]
+    fn device_info_prints_sm_and_driver() {
+        let info = h200();
         assert_eq!(info.sm(), 90);
         let text = info.to_string();
         assert!(

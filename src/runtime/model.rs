@@ -1034,23 +1034,16 @@ mod tests {
 
     #[test]
     fn a_model_tuned_on_another_gpu_warns_and_one_tuned_here_does_not() {
-        let h200 = DeviceInfo {
-            ordinal: 0,
-            name: "NVIDIA H200".into(),
-            compute_capability: (9, 0),
-            driver: CudaVersion(13000),
-            total_memory: 143 << 30,
-            multiprocessors: 132,
-        };
+        let gpu = h200();
         let mut spec = relu_add_spec(8, &weights(8), 0);
         assert!(
-            tuning_warnings(&spec, &h200).is_empty(),
+            tuning_warnings(&spec, &gpu).is_empty(),
             "untuned: no warning"
         );
         spec.tuned_on = vec!["NVIDIA H200|sm_90".into()].into();
-        assert!(tuning_warnings(&spec, &h200).is_empty());
+        assert!(tuning_warnings(&spec, &gpu).is_empty());
         spec.tuned_on = vec!["NVIDIA H100 80GB HBM3|sm_90".into()].into();
-        let w = tuning_warnings(&spec, &h200);
+        let w = tuning_warnings(&spec, &gpu);
         assert_eq!(w.len(), 1);
         assert!(
             w[0].contains("H100") && w[0].contains("aotune tune"),
@@ -1059,18 +1052,12 @@ mod tests {
         );
     }
     use super::*;
+    use crate::runtime::device_info::tests::h200;
     use crate::runtime::launch_plan::tests::relu_add_spec;
 
     #[test]
     fn wgmma_kernels_need_an_sm_90_gpu() {
-        let mut gpu = DeviceInfo {
-            ordinal: 0,
-            name: "NVIDIA H200".into(),
-            compute_capability: (9, 0),
-            driver: CudaVersion(13000),
-            total_memory: 143 << 30,
-            multiprocessors: 132,
-        };
+        let mut gpu = h200();
         let mut spec = relu_add_spec(8, &weights(8), 0);
         assert!(check_arch_specific(&spec, &gpu).is_ok());
         spec.kernels = vec![
