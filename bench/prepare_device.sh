@@ -4,11 +4,14 @@
 # binaries (stripped of debug info but not of symbol names, so backtraces stay
 # readable), and the torchvision fixture pack. Then, on the GPU machine:
 #   bash bench/device_check.sh tests|check|bench   (carry: [".device"])
+# `bench/prepare_device.sh cli` builds only the CLI (enough for check, bench,
+# tune and the probes: 11 MB instead of ~60 MB with the test binaries).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .device
 AOTUNE_NO_EMBED=1 cargo build --release
 cp target/release/aotune .device/aotune && strip .device/aotune
+if [ "${1:-all}" = cli ]; then du -sh .device; exit 0; fi
 log=$(mktemp)
 AOTUNE_NO_EMBED=1 cargo test --profile ci --no-run -p aotune --lib \
   --test gpu_runtime --test gpu_kernels --test gpu_fixtures 2>&1 | tee "$log" >/dev/null
