@@ -505,3 +505,37 @@ pub fn instantiate(shape: &ConvShape, config: &ConvConfig, symbol: &str) -> Inst
         workspace: config.workspace(shape),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::implicit_gemm::tests::conv;
+    use super::*;
+    use crate::ir::DType;
+
+    fn kernel(c: &ConvConfig) -> &'static str {
+        match c {
+            ConvConfig::Wgmma(_) => "wgmma",
+            ConvConfig::Mma(_) => "mma",
+            ConvConfig::Simt(_) => "simt",
+            ConvConfig::Direct(_) => "direct",
+        }
+    }
+
+    #[test]
+    fn the_default_takes_wgmma_from_one_wave_of_tiles() {
+        // ResNet-50's layer-1 3×3 at batch 8: M = 25088, N = 64, 196 tiles
+        // of 128×128 (a wave on 132 SMs) — wgmma, with at least 3 stages.
+        let big = conv(8, 64, 56, 64, 3, 1, DType::F16);
+        let c = ConvConfig::default_for(&big);
+        assert_eq!(kernel(&c), "wgmma", "{c:?}");
+        assert!(matches!(c, ConvConfig::Wgmma(w) if w.stages >= 3));
+        // The same layer at batch 1: 25 tiles — mma.sync.
+        let small = conv(1, 64, 56, 64, 3, 1, DType::F16);
+        assert_eq!(kernel(&ConvConfig::default_for(&small)), "mma");
+        // bf16 alike; f32 under strict fp32 has neither.
+        let bf16 = conv(8, 64, 56, 64, 3, 1, DType::BF16);
+        assert_eq!(kernel(&ConvConfig::default_for(&bf16)), "wgmma");
+        let f32 = conv(8, 64, 56, 64, 3, 1, DType::F32);
+        assert_eq!(kernel(&ConvConfig::default_for(&f32)), "simt");
+    }
+}
