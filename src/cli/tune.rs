@@ -17,7 +17,7 @@ use aotune_spec::tune::{
     best_log, merge_into, read_records, tune, RecordSink, RunSetup, TuneOptions,
 };
 use clap::Args;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -69,9 +69,10 @@ pub fn tune_command(args: TuneArgs) -> anyhow::Result<()> {
             args.log.display()
         );
     }
-    // Records already in --best for tasks this model does not have (other
-    // batch sizes or precisions sharing one committed log) are kept; read
-    // it now so a bad file stops the run before it measures anything.
+    // Records already in --best for tasks this run measures no config of
+    // (other batch sizes or precisions sharing one committed log, tasks the
+    // budget does not reach) are kept; read it now so a bad file stops the
+    // run before it measures anything.
     let existing_best =
         if args.best.exists() {
             Some(BestLog::read(&args.best).with_context(|| {
@@ -148,8 +149,7 @@ pub fn tune_command(args: TuneArgs) -> anyhow::Result<()> {
     all.extend(outcome.records.iter().cloned());
     let mut best = best_log(&all);
     if let Some(existing) = &existing_best {
-        let run_tasks: BTreeSet<String> = compiled.tasks.iter().map(|t| t.key.hash_hex()).collect();
-        best = merge_into(existing, best, &run_tasks);
+        best = merge_into(existing, best);
     }
     if let Some(dir) = args.best.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating '{}'", dir.display()))?;

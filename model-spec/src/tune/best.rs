@@ -55,16 +55,18 @@ pub fn best_log(records: &[TuneRecord]) -> BestLog {
 }
 
 /// `fresh` (one run's best log) with the records of `existing` (the
-/// `--best` file as it was) for tasks outside `run_tasks` (the run's model:
-/// other batch sizes, precisions or models sharing one committed log) kept
-/// as they were, sorted by task and target for stable diffs.
-pub fn merge_into(existing: &BestLog, fresh: BestLog, run_tasks: &BTreeSet<String>) -> BestLog {
+/// `--best` file as it was) for every task `fresh` has no record of kept as
+/// they were — other batch sizes, precisions or models sharing one
+/// committed log, and tasks the run did not reach within its budget —
+/// sorted by task and target for stable diffs.
+pub fn merge_into(existing: &BestLog, fresh: BestLog) -> BestLog {
+    let replaced: BTreeSet<&str> = fresh.records.iter().map(|r| r.task.as_str()).collect();
     let mut records: Vec<BestRecord> = existing
         .records
         .iter()
-        .filter(|r| !run_tasks.contains(&r.task))
+        .filter(|r| !replaced.contains(r.task.as_str()))
         .cloned()
-        .chain(fresh.records)
+        .chain(fresh.records.iter().cloned())
         .collect();
     records.sort_by_cached_key(|r| slot_key(&r.task, &r.target, &r.template));
     BestLog {
@@ -109,20 +111,24 @@ mod tests {
     }
 
     #[test]
-    fn a_run_replaces_its_tasks_and_keeps_the_others() {
+    fn a_run_replaces_the_tasks_it_measured_and_keeps_the_others() {
+        // b1-late: a task of the run's model that its budget did not reach.
         let old = best_log(&[
             rec("b1-conv", "H200", "conv/2", 16, Some(9.0)),
+            rec("b1-late", "H200", "conv/2", 8, Some(5.0)),
             rec("b8-conv", "H200", "conv/2", 32, Some(20.0)),
         ]);
-        let fresh = best_log(&[rec("b1-conv", "H200", "conv/2", 64, Some(7.0))]);
-        let run: BTreeSet<String> = ["b1-conv".to_string()].into();
-        let merged = merge_into(&old, fresh, &run);
+        let fresh = best_log(&[
+            rec("b1-conv", "H200", "conv/2", 64, Some(7.0)),
+            rec("b1-late", "H200", "conv/2", 4, None),
+        ]);
+        let merged = merge_into(&old, fresh);
         let got: Vec<(&str, i64)> = merged
             .records
             .iter()
             .map(|r| (r.task.as_str(), r.config["block"].as_i64().unwrap()))
             .collect();
-        assert_eq!(got, vec![("b1-conv", 64), ("b8-conv", 32)]);
+        assert_eq!(got, vec![("b1-conv", 64), ("b1-late", 8), ("b8-conv", 32)]);
     }
 
     #[test]
