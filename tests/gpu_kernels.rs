@@ -817,10 +817,6 @@ fn plain<C: KernelConfig>(shape: &C::Shape) -> (Candidate, Vec<Candidate>) {
     )
 }
 
-fn conv_smem(c: &ConvConfig, shape: &ConvShape) -> usize {
-    c.smem(shape)
-}
-
 fn dense_smem(c: &DenseConfig, shape: &ConvShape) -> usize {
     match c {
         DenseConfig::Mma(m) => m.smem_bytes(shape),
@@ -934,10 +930,10 @@ fn sweeps(
                 let d = ConvConfig::default_for(&shape);
                 let space = ConvConfig::search_space(&shape);
                 (
-                    candidate(&d, conv_smem(&d, &shape) > SMEM_DEFAULT),
+                    candidate(&d, d.smem(&shape) > SMEM_DEFAULT),
                     space
                         .iter()
-                        .map(|c| candidate(c, conv_smem(c, &shape) > SMEM_DEFAULT))
+                        .map(|c| candidate(c, c.smem(&shape) > SMEM_DEFAULT))
                         .collect::<Vec<_>>(),
                 )
             }

@@ -149,7 +149,7 @@ pub fn tune_command(args: TuneArgs) -> anyhow::Result<()> {
     all.extend(outcome.records.iter().cloned());
     let mut best = best_log(&all);
     if let Some(existing) = &existing_best {
-        best = merge_into(existing, best);
+        best = merge_into(existing, &best);
     }
     if let Some(dir) = args.best.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating '{}'", dir.display()))?;

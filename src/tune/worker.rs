@@ -12,6 +12,7 @@ use super::compare;
 use super::protocol::{ArgSpec, ArgType, Failure, Repeats, Reply, Request, Role};
 use crate::runtime::driver::{self, DeviceBuffer, Event, Function, KernelParams, Module, Stream};
 use crate::runtime::{error_name, open_device, query_device};
+use aotune_spec::ir::DType;
 use cudarc::driver::result::DriverError;
 use cudarc::driver::sys::CUresult;
 use cudarc::driver::CudaContext;
@@ -173,11 +174,11 @@ fn fill_values(a: &ArgSpec, seed: u64) -> Vec<u8> {
     out
 }
 
-fn elem(dtype: ArgType) -> compare::Elem {
-    match dtype {
-        ArgType::F32 => compare::Elem::F32,
-        ArgType::F16 => compare::Elem::F16,
-        ArgType::Bf16 => compare::Elem::Bf16,
+fn storage_type(a: ArgType) -> DType {
+    match a {
+        ArgType::F32 => DType::F32,
+        ArgType::F16 => DType::F16,
+        ArgType::Bf16 => DType::BF16,
     }
 }
 
@@ -259,10 +260,10 @@ impl Worker {
             return failed(Failure::Fault, "cuMemcpyDtoH", e);
         }
         let raw = &self.output_host[..out_spec.bytes];
-        let elem = elem(out_spec.dtype);
+        let dtype = storage_type(out_spec.dtype);
         let rel_l2 = match (&self.reference, role) {
             (_, Role::Reference) => {
-                let got = compare::decode(raw, elem);
+                let got = compare::decode(raw, dtype);
                 if got.par_iter().any(|v| v.is_nan()) {
                     return Reply::Failed {
                         kind: Failure::WrongResult,
@@ -274,7 +275,7 @@ impl Worker {
                 0.0
             }
             (Some(want), Role::Candidate) => {
-                let d = compare::distance(raw, elem, want);
+                let d = compare::distance(raw, dtype, want);
                 let (rel, nan) = (d.rel_l2, d.nan_mismatch);
                 // A NaN distance is a failure too.
                 if nan || rel.is_nan() || rel > tolerance {
@@ -372,7 +373,7 @@ mod tests {
         let a = fill_values(&spec, 7);
         assert_eq!(a, fill_values(&spec, 7));
         assert_ne!(a, fill_values(&spec, 8));
-        let v = compare::decode(&a, elem(ArgType::F16));
+        let v = compare::decode(&a, storage_type(ArgType::F16));
         assert_eq!(v.len(), 32);
         assert!(v.iter().all(|x| (-1.0..1.0).contains(x)));
         // Element i is the i-th splitmix64 value after the seed's base.

@@ -136,6 +136,14 @@ pub fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
     if got.len() != want.len() {
         return f64::INFINITY;
     }
+    let (diff, norm) = l2_sums(got, want);
+    rel_l2_of_sums(diff, norm)
+}
+
+/// `(‖got − want‖₂², ‖want‖₂²)` over equal-length slices, skipping the
+/// positions [`rel_l2`] counts as equal; sums of slices of one tensor add up
+/// to the whole tensor's (for computing [`rel_l2`] in parallel pieces).
+pub fn l2_sums(got: &[f32], want: &[f32]) -> (f64, f64) {
     let mut diff = 0.0f64;
     let mut norm = 0.0f64;
     for (&g, &w) in got.iter().zip(want) {
@@ -146,6 +154,11 @@ pub fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
         diff += d * d;
         norm += f64::from(w) * f64::from(w);
     }
+    (diff, norm)
+}
+
+/// [`rel_l2`] from [`l2_sums`].
+pub fn rel_l2_of_sums(diff: f64, norm: f64) -> f64 {
     if norm == 0.0 {
         diff.sqrt()
     } else {

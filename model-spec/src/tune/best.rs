@@ -59,7 +59,7 @@ pub fn best_log(records: &[TuneRecord]) -> BestLog {
 /// they were — other batch sizes, precisions or models sharing one
 /// committed log, and tasks the run did not reach within its budget —
 /// sorted by task and target for stable diffs.
-pub fn merge_into(existing: &BestLog, fresh: BestLog) -> BestLog {
+pub fn merge_into(existing: &BestLog, fresh: &BestLog) -> BestLog {
     let replaced: BTreeSet<&str> = fresh.records.iter().map(|r| r.task.as_str()).collect();
     let mut records: Vec<BestRecord> = existing
         .records
@@ -122,7 +122,7 @@ mod tests {
             rec("b1-conv", "H200", "conv/2", 64, Some(7.0)),
             rec("b1-late", "H200", "conv/2", 4, None),
         ]);
-        let merged = merge_into(&old, fresh);
+        let merged = merge_into(&old, &fresh);
         let got: Vec<(&str, i64)> = merged
             .records
             .iter()

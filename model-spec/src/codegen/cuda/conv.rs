@@ -311,16 +311,24 @@ impl ConvConfig {
 /// The tensor-core configs of a shape: wgmma (f16/bf16) first, then
 /// mma.sync (f16/bf16/tf32).
 fn tensor_core_space(shape: &ConvShape) -> Vec<ConvConfig> {
-    let mut out: Vec<ConvConfig> = WgmmaConfig::search_space(shape)
-        .into_iter()
-        .map(ConvConfig::Wgmma)
-        .collect();
-    out.extend(
-        MmaConfig::search_space(shape)
-            .into_iter()
-            .map(ConvConfig::Mma),
-    );
+    let mut out = wgmma_space(shape, |_| true);
+    out.extend(mma_space(shape));
     out
+}
+
+fn wgmma_space(shape: &ConvShape, keep: impl Fn(&WgmmaConfig) -> bool) -> Vec<ConvConfig> {
+    WgmmaConfig::search_space(shape)
+        .into_iter()
+        .filter(keep)
+        .map(ConvConfig::Wgmma)
+        .collect()
+}
+
+fn mma_space(shape: &ConvShape) -> Vec<ConvConfig> {
+    MmaConfig::search_space(shape)
+        .into_iter()
+        .map(ConvConfig::Mma)
+        .collect()
 }
 
 /// Waves of 128×128 output tiles (per SM) below which the default stays on
@@ -337,19 +345,22 @@ const WGMMA_MIN_WAVES: usize = 1;
 /// mma.sync's; each falls back to the other when it has none.
 fn default_tensor_core_space(shape: &ConvShape) -> Vec<ConvConfig> {
     let tiles = shape.gemm_m().div_ceil(128) * shape.gemm_n().div_ceil(128);
-    let wgmma: Vec<ConvConfig> = WgmmaConfig::search_space(shape)
-        .into_iter()
-        .filter(WgmmaConfig::default_candidate)
-        .map(ConvConfig::Wgmma)
-        .collect();
-    let mma: Vec<ConvConfig> = MmaConfig::search_space(shape)
-        .into_iter()
-        .map(ConvConfig::Mma)
-        .collect();
-    let big = tiles >= WGMMA_MIN_WAVES * cost_model::SMS;
-    match (big, wgmma.is_empty(), mma.is_empty()) {
-        (true, false, _) | (false, false, true) => wgmma,
-        _ => mma,
+    let wgmma = || wgmma_space(shape, WgmmaConfig::default_candidate);
+    // The other template's space is built only when the preferred one is empty.
+    if tiles >= WGMMA_MIN_WAVES * cost_model::SMS {
+        let preferred = wgmma();
+        if preferred.is_empty() {
+            mma_space(shape)
+        } else {
+            preferred
+        }
+    } else {
+        let preferred = mma_space(shape);
+        if preferred.is_empty() {
+            wgmma()
+        } else {
+            preferred
+        }
     }
 }
 
