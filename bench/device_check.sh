@@ -6,7 +6,7 @@
 # PyTorch in the same call). Logs go to $OUT; a table is printed last.
 # Env: PRECISIONS, BATCHES, PT_BATCHES, PER_LAYER=--per-layer, TUNING=<best.json>,
 # PDL_TOO=1 (each bench also with programmatic dependent launch), SASS_SRC=<kernels.cu>,
-# VERIFY_BATCH.
+# VERIFY_BATCH, NO_PYTORCH=1 (bench without the PyTorch baseline).
 set -u
 export AOTUNE_FIXTURE_PACK=$PWD/.device/fixture-pack
 . "$(dirname "$0")/device_env.sh"
@@ -33,19 +33,20 @@ bench)
       pl=${PER_LAYER:-}   # the per-layer profile once per (precision, batch)
       for pdl in "" ${PDL_TOO:+--pdl}; do
         $B bench /tmp/r50.onnx --precision $p --batch $b --json ${TUNING:+--tuning $TUNING} $pdl \
-          $pl > "$OUT/bench_${p}_b${b}${pdl}.log" 2>&1
-        grep '^{' "$OUT/bench_${p}_b${b}${pdl}.log" >> "$OUT/bench.jsonl"
+          $pl > "$OUT/bench_${p}_b${b}${pdl}${TUNING:+_tuned}.log" 2>&1
+        grep "^{" "$OUT/bench_${p}_b${b}${pdl}${TUNING:+_tuned}.log" >> "$OUT/bench.jsonl"
         pl=""
       done
     done
   done
-  python3 bench/pytorch_baseline.py --batches ${PT_BATCHES:-1} --runs 100 --out "$OUT/pytorch.jsonl" > "$OUT/pytorch.log" 2>&1
+  [ -n "${NO_PYTORCH:-}" ] || python3 bench/pytorch_baseline.py --batches ${PT_BATCHES:-1} --runs 100 \
+    --out "$OUT/pytorch.jsonl" > "$OUT/pytorch.log" 2>&1
   echo "== aotune"; python3 - "$OUT/bench.jsonl" <<'PY'
 import json, sys
 for l in open(sys.argv[1]):
     r = json.loads(l)
-    print(f"{r['precision']:5} b{r['batch']:<4} pdl={str(r.get('pdl')):5} median {r['median_ms']:.4f} ms  p90 {r['p90_ms']:.4f}  {r['images_per_s']:.0f} img/s")
+    print(f"{r['precision']:5} b{r['batch']:<4} pdl={str(r.get('pdl')):5} {'tuned  ' if r.get('tuning') else 'default'} median {r['median_ms']:.4f} ms  p90 {r['p90_ms']:.4f}  {r['images_per_s']:.0f} img/s")
 PY
-  echo "== PyTorch"; tail -8 "$OUT/pytorch.log" ;;
+  [ -n "${NO_PYTORCH:-}" ] || { echo "== PyTorch"; tail -8 "$OUT/pytorch.log"; } ;;
 esac
 done

@@ -6,19 +6,27 @@
 # All trial records come back as $OUT/records.tar.gz, the tuner's output as
 # $OUT/tune.log; each run's closing lines are printed. Carry .device
 # (bench/prepare_device.sh cli).
+# BATCH:PRECISION:MINUTES:NAME tunes into a fresh $OUT/NAME.best.json instead
+# (records /tmp/records/NAME.records.jsonl), e.g. the search-quality run with
+# 4× the budget, which must not replace the committed log's records.
 set -u
 . "$(dirname "$0")/device_env.sh"
 mkdir -p /tmp/records
 [ -f models/resnet50.best.json ] && cp models/resnet50.best.json "$OUT/resnet50.best.json"
 for spec in "$@"; do
-  IFS=: read -r b p m <<<"$spec"
+  IFS=: read -r b p m name <<<"$spec"
+  best="$OUT/resnet50.best.json" records="/tmp/records/resnet50.b$b.$p.records.jsonl"
+  log="/tmp/records/tune_b${b}_$p.log"
+  if [ -n "$name" ]; then
+    best="$OUT/$name.best.json" records="/tmp/records/$name.records.jsonl"
+    log="/tmp/records/tune_$name.log"
+  fi
   start=$(date +%s)
   $B tune /tmp/r50.onnx --batch "$b" --precision "$p" --budget-minutes "$m" \
-    --log "/tmp/records/resnet50.b$b.$p.records.jsonl" --best "$OUT/resnet50.best.json" \
-    > "/tmp/records/tune_b${b}_$p.log" 2>&1
+    --log "$records" --best "$best" > "$log" 2>&1
   rc=$?
-  echo "== tune b$b $p ${m} min: rc=$rc, $(( $(date +%s) - start )) s wall"
-  grep -vE "^(ptxas|note)" "/tmp/records/tune_b${b}_$p.log" | tail -n 6
+  echo "== tune b$b $p ${m} min ${name}: rc=$rc, $(( $(date +%s) - start )) s wall"
+  grep -vE "^(ptxas|note)" "$log" | tail -n 6
 done
 cat /tmp/records/tune_*.log > "$OUT/tune.log"
 tar czf "$OUT/records.tar.gz" -C /tmp/records .

@@ -136,6 +136,7 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
                 "images_per_s": batch as f64 / median as f64 * 1e3, "gpu": gpu.model.device_name(),
                 "kernels": spec.launches.len(), "model_device_bytes": memory.device_bytes(),
                 "pdl": args.pdl,
+                "tuning": args.tuning.as_ref().map(|p| p.display().to_string()),
             })
         );
     }
