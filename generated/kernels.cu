@@ -38,6 +38,26 @@ __device__ __forceinline__ void grid_dependency_sync() {
 #endif
 }
 
+// ---- L2 prefetch (sm_90) ----------------------------------------------------
+//
+// Asks L2 for `bytes` bytes at `p` (16-byte aligned, a multiple of 16) with
+// one bulk prefetch: a hint that returns at once and changes no result.
+__device__ __forceinline__ void prefetch_l2(const void* p, unsigned int bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
+// The CTA's threads prefetch the range [p, p + bytes) together, in pieces
+// of 16 KiB (same alignment rules as prefetch_l2).
+__device__ __forceinline__ void prefetch_l2_range(const void* p, unsigned int bytes) {
+  constexpr unsigned int PIECE = 16384;
+  const char* base = static_cast<const char*>(p);
+  for (unsigned int off = threadIdx.x * PIECE; off < bytes; off += blockDim.x * PIECE) {
+    prefetch_l2(base + off, min(PIECE, bytes - off));
+  }
+}
+
 // -inf as a constant expression that nvcc and NVRTC both accept (NVRTC
 // lacks __builtin_huge_valf).
 __device__ __forceinline__ constexpr float neg_inf() { return __builtin_bit_cast(float, 0xff800000u); }
@@ -552,6 +572,33 @@ struct TileLoader {
   }
 };
 
+// Runs before the grid dependency wait (the weights are constants, so under
+// programmatic dependent launch this overlaps the previous kernel): the
+// CTAs of the first M tile ask L2 for their N tile's weight rows over their
+// split-K range, so that B comes from DRAM once and all at once instead of
+// one pipeline stage at a time; this CTA's k loop and every later CTA of
+// the same N tile then read it from L2. Only for 16-byte-aligned rows
+// (B_VEC). Both tensor-core templates number their CTAs this way.
+template <class P>
+__device__ __forceinline__ void prefetch_weights_l2(const typename P::TW* __restrict__ w) {
+  constexpr int BN = P::BN, BK = P::BK, GK = P::GEMM_K, N = P::GEMM_N;
+  constexpr int KT = (GK + BK - 1) / BK, KT_SPLIT = (KT + P::SPLIT_K - 1) / P::SPLIT_K;
+  constexpr int N_TILES = (N + BN - 1) / BN;
+  constexpr unsigned int E = sizeof(typename P::TW);
+  if (!P::B_VEC || blockIdx.x >= N_TILES) return;
+  const int n0 = blockIdx.x * BN, rows = min(BN, N - n0);
+  const int k0 = blockIdx.z * KT_SPLIT * BK, k1 = min(GK, k0 + KT_SPLIT * BK);
+  if (k1 <= k0) return;
+  if (P::SPLIT_K == 1) {
+    // Whole rows: one contiguous range.
+    prefetch_l2_range(w + (size_t)n0 * GK, (unsigned int)rows * GK * E);
+  } else {
+    for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+      prefetch_l2(w + (size_t)(n0 + r) * GK + k0, (unsigned int)(k1 - k0) * E);
+    }
+  }
+}
+
 template <class P>
 __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
                                          const typename P::TW* __restrict__ wgt,
@@ -667,13 +714,14 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
 // instructions (wgmma.mma_async, sm_90a), f16/bf16 operands in shared memory,
 // f32 accumulators in registers.
 //
-// Same GEMM view, tile numbering, pipeline, split-K and epilogues as
-// conv_mma.cu (whose helpers this file uses): A = im2col of the NHWC input,
-// B = OHWI weight rows, both k-contiguous ("TN"), CTA tile BM x BN, k tile
-// of 64 elements (128-byte rows). The stages are filled by the same
-// TileLoader, whose swizzle for 128-byte rows (chunk ^ row % 8) is the
-// 128-byte swizzle wgmma reads (the K-major SW128 canonical layout: 8-row
-// atoms of 1024 bytes, so every stage starts 1024-byte aligned).
+// Same GEMM view, tile numbering, split-K and epilogues as conv_mma.cu
+// (whose helpers this file uses): A = im2col of the NHWC input, B = OHWI
+// weight rows, both k-contiguous ("TN"), CTA tile BM x BN, k tile of 64
+// elements (128-byte rows). The stages are filled by the same TileLoader
+// (from this file's own k loop, below), whose swizzle for 128-byte rows
+// (chunk ^ row % 8) is the 128-byte swizzle wgmma reads (the K-major SW128
+// canonical layout: 8-row atoms of 1024 bytes, so every stage starts
+// 1024-byte aligned).
 //
 // BM / 64 warpgroups; warpgroup g multiplies rows 64g .. 64g + 63 of the
 // tile by all BN columns with one m64nBNk16 wgmma per 16 k (4 per k tile),
@@ -683,11 +731,37 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
 // 16w .. 16w + 15), so the epilogue is conv_mma.cu's with WARPS_M = BM / 16
 // warps of 16 x BN (P::WARPS_M, P::WARPS_N = 1, P::EPI_MI = 1).
 //
-// Per k tile: wait for its cp.async group, fence.proxy.async (the copies
-// were generic-proxy writes; wgmma reads through the async proxy), one
-// barrier, issue the next stage's copies, then the warpgroup's wgmmas,
-// committed and waited for before the next barrier, so a stage is never
-// refilled while a wgmma may still read it.
+// The k loop (STAGES >= 3) keeps one wgmma group in flight while the next
+// tile's wgmmas are issued. Tile t of the CTA's k range lives in stage
+// t % STAGES; the prologue starts the copies of tiles 0 .. STAGES - 3, one
+// cp.async group per tile, and iteration i
+//   1. waits for tile i's group: cp_async_wait<STAGES - 3>, since exactly
+//      one group is committed per tile (empty past the end of the range),
+//      so the groups of tiles i + 1 .. i + STAGES - 3 are the only ones
+//      allowed to be pending; then fence.proxy.async (the copies were
+//      generic-proxy writes; wgmma reads through the async proxy) and one
+//      barrier;
+//   2. refills stage (i + STAGES - 2) % STAGES == (i - 2) % STAGES with tile
+//      i + STAGES - 2 (prefetch distance STAGES - 2) and commits its group.
+//      That stage held tile i - 2 and is free: every warpgroup reached the
+//      barrier after its wgmma_wait<1> of iteration i - 1, which returns
+//      only once its wgmmas of tile i - 2 have completed;
+//   3. issues the warpgroup's wgmmas of tile i as one group and waits with
+//      wgmma_wait<1>, which leaves them in flight through the next
+//      iteration's wait, barrier and copies.
+// The stages then hold tile i - 1 (wgmmas perhaps in flight), tile i and
+// tiles i + 1 .. i + STAGES - 2 (copies in flight). Consecutive groups
+// accumulate into the same registers, which wgmma allows (in order within
+// the warpgroup) as long as no other instruction touches them meanwhile:
+// fence_operands pins them before each wgmma.fence and after each wait.
+// After the loop wgmma_wait<0> and cp_async_wait<0> drain both pipelines
+// before split-K and the epilogue (the staged one reuses the stages' shared
+// memory after a barrier).
+//
+// With 2 stages no stage is left for a group in flight: the copies run one
+// tile ahead (cp_async_wait<0>, refill stage (i + 1) % 2 after the barrier)
+// and each tile waits for its wgmmas (wgmma_wait<0>) before the next
+// barrier, so the stage a barrier lets be refilled is never still read.
 
 namespace aotune {
 
@@ -781,18 +855,33 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
 #pragma unroll
   for (int i = 0; i < R; ++i) acc[i] = 0.0f;
 
+  // The stages hold the tiles whose copies are in flight (PREFETCH of
+  // them), the tile whose wgmmas are being issued, and the tiles whose
+  // wgmmas may still run (MMAS_IN_FLIGHT: 1 with 3+ stages, else 0).
+  constexpr bool OVERLAP = STAGES >= 3;
+  constexpr int MMAS_IN_FLIGHT = OVERLAP ? 1 : 0;
+  constexpr int PREFETCH = STAGES - 1 - MMAS_IN_FLIGHT;
+  static_assert(PREFETCH >= 1, "at least one tile's copies in flight");
+
+  // One cp.async group per tile from here on, empty when there is none, so
+  // that before iteration i's wait exactly PREFETCH + i groups exist and
+  // the last PREFETCH - 1 of them are tiles i + 1 .. i + PREFETCH - 1.
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
+  for (int s = 0; s < PREFETCH; ++s) {
     if (kt_begin + s < kt_end) load_stage(s, kt_begin + s);
     cp_async_commit();
   }
 
   for (int kt = kt_begin; kt < kt_end; ++kt) {
     const int i = kt - kt_begin, stage = i % STAGES;
-    cp_async_wait<STAGES - 2>();
+    cp_async_wait<PREFETCH - 1>();  // this thread's copies of tile i have landed
     fence_async_shared();
+    // After it every thread's copies of tile i are visible to wgmma, and
+    // every warpgroup has passed its wgmma_wait of iteration i - 1, so the
+    // wgmmas of tile i - 1 - MMAS_IN_FLIGHT have completed everywhere: its
+    // stage, (i + PREFETCH) % STAGES, is free.
     __syncthreads();
-    if (kt + STAGES - 1 < kt_end) load_stage((i + STAGES - 1) % STAGES, kt + STAGES - 1);
+    if (kt + PREFETCH < kt_end) load_stage((i + PREFETCH) % STAGES, kt + PREFETCH);
     cp_async_commit();
     const unsigned int a = a_base + stage * A_STAGE, b = b_base + stage * B_STAGE;
     fence_operands(acc);
@@ -803,6 +892,10 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
       Wgmma<BN, TE>::run(acc, wgmma_desc(a + kk * 32), wgmma_desc(b + kk * 32));
     }
     wgmma_commit();
+    wgmma_wait<MMAS_IN_FLIGHT>();  // leaves tile i's wgmmas in flight (3+ stages)
+    fence_operands(acc);
+  }
+  if constexpr (OVERLAP) {
     wgmma_wait<0>();
     fence_operands(acc);
   }
@@ -1051,6 +1144,18 @@ __device__ __forceinline__ void gemv_step(const typename P::TIn* __restrict__ x,
       for (int m = 0; m < M; ++m) acc[r][m] = fmaf(xv[m][e], b, acc[r][m]);
     }
   }
+}
+
+// Runs before the grid dependency wait (see prefetch_weights_l2): the CTA's
+// weight rows, one contiguous range, into L2.
+template <class P>
+__device__ __forceinline__ void dense_prefetch_l2(const typename P::TW* __restrict__ w) {
+  constexpr int N = P::GEMM_N, K = P::GEMM_K, CTA_ROWS = P::WARPS * P::ROWS;
+  constexpr unsigned int E = sizeof(typename P::TW);
+  if ((K * E) % 16 != 0) return;  // rows must start 16-byte aligned
+  const int n0 = blockIdx.x * CTA_ROWS;
+  if (n0 >= N) return;
+  prefetch_l2_range(w + (size_t)n0 * K, (unsigned int)min(CTA_ROWS, N - n0) * K * E);
 }
 
 template <class P>
@@ -1557,6 +1662,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) conv_bf4a1527_wgmma_m128n64
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_bf4a1527_wgmma_m128n64p6s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_bf4a1527_wgmma_m128n64p6s1_p>(x, w, bias, nullptr, y);
 }
@@ -1613,6 +1719,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) conv_120440ee_mma_m32n64k64
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_120440ee_mma_m32n64k64w2x4p4s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_120440ee_mma_m32n64k64w2x4p4s1_p>(x, w, bias, nullptr, y);
 }
@@ -1648,6 +1755,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_63fe5adf_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_63fe5adf_wgmma_m64n32p6s1d_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_63fe5adf_wgmma_m64n32p6s1d_p>(x, w, bias, nullptr, y);
 }
@@ -1683,6 +1791,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_1b7c4d57_mma_m64n32k64
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_1b7c4d57_mma_m64n32k64w4x1p4s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_1b7c4d57_mma_m64n32k64w4x1p4s1_p>(x, w, bias, nullptr, y);
 }
@@ -1719,6 +1828,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_75aac976_mma_m32n32k64
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_75aac976_mma_m32n32k64w2x2p2s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_75aac976_mma_m32n32k64w2x2p2s1_p>(x, w, bias, res, y);
 }
@@ -1754,6 +1864,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_a108646c_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_a108646c_wgmma_m64n32p6s1d_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_a108646c_wgmma_m64n32p6s1d_p>(x, w, bias, nullptr, y);
 }
@@ -1789,6 +1900,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_mma_m32n32k64
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_0f655a00_mma_m32n32k64w2x2p4s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_0f655a00_mma_m32n32k64w2x2p4s1_p>(x, w, bias, nullptr, y);
 }
@@ -1824,6 +1936,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_44c505d7_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_44c505d7_wgmma_m64n32p6s2_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_44c505d7_wgmma_m64n32p6s2_p>(x, w, bias, nullptr, y);
 }
@@ -1859,6 +1972,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_0e79dab8_wgmma_m64n64p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_0e79dab8_wgmma_m64n64p5s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_0e79dab8_wgmma_m64n64p5s1_p>(x, w, bias, nullptr, y);
 }
@@ -1895,6 +2009,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_2d91a43d_wgmma_m64n64p
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_2d91a43d_wgmma_m64n64p5s1d_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_2d91a43d_wgmma_m64n64p5s1d_p>(x, w, bias, res, y);
 }
@@ -1930,6 +2045,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_18bd6406_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_18bd6406_wgmma_m64n32p5s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_18bd6406_wgmma_m64n32p5s1_p>(x, w, bias, nullptr, y);
 }
@@ -1965,6 +2081,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_48c2d048_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_48c2d048_wgmma_m64n32p6s2d_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_48c2d048_wgmma_m64n32p6s2d_p>(x, w, bias, nullptr, y);
 }
@@ -2001,6 +2118,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) conv_1e32aea3_mma_m32n64k64
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_1e32aea3_mma_m32n64k64w2x4p2s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_1e32aea3_mma_m32n64k64w2x4p2s1_p>(x, w, bias, res, y);
 }
@@ -2036,6 +2154,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_c68ad69f_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_c68ad69f_wgmma_m64n32p6s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_c68ad69f_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, y);
 }
@@ -2071,6 +2190,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_098434ab_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_098434ab_wgmma_m64n32p6s4_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_098434ab_wgmma_m64n32p6s4_p>(x, w, bias, nullptr, y);
 }
@@ -2106,6 +2226,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_7826e018_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_7826e018_wgmma_m64n32p5s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_7826e018_wgmma_m64n32p5s1_p>(x, w, bias, nullptr, y);
 }
@@ -2142,6 +2263,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_40da1e13_mma_m32n32k64
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_40da1e13_mma_m32n32k64w2x2p4s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_40da1e13_mma_m32n32k64w2x2p4s1_p>(x, w, bias, res, y);
 }
@@ -2177,6 +2299,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_93076c40_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_93076c40_wgmma_m64n32p6s3d_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_93076c40_wgmma_m64n32p6s3d_p>(x, w, bias, nullptr, y);
 }
@@ -2212,6 +2335,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_48e86b9e_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_48e86b9e_wgmma_m64n32p6s4_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_48e86b9e_wgmma_m64n32p6s4_p>(x, w, bias, nullptr, y);
 }
@@ -2248,6 +2372,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) conv_282f15c5_mma_m32n64k64
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_282f15c5_mma_m32n64k64w2x4p4s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_282f15c5_mma_m32n64k64w2x4p4s1_p>(x, w, bias, res, y);
 }
@@ -2283,6 +2408,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_6f8ef6f3_mma_m32n32k64
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_6f8ef6f3_mma_m32n32k64w2x2p4s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_6f8ef6f3_mma_m32n32k64w2x2p4s1_p>(x, w, bias, nullptr, y);
 }
@@ -2318,6 +2444,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_d82ebd66_mma_m32n32k64
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_d82ebd66_mma_m32n32k64w2x2p4s8_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_d82ebd66_mma_m32n32k64w2x2p4s8_p>(x, w, bias, nullptr, y);
 }
@@ -2353,6 +2480,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_392ada86_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_392ada86_wgmma_m64n32p6s1d_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_392ada86_wgmma_m64n32p6s1d_p>(x, w, bias, nullptr, y);
 }
@@ -2389,6 +2517,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_9b233881_mma_m32n32k64
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_9b233881_mma_m32n32k64w2x2p4s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_9b233881_mma_m32n32k64w2x2p4s1_p>(x, w, bias, res, y);
 }
@@ -2424,6 +2553,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_510ceff0_mma_m32n32k64
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_510ceff0_mma_m32n32k64w2x2p4s4_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_510ceff0_mma_m32n32k64w2x2p4s4_p>(x, w, bias, nullptr, y);
 }
@@ -2459,6 +2589,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_c46df034_mma_m32n32k64
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_c46df034_mma_m32n32k64w2x2p4s12_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_c46df034_mma_m32n32k64w2x2p4s12_p>(x, w, bias, nullptr, y);
 }
@@ -2495,6 +2626,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_3e532f52_mma_m32n32k64
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
+  aotune::prefetch_weights_l2<conv_3e532f52_mma_m32n32k64w2x2p4s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_3e532f52_mma_m32n32k64w2x2p4s1_p>(x, w, bias, res, y);
 }
@@ -2543,6 +2675,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dense_daa08d99_gemv_w4r1u8(
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     float* __restrict__ y) {
+  aotune::dense_prefetch_l2<dense_daa08d99_gemv_w4r1u8_p>(w);
   aotune::grid_dependency_sync();
   aotune::dense_gemv<dense_daa08d99_gemv_w4r1u8_p>(x, w, bias, nullptr, y);
 }

@@ -2,13 +2,14 @@
 // instructions (wgmma.mma_async, sm_90a), f16/bf16 operands in shared memory,
 // f32 accumulators in registers.
 //
-// Same GEMM view, tile numbering, pipeline, split-K and epilogues as
-// conv_mma.cu (whose helpers this file uses): A = im2col of the NHWC input,
-// B = OHWI weight rows, both k-contiguous ("TN"), CTA tile BM x BN, k tile
-// of 64 elements (128-byte rows). The stages are filled by the same
-// TileLoader, whose swizzle for 128-byte rows (chunk ^ row % 8) is the
-// 128-byte swizzle wgmma reads (the K-major SW128 canonical layout: 8-row
-// atoms of 1024 bytes, so every stage starts 1024-byte aligned).
+// Same GEMM view, tile numbering, split-K and epilogues as conv_mma.cu
+// (whose helpers this file uses): A = im2col of the NHWC input, B = OHWI
+// weight rows, both k-contiguous ("TN"), CTA tile BM x BN, k tile of 64
+// elements (128-byte rows). The stages are filled by the same TileLoader
+// (from this file's own k loop, below), whose swizzle for 128-byte rows
+// (chunk ^ row % 8) is the 128-byte swizzle wgmma reads (the K-major SW128
+// canonical layout: 8-row atoms of 1024 bytes, so every stage starts
+// 1024-byte aligned).
 //
 // BM / 64 warpgroups; warpgroup g multiplies rows 64g .. 64g + 63 of the
 // tile by all BN columns with one m64nBNk16 wgmma per 16 k (4 per k tile),
@@ -18,11 +19,37 @@
 // 16w .. 16w + 15), so the epilogue is conv_mma.cu's with WARPS_M = BM / 16
 // warps of 16 x BN (P::WARPS_M, P::WARPS_N = 1, P::EPI_MI = 1).
 //
-// Per k tile: wait for its cp.async group, fence.proxy.async (the copies
-// were generic-proxy writes; wgmma reads through the async proxy), one
-// barrier, issue the next stage's copies, then the warpgroup's wgmmas,
-// committed and waited for before the next barrier, so a stage is never
-// refilled while a wgmma may still read it.
+// The k loop (STAGES >= 3) keeps one wgmma group in flight while the next
+// tile's wgmmas are issued. Tile t of the CTA's k range lives in stage
+// t % STAGES; the prologue starts the copies of tiles 0 .. STAGES - 3, one
+// cp.async group per tile, and iteration i
+//   1. waits for tile i's group: cp_async_wait<STAGES - 3>, since exactly
+//      one group is committed per tile (empty past the end of the range),
+//      so the groups of tiles i + 1 .. i + STAGES - 3 are the only ones
+//      allowed to be pending; then fence.proxy.async (the copies were
+//      generic-proxy writes; wgmma reads through the async proxy) and one
+//      barrier;
+//   2. refills stage (i + STAGES - 2) % STAGES == (i - 2) % STAGES with tile
+//      i + STAGES - 2 (prefetch distance STAGES - 2) and commits its group.
+//      That stage held tile i - 2 and is free: every warpgroup reached the
+//      barrier after its wgmma_wait<1> of iteration i - 1, which returns
+//      only once its wgmmas of tile i - 2 have completed;
+//   3. issues the warpgroup's wgmmas of tile i as one group and waits with
+//      wgmma_wait<1>, which leaves them in flight through the next
+//      iteration's wait, barrier and copies.
+// The stages then hold tile i - 1 (wgmmas perhaps in flight), tile i and
+// tiles i + 1 .. i + STAGES - 2 (copies in flight). Consecutive groups
+// accumulate into the same registers, which wgmma allows (in order within
+// the warpgroup) as long as no other instruction touches them meanwhile:
+// fence_operands pins them before each wgmma.fence and after each wait.
+// After the loop wgmma_wait<0> and cp_async_wait<0> drain both pipelines
+// before split-K and the epilogue (the staged one reuses the stages' shared
+// memory after a barrier).
+//
+// With 2 stages no stage is left for a group in flight: the copies run one
+// tile ahead (cp_async_wait<0>, refill stage (i + 1) % 2 after the barrier)
+// and each tile waits for its wgmmas (wgmma_wait<0>) before the next
+// barrier, so the stage a barrier lets be refilled is never still read.
 
 namespace aotune {
 
@@ -116,18 +143,33 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
 #pragma unroll
   for (int i = 0; i < R; ++i) acc[i] = 0.0f;
 
+  // The stages hold the tiles whose copies are in flight (PREFETCH of
+  // them), the tile whose wgmmas are being issued, and the tiles whose
+  // wgmmas may still run (MMAS_IN_FLIGHT: 1 with 3+ stages, else 0).
+  constexpr bool OVERLAP = STAGES >= 3;
+  constexpr int MMAS_IN_FLIGHT = OVERLAP ? 1 : 0;
+  constexpr int PREFETCH = STAGES - 1 - MMAS_IN_FLIGHT;
+  static_assert(PREFETCH >= 1, "at least one tile's copies in flight");
+
+  // One cp.async group per tile from here on, empty when there is none, so
+  // that before iteration i's wait exactly PREFETCH + i groups exist and
+  // the last PREFETCH - 1 of them are tiles i + 1 .. i + PREFETCH - 1.
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
+  for (int s = 0; s < PREFETCH; ++s) {
     if (kt_begin + s < kt_end) load_stage(s, kt_begin + s);
     cp_async_commit();
   }
 
   for (int kt = kt_begin; kt < kt_end; ++kt) {
     const int i = kt - kt_begin, stage = i % STAGES;
-    cp_async_wait<STAGES - 2>();
+    cp_async_wait<PREFETCH - 1>();  // this thread's copies of tile i have landed
     fence_async_shared();
+    // After it every thread's copies of tile i are visible to wgmma, and
+    // every warpgroup has passed its wgmma_wait of iteration i - 1, so the
+    // wgmmas of tile i - 1 - MMAS_IN_FLIGHT have completed everywhere: its
+    // stage, (i + PREFETCH) % STAGES, is free.
     __syncthreads();
-    if (kt + STAGES - 1 < kt_end) load_stage((i + STAGES - 1) % STAGES, kt + STAGES - 1);
+    if (kt + PREFETCH < kt_end) load_stage((i + PREFETCH) % STAGES, kt + PREFETCH);
     cp_async_commit();
     const unsigned int a = a_base + stage * A_STAGE, b = b_base + stage * B_STAGE;
     fence_operands(acc);
@@ -138,6 +180,10 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
       Wgmma<BN, TE>::run(acc, wgmma_desc(a + kk * 32), wgmma_desc(b + kk * 32));
     }
     wgmma_commit();
+    wgmma_wait<MMAS_IN_FLIGHT>();  // leaves tile i's wgmmas in flight (3+ stages)
+    fence_operands(acc);
+  }
+  if constexpr (OVERLAP) {
     wgmma_wait<0>();
     fence_operands(acc);
   }
