@@ -38,26 +38,6 @@ __device__ __forceinline__ void grid_dependency_sync() {
 #endif
 }
 
-// ---- L2 prefetch (sm_90) ----------------------------------------------------
-//
-// Asks L2 for `bytes` bytes at `p` (16-byte aligned, a multiple of 16) with
-// one bulk prefetch: a hint that returns at once and changes no result.
-__device__ __forceinline__ void prefetch_l2(const void* p, unsigned int bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
-#endif
-}
-
-// The CTA's threads prefetch the range [p, p + bytes) together, in pieces
-// of 16 KiB (same alignment rules as prefetch_l2).
-__device__ __forceinline__ void prefetch_l2_range(const void* p, unsigned int bytes) {
-  constexpr unsigned int PIECE = 16384;
-  const char* base = static_cast<const char*>(p);
-  for (unsigned int off = threadIdx.x * PIECE; off < bytes; off += blockDim.x * PIECE) {
-    prefetch_l2(base + off, min(PIECE, bytes - off));
-  }
-}
-
 // -inf as a constant expression that nvcc and NVRTC both accept (NVRTC
 // lacks __builtin_huge_valf).
 __device__ __forceinline__ constexpr float neg_inf() { return __builtin_bit_cast(float, 0xff800000u); }
@@ -572,33 +552,6 @@ struct TileLoader {
   }
 };
 
-// Runs before the grid dependency wait (the weights are constants, so under
-// programmatic dependent launch this overlaps the previous kernel): the
-// CTAs of the first M tile ask L2 for their N tile's weight rows over their
-// split-K range, so that B comes from DRAM once and all at once instead of
-// one pipeline stage at a time; this CTA's k loop and every later CTA of
-// the same N tile then read it from L2. Only for 16-byte-aligned rows
-// (B_VEC). Both tensor-core templates number their CTAs this way.
-template <class P>
-__device__ __forceinline__ void prefetch_weights_l2(const typename P::TW* __restrict__ w) {
-  constexpr int BN = P::BN, BK = P::BK, GK = P::GEMM_K, N = P::GEMM_N;
-  constexpr int KT = (GK + BK - 1) / BK, KT_SPLIT = (KT + P::SPLIT_K - 1) / P::SPLIT_K;
-  constexpr int N_TILES = (N + BN - 1) / BN;
-  constexpr unsigned int E = sizeof(typename P::TW);
-  if (!P::B_VEC || blockIdx.x >= N_TILES) return;
-  const int n0 = blockIdx.x * BN, rows = min(BN, N - n0);
-  const int k0 = blockIdx.z * KT_SPLIT * BK, k1 = min(GK, k0 + KT_SPLIT * BK);
-  if (k1 <= k0) return;
-  if (P::SPLIT_K == 1) {
-    // Whole rows: one contiguous range.
-    prefetch_l2_range(w + (size_t)n0 * GK, (unsigned int)rows * GK * E);
-  } else {
-    for (int r = threadIdx.x; r < rows; r += blockDim.x) {
-      prefetch_l2(w + (size_t)(n0 + r) * GK + k0, (unsigned int)(k1 - k0) * E);
-    }
-  }
-}
-
 template <class P>
 __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
                                          const typename P::TW* __restrict__ wgt,
@@ -731,8 +684,8 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
 // 16w .. 16w + 15), so the epilogue is conv_mma.cu's with WARPS_M = BM / 16
 // warps of 16 x BN (P::WARPS_M, P::WARPS_N = 1, P::EPI_MI = 1).
 //
-// The k loop (STAGES >= 3) keeps one wgmma group in flight while the next
-// tile's wgmmas are issued. Tile t of the CTA's k range lives in stage
+// With 4 or more stages the k loop keeps one wgmma group in flight while
+// the next tile's wgmmas are issued. Tile t of the CTA's k range lives in stage
 // t % STAGES; the prologue starts the copies of tiles 0 .. STAGES - 3, one
 // cp.async group per tile, and iteration i
 //   1. waits for tile i's group: cp_async_wait<STAGES - 3>, since exactly
@@ -758,10 +711,13 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
 // before split-K and the epilogue (the staged one reuses the stages' shared
 // memory after a barrier).
 //
-// With 2 stages no stage is left for a group in flight: the copies run one
-// tile ahead (cp_async_wait<0>, refill stage (i + 1) % 2 after the barrier)
-// and each tile waits for its wgmmas (wgmma_wait<0>) before the next
-// barrier, so the stage a barrier lets be refilled is never still read.
+// With 2 or 3 stages the copies run STAGES - 1 tiles ahead (cp_async_wait<
+// STAGES - 2>, refill stage (i + STAGES - 1) % STAGES after the barrier) and
+// each tile waits for its wgmmas (wgmma_wait<0>) before the next barrier, so
+// the stage a barrier lets be refilled is never still read. Measured on the
+// H200 at batch 256 (128x128, 3 stages, 2 CTAs per SM: the other CTA's
+// wgmmas already fill the wait), keeping a group in flight with 3 stages
+// (one tile of copies ahead) made the layers 0-20% slower (8.43 -> 8.96 ms).
 
 namespace aotune {
 
@@ -857,8 +813,8 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
 
   // The stages hold the tiles whose copies are in flight (PREFETCH of
   // them), the tile whose wgmmas are being issued, and the tiles whose
-  // wgmmas may still run (MMAS_IN_FLIGHT: 1 with 3+ stages, else 0).
-  constexpr bool OVERLAP = STAGES >= 3;
+  // wgmmas may still run (MMAS_IN_FLIGHT: 1 with 4+ stages, else 0).
+  constexpr bool OVERLAP = STAGES >= 4;
   constexpr int MMAS_IN_FLIGHT = OVERLAP ? 1 : 0;
   constexpr int PREFETCH = STAGES - 1 - MMAS_IN_FLIGHT;
   static_assert(PREFETCH >= 1, "at least one tile's copies in flight");
@@ -892,7 +848,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
       Wgmma<BN, TE>::run(acc, wgmma_desc(a + kk * 32), wgmma_desc(b + kk * 32));
     }
     wgmma_commit();
-    wgmma_wait<MMAS_IN_FLIGHT>();  // leaves tile i's wgmmas in flight (3+ stages)
+    wgmma_wait<MMAS_IN_FLIGHT>();  // leaves tile i's wgmmas in flight (4+ stages)
     fence_operands(acc);
   }
   if constexpr (OVERLAP) {
@@ -1144,18 +1100,6 @@ __device__ __forceinline__ void gemv_step(const typename P::TIn* __restrict__ x,
       for (int m = 0; m < M; ++m) acc[r][m] = fmaf(xv[m][e], b, acc[r][m]);
     }
   }
-}
-
-// Runs before the grid dependency wait (see prefetch_weights_l2): the CTA's
-// weight rows, one contiguous range, into L2.
-template <class P>
-__device__ __forceinline__ void dense_prefetch_l2(const typename P::TW* __restrict__ w) {
-  constexpr int N = P::GEMM_N, K = P::GEMM_K, CTA_ROWS = P::WARPS * P::ROWS;
-  constexpr unsigned int E = sizeof(typename P::TW);
-  if ((K * E) % 16 != 0) return;  // rows must start 16-byte aligned
-  const int n0 = blockIdx.x * CTA_ROWS;
-  if (n0 >= N) return;
-  prefetch_l2_range(w + (size_t)n0 * K, (unsigned int)min(CTA_ROWS, N - n0) * K * E);
 }
 
 template <class P>
@@ -1662,7 +1606,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) conv_bf4a1527_wgmma_m128n64
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_bf4a1527_wgmma_m128n64p6s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_bf4a1527_wgmma_m128n64p6s1_p>(x, w, bias, nullptr, y);
 }
@@ -1719,7 +1662,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) conv_120440ee_mma_m32n64k64
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_120440ee_mma_m32n64k64w2x4p4s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_120440ee_mma_m32n64k64w2x4p4s1_p>(x, w, bias, nullptr, y);
 }
@@ -1755,7 +1697,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_63fe5adf_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_63fe5adf_wgmma_m64n32p6s1d_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_63fe5adf_wgmma_m64n32p6s1d_p>(x, w, bias, nullptr, y);
 }
@@ -1791,7 +1732,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_1b7c4d57_mma_m64n32k64
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_1b7c4d57_mma_m64n32k64w4x1p4s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_1b7c4d57_mma_m64n32k64w4x1p4s1_p>(x, w, bias, nullptr, y);
 }
@@ -1828,7 +1768,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_75aac976_mma_m32n32k64
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_75aac976_mma_m32n32k64w2x2p2s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_75aac976_mma_m32n32k64w2x2p2s1_p>(x, w, bias, res, y);
 }
@@ -1864,7 +1803,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_a108646c_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_a108646c_wgmma_m64n32p6s1d_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_a108646c_wgmma_m64n32p6s1d_p>(x, w, bias, nullptr, y);
 }
@@ -1900,7 +1838,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_mma_m32n32k64
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_0f655a00_mma_m32n32k64w2x2p4s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_0f655a00_mma_m32n32k64w2x2p4s1_p>(x, w, bias, nullptr, y);
 }
@@ -1936,7 +1873,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_44c505d7_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_44c505d7_wgmma_m64n32p6s2_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_44c505d7_wgmma_m64n32p6s2_p>(x, w, bias, nullptr, y);
 }
@@ -1972,7 +1908,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_0e79dab8_wgmma_m64n64p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_0e79dab8_wgmma_m64n64p5s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_0e79dab8_wgmma_m64n64p5s1_p>(x, w, bias, nullptr, y);
 }
@@ -2009,7 +1944,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_2d91a43d_wgmma_m64n64p
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_2d91a43d_wgmma_m64n64p5s1d_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_2d91a43d_wgmma_m64n64p5s1d_p>(x, w, bias, res, y);
 }
@@ -2045,7 +1979,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_18bd6406_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_18bd6406_wgmma_m64n32p5s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_18bd6406_wgmma_m64n32p5s1_p>(x, w, bias, nullptr, y);
 }
@@ -2081,7 +2014,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_48c2d048_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_48c2d048_wgmma_m64n32p6s2d_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_48c2d048_wgmma_m64n32p6s2d_p>(x, w, bias, nullptr, y);
 }
@@ -2118,7 +2050,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) conv_1e32aea3_mma_m32n64k64
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_1e32aea3_mma_m32n64k64w2x4p2s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_1e32aea3_mma_m32n64k64w2x4p2s1_p>(x, w, bias, res, y);
 }
@@ -2154,7 +2085,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_c68ad69f_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_c68ad69f_wgmma_m64n32p6s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_c68ad69f_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, y);
 }
@@ -2190,7 +2120,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_098434ab_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_098434ab_wgmma_m64n32p6s4_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_098434ab_wgmma_m64n32p6s4_p>(x, w, bias, nullptr, y);
 }
@@ -2226,7 +2155,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_7826e018_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_7826e018_wgmma_m64n32p5s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_7826e018_wgmma_m64n32p5s1_p>(x, w, bias, nullptr, y);
 }
@@ -2263,7 +2191,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_40da1e13_mma_m32n32k64
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_40da1e13_mma_m32n32k64w2x2p4s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_40da1e13_mma_m32n32k64w2x2p4s1_p>(x, w, bias, res, y);
 }
@@ -2299,7 +2226,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_93076c40_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_93076c40_wgmma_m64n32p6s3d_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_93076c40_wgmma_m64n32p6s3d_p>(x, w, bias, nullptr, y);
 }
@@ -2335,7 +2261,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_48e86b9e_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_48e86b9e_wgmma_m64n32p6s4_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_48e86b9e_wgmma_m64n32p6s4_p>(x, w, bias, nullptr, y);
 }
@@ -2372,7 +2297,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) conv_282f15c5_mma_m32n64k64
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_282f15c5_mma_m32n64k64w2x4p4s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_282f15c5_mma_m32n64k64w2x4p4s1_p>(x, w, bias, res, y);
 }
@@ -2408,7 +2332,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_6f8ef6f3_mma_m32n32k64
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_6f8ef6f3_mma_m32n32k64w2x2p4s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_6f8ef6f3_mma_m32n32k64w2x2p4s1_p>(x, w, bias, nullptr, y);
 }
@@ -2444,7 +2367,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_d82ebd66_mma_m32n32k64
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_d82ebd66_mma_m32n32k64w2x2p4s8_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_d82ebd66_mma_m32n32k64w2x2p4s8_p>(x, w, bias, nullptr, y);
 }
@@ -2480,7 +2402,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_392ada86_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_392ada86_wgmma_m64n32p6s1d_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_392ada86_wgmma_m64n32p6s1d_p>(x, w, bias, nullptr, y);
 }
@@ -2517,7 +2438,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_9b233881_mma_m32n32k64
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_9b233881_mma_m32n32k64w2x2p4s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_9b233881_mma_m32n32k64w2x2p4s1_p>(x, w, bias, res, y);
 }
@@ -2553,7 +2473,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_510ceff0_mma_m32n32k64
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_510ceff0_mma_m32n32k64w2x2p4s4_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_510ceff0_mma_m32n32k64w2x2p4s4_p>(x, w, bias, nullptr, y);
 }
@@ -2589,7 +2508,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_c46df034_mma_m32n32k64
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_c46df034_mma_m32n32k64w2x2p4s12_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_c46df034_mma_m32n32k64w2x2p4s12_p>(x, w, bias, nullptr, y);
 }
@@ -2626,7 +2544,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_3e532f52_mma_m32n32k64
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::prefetch_weights_l2<conv_3e532f52_mma_m32n32k64w2x2p4s1_p>(w);
   aotune::grid_dependency_sync();
   aotune::conv_mma<conv_3e532f52_mma_m32n32k64w2x2p4s1_p>(x, w, bias, res, y);
 }
@@ -2675,7 +2592,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) dense_daa08d99_gemv_w4r1u8(
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     float* __restrict__ y) {
-  aotune::dense_prefetch_l2<dense_daa08d99_gemv_w4r1u8_p>(w);
   aotune::grid_dependency_sync();
   aotune::dense_gemv<dense_daa08d99_gemv_w4r1u8_p>(x, w, bias, nullptr, y);
 }

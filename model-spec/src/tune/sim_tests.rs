@@ -129,11 +129,11 @@ fn finds_good_configs_when_little_transfers_between_tasks() {
         ..SimGpu::default()
     };
     // The end-to-end bound is the same as above; a single task may land
-    // 16% off its optimum (the spaces hold wgmma and mma.sync configs, about
+    // 15% off its optimum (the spaces hold wgmma and mma.sync configs, about
     // twice what 64 trials per task covered before wgmma; the worst task
-    // went from 1.12 to 1.149 when the model's wgmma latency term began to
-    // count the stage that holds the wgmmas in flight).
-    check_quality(gpu, 1.03, 1.16);
+    // went from 1.12 to 1.134 when the model's wgmma latency term began to
+    // count the stage that holds the wgmmas in flight from 4 stages).
+    check_quality(gpu, 1.03, 1.15);
 }
 
 #[test]

@@ -158,10 +158,7 @@ use super::config::{KernelConfig, LinearConfig, LinearShape};
 use super::cost_model;
 use super::implicit_gemm::{cheapest, ConvShape, MmaConfig, SimtConfig};
 use super::index_map::same_order;
-use super::source::{
-    tiled_wrapper, tiled_wrapper_with_prefetch, wrapper, Arg, Geometry, Instance, Params, Template,
-    Workspace,
-};
+use super::source::{tiled_wrapper, wrapper, Arg, Geometry, Instance, Params, Template, Workspace};
 use super::wgmma_config::WgmmaConfig;
 use crate::ir::{Activation, Graph, Layout, NodeId, Op};
 use serde::{Deserialize, Serialize};
@@ -501,21 +498,15 @@ pub fn instantiate(shape: &ConvShape, config: &ConvConfig, symbol: &str) -> Inst
         },
     );
     let geometry = config.geometry(shape);
-    let threads = geometry.block[0];
-    let wrapped = match config {
-        ConvConfig::Direct(_) => wrapper(symbol, threads, &args, &call),
-        ConvConfig::Simt(_) => tiled_wrapper(symbol, threads, &args, &call),
-        // Both tensor-core templates number CTAs alike (N tile fastest,
-        // split-K slice on z), which `prefetch_weights_l2` assumes.
-        ConvConfig::Mma(_) | ConvConfig::Wgmma(_) => tiled_wrapper_with_prefetch(
-            symbol,
-            threads,
-            &args,
-            &format!("aotune::prefetch_weights_l2<{}>(w)", p.name()),
-            &call,
-        ),
+    let wrap = match config {
+        ConvConfig::Direct(_) => wrapper,
+        _ => tiled_wrapper,
     };
-    let code = format!("{}{}", p.render(), wrapped);
+    let code = format!(
+        "{}{}",
+        p.render(),
+        wrap(symbol, geometry.block[0], &args, &call)
+    );
     Instance {
         symbol: symbol.to_string(),
         template: config.template(),

@@ -18,9 +18,7 @@
 use super::config::KernelConfig;
 use super::conv::{self, ConvConfig};
 use super::implicit_gemm::{ConvShape, MmaConfig, SimtConfig};
-use super::source::{
-    tiled_wrapper_with_prefetch, Arg, Geometry, Instance, Params, Template, Workspace,
-};
+use super::source::{tiled_wrapper, Arg, Geometry, Instance, Params, Template, Workspace};
 use super::wgmma_config::WgmmaConfig;
 use crate::ir::{is_row_major_bytes, Graph, NodeId, Op};
 use serde::{Deserialize, Serialize};
@@ -322,13 +320,7 @@ pub fn instantiate(shape: &ConvShape, config: &DenseConfig, symbol: &str) -> Ins
         code: format!(
             "{}{}",
             p.render(),
-            tiled_wrapper_with_prefetch(
-                symbol,
-                geometry.block[0],
-                &args,
-                &format!("aotune::dense_prefetch_l2<{}>(w)", p.name()),
-                &call
-            )
+            tiled_wrapper(symbol, geometry.block[0], &args, &call)
         ),
         geometry,
         workspace: Workspace::default(),

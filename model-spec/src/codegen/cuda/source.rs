@@ -210,7 +210,7 @@ impl Arg {
 
 /// `extern "C" __global__ void __launch_bounds__(threads) symbol(args) { call; }`
 pub fn wrapper(symbol: &str, threads: u32, args: &[Arg], call: &str) -> String {
-    wrapper_with_bounds(symbol, &threads.to_string(), args, "", call)
+    wrapper_with_bounds(symbol, &threads.to_string(), args, call)
 }
 
 /// [`wrapper`] for the tiled templates: `__launch_bounds__(threads, 1)`.
@@ -218,30 +218,10 @@ pub fn wrapper(symbol: &str, threads: u32, args: &[Arg], call: &str) -> String {
 /// threads) to raise occupancy and spill; the tiled configs' validity rules
 /// bound their registers instead.
 pub fn tiled_wrapper(symbol: &str, threads: u32, args: &[Arg], call: &str) -> String {
-    wrapper_with_bounds(symbol, &format!("{threads}, 1"), args, "", call)
+    wrapper_with_bounds(symbol, &format!("{threads}, 1"), args, call)
 }
 
-/// [`tiled_wrapper`] that runs `before_wait` ahead of the grid dependency
-/// wait, so under programmatic dependent launch it overlaps the previous
-/// kernel. It may read only constants (weights), never memory an earlier
-/// kernel writes, and must write nothing.
-pub fn tiled_wrapper_with_prefetch(
-    symbol: &str,
-    threads: u32,
-    args: &[Arg],
-    before_wait: &str,
-    call: &str,
-) -> String {
-    wrapper_with_bounds(symbol, &format!("{threads}, 1"), args, before_wait, call)
-}
-
-fn wrapper_with_bounds(
-    symbol: &str,
-    bounds: &str,
-    args: &[Arg],
-    before_wait: &str,
-    call: &str,
-) -> String {
+fn wrapper_with_bounds(symbol: &str, bounds: &str, args: &[Arg], call: &str) -> String {
     let params: Vec<String> = args
         .iter()
         .map(|a| {
@@ -253,14 +233,9 @@ fn wrapper_with_bounds(
             )
         })
         .collect();
-    let before_wait = if before_wait.is_empty() {
-        String::new()
-    } else {
-        format!("  {before_wait};\n")
-    };
     format!(
-        "extern \"C\" __global__ void __launch_bounds__({bounds}) {symbol}(\n    {}) {{\n\
-         {before_wait}  aotune::grid_dependency_sync();\n  {call};\n}}\n",
+        "extern \"C\" __global__ void __launch_bounds__({bounds}) {symbol}(\n    {}) {{\n  \
+         aotune::grid_dependency_sync();\n  {call};\n}}\n",
         params.join(",\n    ")
     )
 }

@@ -169,11 +169,10 @@ impl WgmmaConfig {
     }
 
     /// Whether the heuristic default considers this config: at least 3
-    /// stages. With 2 the k loop keeps no wgmma group in flight: each k
-    /// tile waits for its wgmmas before the next barrier and only one tile
-    /// of copies overlaps that wait. 2 stages ran 5–20% slower than 3 on
-    /// the H200's batch-256 layers (measured when every config's k loop
-    /// waited so), which the model below does not see.
+    /// stages. With 2 each k tile waits for its wgmmas before the next
+    /// barrier and only one tile of copies overlaps that wait: 2 stages ran
+    /// 5–20% slower than 3 on the H200's batch-256 layers, which the model
+    /// below does not see.
     pub fn default_candidate(&self) -> bool {
         self.stages >= 3
     }
@@ -206,13 +205,14 @@ impl WgmmaConfig {
     }
 
     /// k tiles whose copies are in flight while one tile's wgmmas are
-    /// issued: `stages - 2` with 3 or more stages (one more stage holds the
-    /// previous tile, whose wgmmas stay in flight), 1 with 2 stages.
+    /// issued: `stages - 2` with 4 or more stages (one more stage holds the
+    /// previous tile, whose wgmmas stay in flight), `stages - 1` with 2 or 3
+    /// (each tile waits for its wgmmas; see conv_wgmma.cu).
     pub fn tiles_in_flight(&self) -> usize {
-        if self.stages >= 3 {
+        if self.stages >= 4 {
             self.stages as usize - 2
         } else {
-            1
+            self.stages as usize - 1
         }
     }
 
@@ -235,10 +235,9 @@ impl WgmmaConfig {
             split_k: self.split_k as usize,
             tiles_in_flight: self.tiles_in_flight(),
             peak: cost_model::WGMMA_MACS_PER_NS,
-            // Calibrated when each k tile still waited for its wgmmas before
-            // the next barrier (now only 2-stage configs do): 128×128 tiles
-            // reached 52% of the measured peak on ResNet-50's 3×3 layers at
-            // batch 256.
+            // With 3 stages (each k tile waits for its wgmmas before the next
+            // barrier) 128×128 tiles reached 52% of the measured peak on
+            // ResNet-50's 3×3 layers at batch 256.
             inner_efficiency: 0.55 * (mma_clocks / smem_clocks).min(1.0),
             saturating_warps: 8.0,
             element_bytes: 2,
@@ -368,10 +367,11 @@ mod tests {
     }
 
     #[test]
-    fn one_stage_holds_the_wgmmas_in_flight_from_3_stages() {
+    fn one_stage_holds_the_wgmmas_in_flight_from_4_stages() {
         let with = |stages| WgmmaConfig { stages, ..base() };
         assert_eq!(with(2).tiles_in_flight(), 1);
-        assert_eq!(with(3).tiles_in_flight(), 1);
+        assert_eq!(with(3).tiles_in_flight(), 2);
+        assert_eq!(with(4).tiles_in_flight(), 2);
         assert_eq!(with(6).tiles_in_flight(), 4);
         let shape = conv(8, 64, 56, 64, 3, 1, DType::F16);
         assert_eq!(base().model(&shape).tiles_in_flight, 2);

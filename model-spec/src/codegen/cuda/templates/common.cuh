@@ -24,26 +24,6 @@ __device__ __forceinline__ void grid_dependency_sync() {
 #endif
 }
 
-// ---- L2 prefetch (sm_90) ----------------------------------------------------
-//
-// Asks L2 for `bytes` bytes at `p` (16-byte aligned, a multiple of 16) with
-// one bulk prefetch: a hint that returns at once and changes no result.
-__device__ __forceinline__ void prefetch_l2(const void* p, unsigned int bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(p), "r"(bytes) : "memory");
-#endif
-}
-
-// The CTA's threads prefetch the range [p, p + bytes) together, in pieces
-// of 16 KiB (same alignment rules as prefetch_l2).
-__device__ __forceinline__ void prefetch_l2_range(const void* p, unsigned int bytes) {
-  constexpr unsigned int PIECE = 16384;
-  const char* base = static_cast<const char*>(p);
-  for (unsigned int off = threadIdx.x * PIECE; off < bytes; off += blockDim.x * PIECE) {
-    prefetch_l2(base + off, min(PIECE, bytes - off));
-  }
-}
-
 // -inf as a constant expression that nvcc and NVRTC both accept (NVRTC
 // lacks __builtin_huge_valf).
 __device__ __forceinline__ constexpr float neg_inf() { return __builtin_bit_cast(float, 0xff800000u); }

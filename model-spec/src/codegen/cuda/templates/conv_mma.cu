@@ -344,33 +344,6 @@ struct TileLoader {
   }
 };
 
-// Runs before the grid dependency wait (the weights are constants, so under
-// programmatic dependent launch this overlaps the previous kernel): the
-// CTAs of the first M tile ask L2 for their N tile's weight rows over their
-// split-K range, so that B comes from DRAM once and all at once instead of
-// one pipeline stage at a time; this CTA's k loop and every later CTA of
-// the same N tile then read it from L2. Only for 16-byte-aligned rows
-// (B_VEC). Both tensor-core templates number their CTAs this way.
-template <class P>
-__device__ __forceinline__ void prefetch_weights_l2(const typename P::TW* __restrict__ w) {
-  constexpr int BN = P::BN, BK = P::BK, GK = P::GEMM_K, N = P::GEMM_N;
-  constexpr int KT = (GK + BK - 1) / BK, KT_SPLIT = (KT + P::SPLIT_K - 1) / P::SPLIT_K;
-  constexpr int N_TILES = (N + BN - 1) / BN;
-  constexpr unsigned int E = sizeof(typename P::TW);
-  if (!P::B_VEC || blockIdx.x >= N_TILES) return;
-  const int n0 = blockIdx.x * BN, rows = min(BN, N - n0);
-  const int k0 = blockIdx.z * KT_SPLIT * BK, k1 = min(GK, k0 + KT_SPLIT * BK);
-  if (k1 <= k0) return;
-  if (P::SPLIT_K == 1) {
-    // Whole rows: one contiguous range.
-    prefetch_l2_range(w + (size_t)n0 * GK, (unsigned int)rows * GK * E);
-  } else {
-    for (int r = threadIdx.x; r < rows; r += blockDim.x) {
-      prefetch_l2(w + (size_t)(n0 + r) * GK + k0, (unsigned int)(k1 - k0) * E);
-    }
-  }
-}
-
 template <class P>
 __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
                                          const typename P::TW* __restrict__ wgt,

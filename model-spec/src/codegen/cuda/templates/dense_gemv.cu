@@ -54,18 +54,6 @@ __device__ __forceinline__ void gemv_step(const typename P::TIn* __restrict__ x,
   }
 }
 
-// Runs before the grid dependency wait (see prefetch_weights_l2): the CTA's
-// weight rows, one contiguous range, into L2.
-template <class P>
-__device__ __forceinline__ void dense_prefetch_l2(const typename P::TW* __restrict__ w) {
-  constexpr int N = P::GEMM_N, K = P::GEMM_K, CTA_ROWS = P::WARPS * P::ROWS;
-  constexpr unsigned int E = sizeof(typename P::TW);
-  if ((K * E) % 16 != 0) return;  // rows must start 16-byte aligned
-  const int n0 = blockIdx.x * CTA_ROWS;
-  if (n0 >= N) return;
-  prefetch_l2_range(w + (size_t)n0 * K, (unsigned int)min(CTA_ROWS, N - n0) * K * E);
-}
-
 template <class P>
 __device__ __forceinline__ void dense_gemv(const typename P::TIn* __restrict__ x,
                                            const typename P::TW* __restrict__ wgt,
