@@ -7,7 +7,7 @@
 namespace aotune {
 // Split-K workspace shared by the split-K kernels below (launches are
 // serialized); counters are zero at load and reset by each kernel.
-__device__ float splitk_partials[393216];
+__device__ float splitk_partials[262144];
 __device__ unsigned int splitk_counters[52];
 }  // namespace aotune
 
@@ -1577,8 +1577,8 @@ extern "C" __global__ void __launch_bounds__(256) pad_30eb818b_p128t256(
 
 // FusedConv task bf4a15277cc6c341: conv2d1
 // k=7x7 s=2x2 p=3,3,3,3 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x8x224x224]:cl in1=f16[64x8x7x7]:cl:const in2=f32[64]:const out=f16[1x64x112x112]:cl
-// config {"kernel":"wgmma","block_m":128,"block_n":64,"stages":6,"split_k":1,"epilogue":"staged"}
-struct conv_bf4a1527_wgmma_m128n64p6s1_p {
+// config {"kernel":"wgmma","block_m":192,"block_n":64,"stages":6,"split_k":1,"epilogue":"staged"}
+struct conv_bf4a1527_wgmma_m192n64p6s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1595,19 +1595,19 @@ struct conv_bf4a1527_wgmma_m128n64p6s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 128, BN = 64, BK = 64, WARPS_M = 8, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
+  static constexpr int BM = 192, BN = 64, BK = 64, WARPS_M = 12, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_bf4a1527_wgmma_m128n64p6s1(
+extern "C" __global__ void __launch_bounds__(384, 1) conv_bf4a1527_wgmma_m192n64p6s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_bf4a1527_wgmma_m128n64p6s1_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_bf4a1527_wgmma_m192n64p6s1_p>(x, w, bias, nullptr, y);
 }
 
 // MaxPool task 599c45e3f031a378: maxpool2d1
@@ -1668,8 +1668,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) conv_120440ee_mma_m32n64k64
 
 // FusedConv task 63fe5adffdadb14f: conv2d3, conv2d7, conv2d10
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[64x64x3x3]:cl:const in2=f32[64]:const out=f16[1x64x56x56]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"direct"}
-struct conv_63fe5adf_wgmma_m64n32p6s1d_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged"}
+struct conv_63fe5adf_wgmma_m64n32p6s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1689,16 +1689,16 @@ struct conv_63fe5adf_wgmma_m64n32p6s1d_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_63fe5adf_wgmma_m64n32p6s1d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_63fe5adf_wgmma_m64n32p6s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_63fe5adf_wgmma_m64n32p6s1d_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_63fe5adf_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 1b7c4d57bcae7ce7: conv2d4
@@ -1738,8 +1738,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_1b7c4d57_mma_m64n32k64
 
 // FusedConv task 75aac976b4cb125d: conv2d5, conv2d8, conv2d11
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[256x64x1x1]:cl:const in2=f32[256]:const in3=f16[1x256x56x56]:cl out=f16[1x256x56x56]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":2,"split_k":1,"epilogue":"staged"}
-struct conv_75aac976_mma_m32n32k64w2x2p2s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":2,"split_k":1,"epilogue":"staged"}
+struct conv_75aac976_mma_m32n64k64w2x4p2s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1756,26 +1756,26 @@ struct conv_75aac976_mma_m32n32k64w2x2p2s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 2, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 2, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_75aac976_mma_m32n32k64w2x2p2s1(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_75aac976_mma_m32n64k64w2x4p2s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_75aac976_mma_m32n32k64w2x2p2s1_p>(x, w, bias, res, y);
+  aotune::conv_mma<conv_75aac976_mma_m32n64k64w2x4p2s1_p>(x, w, bias, res, y);
 }
 
 // FusedConv task a108646cf77137b7: conv2d6, conv2d9
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x56x56]:cl in1=f16[64x256x1x1]:cl:const in2=f32[64]:const out=f16[1x64x56x56]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"direct"}
-struct conv_a108646c_wgmma_m64n32p6s1d_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged"}
+struct conv_a108646c_wgmma_m64n32p6s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1795,22 +1795,22 @@ struct conv_a108646c_wgmma_m64n32p6s1d_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_a108646c_wgmma_m64n32p6s1d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_a108646c_wgmma_m64n32p6s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_a108646c_wgmma_m64n32p6s1d_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_a108646c_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 0f655a0006649a46: conv2d12
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x56x56]:cl in1=f16[128x256x1x1]:cl:const in2=f32[128]:const out=f16[1x128x56x56]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
-struct conv_0f655a00_mma_m32n32k64w2x2p4s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":6,"split_k":1,"epilogue":"staged"}
+struct conv_0f655a00_wgmma_m64n64p6s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1827,25 +1827,25 @@ struct conv_0f655a00_mma_m32n32k64w2x2p4s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_mma_m32n32k64w2x2p4s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_wgmma_m64n64p6s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_0f655a00_mma_m32n32k64w2x2p4s1_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_0f655a00_wgmma_m64n64p6s1_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 44c505d791fe8fcc: conv2d13
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x128x56x56]:cl in1=f16[128x128x3x3]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"staged"}
-struct conv_44c505d7_wgmma_m64n32p6s2_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"direct"}
+struct conv_44c505d7_wgmma_m64n32p6s2d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1865,16 +1865,16 @@ struct conv_44c505d7_wgmma_m64n32p6s2_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_44c505d7_wgmma_m64n32p6s2(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_44c505d7_wgmma_m64n32p6s2d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_44c505d7_wgmma_m64n32p6s2_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_44c505d7_wgmma_m64n32p6s2d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 0e79dab80a62b382: conv2d14
@@ -1914,8 +1914,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_0e79dab8_wgmma_m64n64p
 
 // FusedConv task 2d91a43d16ca1e11: conv2d15
 // k=1x1 s=2x2 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x256x56x56]:cl in1=f16[512x256x1x1]:cl:const in2=f32[512]:const in3=f16[1x512x28x28]:cl out=f16[1x512x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":5,"split_k":1,"epilogue":"direct"}
-struct conv_2d91a43d_wgmma_m64n64p5s1d_p {
+// config {"kernel":"mma","block_m":64,"block_n":32,"block_k":64,"warps_m":4,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
+struct conv_2d91a43d_mma_m64n32k64w4x2p4s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1932,26 +1932,26 @@ struct conv_2d91a43d_wgmma_m64n64p5s1d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_2d91a43d_wgmma_m64n64p5s1d(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_2d91a43d_mma_m64n32k64w4x2p4s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_2d91a43d_wgmma_m64n64p5s1d_p>(x, w, bias, res, y);
+  aotune::conv_mma<conv_2d91a43d_mma_m64n32k64w4x2p4s1_p>(x, w, bias, res, y);
 }
 
 // FusedConv task 18bd64069eccc24e: conv2d16, conv2d19, conv2d22
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x28x28]:cl in1=f16[128x512x1x1]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":5,"split_k":1,"epilogue":"staged"}
-struct conv_18bd6406_wgmma_m64n32p5s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"direct"}
+struct conv_18bd6406_mma_m32n32k64w2x2p4s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1968,25 +1968,25 @@ struct conv_18bd6406_wgmma_m64n32p5s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_18bd6406_wgmma_m64n32p5s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_18bd6406_mma_m32n32k64w2x2p4s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_18bd6406_wgmma_m64n32p5s1_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_18bd6406_mma_m32n32k64w2x2p4s1d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 48c2d04895761efe: conv2d17, conv2d20, conv2d23
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[128x128x3x3]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"direct"}
-struct conv_48c2d048_wgmma_m64n32p6s2d_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"staged"}
+struct conv_48c2d048_wgmma_m64n32p6s2_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2006,22 +2006,22 @@ struct conv_48c2d048_wgmma_m64n32p6s2d_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_48c2d048_wgmma_m64n32p6s2d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_48c2d048_wgmma_m64n32p6s2(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_48c2d048_wgmma_m64n32p6s2d_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_48c2d048_wgmma_m64n32p6s2_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 1e32aea3652d773f: conv2d18, conv2d21, conv2d24
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[512x128x1x1]:cl:const in2=f32[512]:const in3=f16[1x512x28x28]:cl out=f16[1x512x28x28]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":2,"split_k":1,"epilogue":"staged"}
-struct conv_1e32aea3_mma_m32n64k64w2x4p2s1_p {
+// config {"kernel":"mma","block_m":64,"block_n":64,"block_k":64,"warps_m":4,"warps_n":4,"stages":3,"split_k":1,"epilogue":"staged"}
+struct conv_1e32aea3_mma_m64n64k64w4x4p3s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2038,20 +2038,20 @@ struct conv_1e32aea3_mma_m32n64k64w2x4p2s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 2, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_1e32aea3_mma_m32n64k64w2x4p2s1(
+extern "C" __global__ void __launch_bounds__(512, 1) conv_1e32aea3_mma_m64n64k64w4x4p3s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_1e32aea3_mma_m32n64k64w2x4p2s1_p>(x, w, bias, res, y);
+  aotune::conv_mma<conv_1e32aea3_mma_m64n64k64w4x4p3s1_p>(x, w, bias, res, y);
 }
 
 // FusedConv task c68ad69f9cf26146: conv2d25
@@ -2091,8 +2091,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_c68ad69f_wgmma_m64n32p
 
 // FusedConv task 098434ab2f0443f4: conv2d26
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x28x28]:cl in1=f16[256x256x3x3]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":4,"epilogue":"staged"}
-struct conv_098434ab_wgmma_m64n32p6s4_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":4,"epilogue":"direct"}
+struct conv_098434ab_wgmma_m64n32p6s4d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2112,16 +2112,16 @@ struct conv_098434ab_wgmma_m64n32p6s4_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_098434ab_wgmma_m64n32p6s4(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_098434ab_wgmma_m64n32p6s4d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_098434ab_wgmma_m64n32p6s4_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_098434ab_wgmma_m64n32p6s4d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 7826e0183aa5ed17: conv2d27
@@ -2197,8 +2197,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_40da1e13_mma_m32n32k64
 
 // FusedConv task 93076c40a191cef4: conv2d29, conv2d32, conv2d35, conv2d38 (+1 more)
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[256x1024x1x1]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":3,"epilogue":"direct"}
-struct conv_93076c40_wgmma_m64n32p6s3d_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":4,"epilogue":"direct"}
+struct conv_93076c40_mma_m32n64k64w2x4p4s4d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2215,25 +2215,25 @@ struct conv_93076c40_wgmma_m64n32p6s3d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 3;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_93076c40_wgmma_m64n32p6s3d(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_93076c40_mma_m32n64k64w2x4p4s4d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_93076c40_wgmma_m64n32p6s3d_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_93076c40_mma_m32n64k64w2x4p4s4d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 48e86b9eea3a159e: conv2d30, conv2d33, conv2d36, conv2d39 (+1 more)
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[256x256x3x3]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":4,"epilogue":"staged"}
-struct conv_48e86b9e_wgmma_m64n32p6s4_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":4,"epilogue":"direct"}
+struct conv_48e86b9e_wgmma_m64n32p6s4d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2253,16 +2253,16 @@ struct conv_48e86b9e_wgmma_m64n32p6s4_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_48e86b9e_wgmma_m64n32p6s4(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_48e86b9e_wgmma_m64n32p6s4d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_48e86b9e_wgmma_m64n32p6s4_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_48e86b9e_wgmma_m64n32p6s4d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 282f15c5de3a2c49: conv2d31, conv2d34, conv2d37, conv2d40 (+1 more)
@@ -2303,8 +2303,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) conv_282f15c5_mma_m32n64k64
 
 // FusedConv task 6f8ef6f32763abbf: conv2d44
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[512x1024x1x1]:cl:const in2=f32[512]:const out=f16[1x512x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
-struct conv_6f8ef6f3_mma_m32n32k64w2x2p4s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged"}
+struct conv_6f8ef6f3_wgmma_m64n32p6s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2321,25 +2321,25 @@ struct conv_6f8ef6f3_mma_m32n32k64w2x2p4s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_6f8ef6f3_mma_m32n32k64w2x2p4s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_6f8ef6f3_wgmma_m64n32p6s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_6f8ef6f3_mma_m32n32k64w2x2p4s1_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_6f8ef6f3_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task d82ebd66539eae75: conv2d45
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x14x14]:cl in1=f16[512x512x3x3]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":8,"epilogue":"staged"}
-struct conv_d82ebd66_mma_m32n32k64w2x2p4s8_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":6,"epilogue":"direct"}
+struct conv_d82ebd66_wgmma_m64n32p6s6d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2356,19 +2356,19 @@ struct conv_d82ebd66_mma_m32n32k64w2x2p4s8_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 8;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 6;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_d82ebd66_mma_m32n32k64w2x2p4s8(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_d82ebd66_wgmma_m64n32p6s6d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_d82ebd66_mma_m32n32k64w2x2p4s8_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_d82ebd66_wgmma_m64n32p6s6d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 392ada8671c1c22a: conv2d46
@@ -2444,8 +2444,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_9b233881_mma_m32n32k64
 
 // FusedConv task 510ceff0b9f74501: conv2d48, conv2d51
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x2048x7x7]:cl in1=f16[512x2048x1x1]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"staged"}
-struct conv_510ceff0_mma_m32n32k64w2x2p4s4_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":4,"epilogue":"staged"}
+struct conv_510ceff0_wgmma_m64n32p6s4_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2462,25 +2462,25 @@ struct conv_510ceff0_mma_m32n32k64w2x2p4s4_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 4;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_510ceff0_mma_m32n32k64w2x2p4s4(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_510ceff0_wgmma_m64n32p6s4(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_510ceff0_mma_m32n32k64w2x2p4s4_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_510ceff0_wgmma_m64n32p6s4_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task c46df034189a77e3: conv2d49, conv2d52
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[512x512x3x3]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":12,"epilogue":"staged"}
-struct conv_c46df034_mma_m32n32k64w2x2p4s12_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":6,"epilogue":"staged"}
+struct conv_c46df034_wgmma_m64n32p6s6_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2497,19 +2497,19 @@ struct conv_c46df034_mma_m32n32k64w2x2p4s12_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 12;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 6;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_c46df034_mma_m32n32k64w2x2p4s12(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_c46df034_wgmma_m64n32p6s6(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_c46df034_mma_m32n32k64w2x2p4s12_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_c46df034_wgmma_m64n32p6s6_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 3e532f528cbe6711: conv2d50, conv2d53
