@@ -8,7 +8,7 @@ namespace aotune {
 // Split-K workspace shared by the split-K kernels below (launches are
 // serialized); counters are zero at load and reset by each kernel.
 __device__ float splitk_partials[262144];
-__device__ unsigned int splitk_counters[52];
+__device__ unsigned int splitk_counters[56];
 }  // namespace aotune
 
 // ---- common.cuh ----
@@ -1577,8 +1577,8 @@ extern "C" __global__ void __launch_bounds__(256) pad_30eb818b_p128t256(
 
 // FusedConv task bf4a15277cc6c341: conv2d1
 // k=7x7 s=2x2 p=3,3,3,3 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x8x224x224]:cl in1=f16[64x8x7x7]:cl:const in2=f32[64]:const out=f16[1x64x112x112]:cl
-// config {"kernel":"wgmma","block_m":192,"block_n":64,"stages":6,"split_k":1,"epilogue":"staged"}
-struct conv_bf4a1527_wgmma_m192n64p6s1_p {
+// config {"kernel":"wgmma","block_m":128,"block_n":64,"stages":6,"split_k":1,"epilogue":"staged"}
+struct conv_bf4a1527_wgmma_m128n64p6s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1595,19 +1595,19 @@ struct conv_bf4a1527_wgmma_m192n64p6s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 192, BN = 64, BK = 64, WARPS_M = 12, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
+  static constexpr int BM = 128, BN = 64, BK = 64, WARPS_M = 8, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(384, 1) conv_bf4a1527_wgmma_m192n64p6s1(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_bf4a1527_wgmma_m128n64p6s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_bf4a1527_wgmma_m192n64p6s1_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_bf4a1527_wgmma_m128n64p6s1_p>(x, w, bias, nullptr, y);
 }
 
 // MaxPool task 599c45e3f031a378: maxpool2d1
@@ -1633,8 +1633,8 @@ extern "C" __global__ void __launch_bounds__(128) maxpool_599c45e3_b128i1(
 
 // FusedConv task 120440eed174797f: conv2d2
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[64x64x1x1]:cl:const in2=f32[64]:const out=f16[1x64x56x56]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"staged"}
-struct conv_120440ee_mma_m32n64k64w2x4p4s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":2,"split_k":1,"epilogue":"staged"}
+struct conv_120440ee_mma_m32n32k64w2x2p2s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1651,19 +1651,19 @@ struct conv_120440ee_mma_m32n64k64w2x4p4s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 2, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_120440ee_mma_m32n64k64w2x4p4s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_120440ee_mma_m32n32k64w2x2p2s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_120440ee_mma_m32n64k64w2x4p4s1_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_120440ee_mma_m32n32k64w2x2p2s1_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 63fe5adffdadb14f: conv2d3, conv2d7, conv2d10
@@ -1703,8 +1703,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_63fe5adf_wgmma_m64n32p
 
 // FusedConv task 1b7c4d57bcae7ce7: conv2d4
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[256x64x1x1]:cl:const in2=f32[256]:const out=f16[1x256x56x56]:cl
-// config {"kernel":"mma","block_m":64,"block_n":32,"block_k":64,"warps_m":4,"warps_n":1,"stages":4,"split_k":1,"epilogue":"staged"}
-struct conv_1b7c4d57_mma_m64n32k64w4x1p4s1_p {
+// config {"kernel":"mma","block_m":64,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":3,"split_k":1,"epilogue":"staged"}
+struct conv_1b7c4d57_mma_m64n32k64w2x2p3s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1721,25 +1721,25 @@ struct conv_1b7c4d57_mma_m64n32k64w4x1p4s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 3, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = true;
-  static constexpr int EPI_MI = 1;
+  static constexpr int EPI_MI = 2;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_1b7c4d57_mma_m64n32k64w4x1p4s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_1b7c4d57_mma_m64n32k64w2x2p3s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_1b7c4d57_mma_m64n32k64w4x1p4s1_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_1b7c4d57_mma_m64n32k64w2x2p3s1_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 75aac976b4cb125d: conv2d5, conv2d8, conv2d11
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[256x64x1x1]:cl:const in2=f32[256]:const in3=f16[1x256x56x56]:cl out=f16[1x256x56x56]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":2,"split_k":1,"epilogue":"staged"}
-struct conv_75aac976_mma_m32n64k64w2x4p2s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":1,"epilogue":"staged"}
+struct conv_75aac976_mma_m32n64k64w2x4p3s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1756,20 +1756,20 @@ struct conv_75aac976_mma_m32n64k64w2x4p2s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 2, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_75aac976_mma_m32n64k64w2x4p2s1(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_75aac976_mma_m32n64k64w2x4p3s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_75aac976_mma_m32n64k64w2x4p2s1_p>(x, w, bias, res, y);
+  aotune::conv_mma<conv_75aac976_mma_m32n64k64w2x4p3s1_p>(x, w, bias, res, y);
 }
 
 // FusedConv task a108646cf77137b7: conv2d6, conv2d9
@@ -1809,8 +1809,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_a108646c_wgmma_m64n32p
 
 // FusedConv task 0f655a0006649a46: conv2d12
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x56x56]:cl in1=f16[128x256x1x1]:cl:const in2=f32[128]:const out=f16[1x128x56x56]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":6,"split_k":1,"epilogue":"staged"}
-struct conv_0f655a00_wgmma_m64n64p6s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":6,"split_k":1,"epilogue":"direct"}
+struct conv_0f655a00_wgmma_m64n64p6s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1830,22 +1830,22 @@ struct conv_0f655a00_wgmma_m64n64p6s1_p {
   static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_wgmma_m64n64p6s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_wgmma_m64n64p6s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_0f655a00_wgmma_m64n64p6s1_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_0f655a00_wgmma_m64n64p6s1d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 44c505d791fe8fcc: conv2d13
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x128x56x56]:cl in1=f16[128x128x3x3]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"direct"}
-struct conv_44c505d7_wgmma_m64n32p6s2d_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"staged"}
+struct conv_44c505d7_wgmma_m64n32p6s2_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1865,22 +1865,22 @@ struct conv_44c505d7_wgmma_m64n32p6s2d_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_44c505d7_wgmma_m64n32p6s2d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_44c505d7_wgmma_m64n32p6s2(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_44c505d7_wgmma_m64n32p6s2d_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_44c505d7_wgmma_m64n32p6s2_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 0e79dab80a62b382: conv2d14
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[512x128x1x1]:cl:const in2=f32[512]:const out=f16[1x512x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":5,"split_k":1,"epilogue":"staged"}
-struct conv_0e79dab8_wgmma_m64n64p5s1_p {
+// config {"kernel":"mma","block_m":64,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
+struct conv_0e79dab8_mma_m64n32k64w2x2p4s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1897,25 +1897,25 @@ struct conv_0e79dab8_wgmma_m64n64p5s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = true;
-  static constexpr int EPI_MI = 1;
+  static constexpr int EPI_MI = 2;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_0e79dab8_wgmma_m64n64p5s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_0e79dab8_mma_m64n32k64w2x2p4s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_0e79dab8_wgmma_m64n64p5s1_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_0e79dab8_mma_m64n32k64w2x2p4s1_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 2d91a43d16ca1e11: conv2d15
 // k=1x1 s=2x2 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x256x56x56]:cl in1=f16[512x256x1x1]:cl:const in2=f32[512]:const in3=f16[1x512x28x28]:cl out=f16[1x512x28x28]:cl
-// config {"kernel":"mma","block_m":64,"block_n":32,"block_k":64,"warps_m":4,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
-struct conv_2d91a43d_mma_m64n32k64w4x2p4s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":3,"split_k":1,"epilogue":"staged"}
+struct conv_2d91a43d_mma_m32n32k64w2x2p3s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1932,26 +1932,26 @@ struct conv_2d91a43d_mma_m64n32k64w4x2p4s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 3, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_2d91a43d_mma_m64n32k64w4x2p4s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_2d91a43d_mma_m32n32k64w2x2p3s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_2d91a43d_mma_m64n32k64w4x2p4s1_p>(x, w, bias, res, y);
+  aotune::conv_mma<conv_2d91a43d_mma_m32n32k64w2x2p3s1_p>(x, w, bias, res, y);
 }
 
 // FusedConv task 18bd64069eccc24e: conv2d16, conv2d19, conv2d22
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x28x28]:cl in1=f16[128x512x1x1]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"direct"}
-struct conv_18bd6406_mma_m32n32k64w2x2p4s1d_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged"}
+struct conv_18bd6406_wgmma_m64n32p6s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1968,19 +1968,19 @@ struct conv_18bd6406_mma_m32n32k64w2x2p4s1d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_18bd6406_mma_m32n32k64w2x2p4s1d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_18bd6406_wgmma_m64n32p6s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_18bd6406_mma_m32n32k64w2x2p4s1d_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_18bd6406_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 48c2d04895761efe: conv2d17, conv2d20, conv2d23
@@ -2020,8 +2020,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_48c2d048_wgmma_m64n32p
 
 // FusedConv task 1e32aea3652d773f: conv2d18, conv2d21, conv2d24
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[512x128x1x1]:cl:const in2=f32[512]:const in3=f16[1x512x28x28]:cl out=f16[1x512x28x28]:cl
-// config {"kernel":"mma","block_m":64,"block_n":64,"block_k":64,"warps_m":4,"warps_n":4,"stages":3,"split_k":1,"epilogue":"staged"}
-struct conv_1e32aea3_mma_m64n64k64w4x4p3s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
+struct conv_1e32aea3_mma_m32n32k64w2x2p4s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2038,20 +2038,20 @@ struct conv_1e32aea3_mma_m64n64k64w4x4p3s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(512, 1) conv_1e32aea3_mma_m64n64k64w4x4p3s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_1e32aea3_mma_m32n32k64w2x2p4s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_1e32aea3_mma_m64n64k64w4x4p3s1_p>(x, w, bias, res, y);
+  aotune::conv_mma<conv_1e32aea3_mma_m32n32k64w2x2p4s1_p>(x, w, bias, res, y);
 }
 
 // FusedConv task c68ad69f9cf26146: conv2d25
@@ -2091,8 +2091,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_c68ad69f_wgmma_m64n32p
 
 // FusedConv task 098434ab2f0443f4: conv2d26
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x28x28]:cl in1=f16[256x256x3x3]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":4,"epilogue":"direct"}
-struct conv_098434ab_wgmma_m64n32p6s4d_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":4,"epilogue":"staged"}
+struct conv_098434ab_wgmma_m64n32p6s4_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2112,22 +2112,22 @@ struct conv_098434ab_wgmma_m64n32p6s4d_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_098434ab_wgmma_m64n32p6s4d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_098434ab_wgmma_m64n32p6s4(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_098434ab_wgmma_m64n32p6s4d_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_098434ab_wgmma_m64n32p6s4_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 7826e0183aa5ed17: conv2d27
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[1024x256x1x1]:cl:const in2=f32[1024]:const out=f16[1x1024x14x14]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":5,"split_k":1,"epilogue":"staged"}
-struct conv_7826e018_wgmma_m64n32p5s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":5,"split_k":1,"epilogue":"direct"}
+struct conv_7826e018_wgmma_m64n32p5s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2147,16 +2147,16 @@ struct conv_7826e018_wgmma_m64n32p5s1_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_7826e018_wgmma_m64n32p5s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_7826e018_wgmma_m64n32p5s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_7826e018_wgmma_m64n32p5s1_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_7826e018_wgmma_m64n32p5s1d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 40da1e13236f75c9: conv2d28
@@ -2197,8 +2197,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_40da1e13_mma_m32n32k64
 
 // FusedConv task 93076c40a191cef4: conv2d29, conv2d32, conv2d35, conv2d38 (+1 more)
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[256x1024x1x1]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":4,"epilogue":"direct"}
-struct conv_93076c40_mma_m32n64k64w2x4p4s4d_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"direct"}
+struct conv_93076c40_mma_m32n32k64w2x2p4s4d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2215,19 +2215,19 @@ struct conv_93076c40_mma_m32n64k64w2x4p4s4d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 4;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_93076c40_mma_m32n64k64w2x4p4s4d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_93076c40_mma_m32n32k64w2x2p4s4d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_93076c40_mma_m32n64k64w2x4p4s4d_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_93076c40_mma_m32n32k64w2x2p4s4d_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 48e86b9eea3a159e: conv2d30, conv2d33, conv2d36, conv2d39 (+1 more)
@@ -2373,8 +2373,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_d82ebd66_wgmma_m64n32p
 
 // FusedConv task 392ada8671c1c22a: conv2d46
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[2048x512x1x1]:cl:const in2=f32[2048]:const out=f16[1x2048x7x7]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"direct"}
-struct conv_392ada86_wgmma_m64n32p6s1d_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
+struct conv_392ada86_mma_m32n32k64w2x2p4s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2391,19 +2391,19 @@ struct conv_392ada86_wgmma_m64n32p6s1d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_392ada86_wgmma_m64n32p6s1d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_392ada86_mma_m32n32k64w2x2p4s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_392ada86_wgmma_m64n32p6s1d_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_392ada86_mma_m32n32k64w2x2p4s1_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 9b2338813a3b6791: conv2d47
