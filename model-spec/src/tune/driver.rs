@@ -143,14 +143,45 @@ pub fn tune(
             progress.task_finished(i, space, &run.result(i));
         }
     }
+    let elapsed = start.elapsed();
+    let capped = run
+        .searches
+        .iter()
+        .filter(|s| s.finished == Some(FinishReason::TrialCap))
+        .count();
+    if let Some(note) = unused_budget_note(options, elapsed, stop.is_some(), capped) {
+        run.notes.push(note);
+    }
     Ok(TuneOutcome {
         tasks: (0..spaces.len()).map(|i| run.result(i)).collect(),
         records: run.new_records,
         trace: run.trace,
         trials: run.total,
-        elapsed: start.elapsed(),
+        elapsed,
         notes: run.notes,
     })
+}
+
+/// Says so when the run ended well before its time budget because tasks
+/// reached their trial cap (`stopped`: the budget, a trial limit or the
+/// user ended it), since then a longer budget alone buys nothing.
+fn unused_budget_note(
+    options: &TuneOptions,
+    elapsed: Duration,
+    stopped: bool,
+    capped: usize,
+) -> Option<String> {
+    let unused = options.budget.saturating_sub(elapsed);
+    if stopped || capped == 0 || unused < options.budget / 10 {
+        return None;
+    }
+    Some(format!(
+        "finished after {:.0} s of the {:.0} s budget: {capped} task(s) reached the trial cap \
+         ({} per task); raise --trials-per-task to spend the rest",
+        elapsed.as_secs_f64(),
+        options.budget.as_secs_f64(),
+        options.trials_per_task
+    ))
 }
 
 /// The run's state.

@@ -629,3 +629,34 @@ fn bad_spaces_and_unwritable_records_are_errors() {
         "{err}"
     );
 }
+
+#[test]
+fn a_run_that_ends_at_its_trial_caps_says_the_budget_was_left() {
+    let spaces = three_tasks();
+    let capped = TuneOptions {
+        trials_per_task: 32,
+        ..options()
+    };
+    let (outcome, _) = run(&spaces, &capped, &[]);
+    assert!(outcome
+        .tasks
+        .iter()
+        .any(|t| t.finish == FinishReason::TrialCap));
+    let note = outcome
+        .notes
+        .iter()
+        .find(|n| n.contains("raise --trials-per-task"))
+        .expect("a note about the unused budget");
+    assert!(note.contains("of the 600 s budget") && note.contains("(32 per task)"));
+    // Ended by its trial limit instead: the budget was not what ran out
+    // first, but nothing was left on the table by the caps either.
+    let limited = TuneOptions {
+        max_trials: Some(40),
+        ..capped
+    };
+    let (outcome, _) = run(&spaces, &limited, &[]);
+    assert!(outcome
+        .notes
+        .iter()
+        .all(|n| !n.contains("--trials-per-task")));
+}
