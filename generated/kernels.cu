@@ -205,6 +205,62 @@ __device__ __forceinline__ bool splitk_reduce(float (&acc)[FR], int tile, int nu
 
 }  // namespace aotune
 
+namespace aotune {
+
+// ---- split-K inside a thread-block cluster (sm_90) --------------------------
+//
+// The SPLIT CTAs of one output tile form a cluster along z (the kernel is
+// declared __cluster_dims__(1, 1, SPLIT), so cluster rank == blockIdx.z).
+// Each stores its FR accumulators in its own shared memory (`part`, FR * T
+// floats, fragment-major like the global partials); after a cluster barrier
+// rank 0 sums the slices of ranks 0..SPLIT-1 in that fixed order through
+// distributed shared memory (the same order, so the same bits, as
+// splitk_reduce), a second barrier keeps every rank's shared memory alive
+// until it has, and rank 0 alone runs the epilogue. No global workspace, no
+// counters, no round trip through L2. The caller has finished reading
+// `part` (the pipeline stages) in every warp before the call.
+
+__device__ __forceinline__ void cluster_barrier() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+
+template <int FR, int T, int SPLIT>
+__device__ __forceinline__ bool cluster_splitk_reduce(float (&acc)[FR], float* part) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const int tid = threadIdx.x;
+#pragma unroll
+  for (int f = 0; f < FR; ++f) part[f * T + tid] = acc[f];
+  cluster_barrier();
+  unsigned int rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  if (rank == 0) {
+    const unsigned int local = static_cast<unsigned int>(__cvta_generic_to_shared(part));
+#pragma unroll 1
+    for (int s = 0; s < SPLIT; ++s) {
+      unsigned int remote;
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(s));
+#pragma unroll
+      for (int f = 0; f < FR; ++f) {
+        float v;
+        asm volatile("ld.shared::cluster.f32 %0, [%1];\n"
+                     : "=f"(v)
+                     : "r"(remote + (unsigned int)(f * T + tid) * 4u));
+        acc[f] = (s == 0) ? v : acc[f] + v;
+      }
+    }
+  }
+  cluster_barrier();
+  return rank == 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace aotune
+
 // ---- conv_mma.cu ----
 // aotune: implicit-GEMM convolution on the tensor cores, f32 accumulation:
 // mma.sync m16n8k16 for f16/bf16 operands, m16n8k8 for tf32 (f32 in memory,
@@ -645,7 +701,11 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
   }
   cp_async_wait<0>();
 
-  if (P::SPLIT_K > 1) {
+  if (P::SPLIT_K > 1 && P::CLUSTER_SPLIT) {
+    __syncthreads();  // every warp is done with the stages that now hold the slice
+    if (!cluster_splitk_reduce<MI * NI * 4, T, P::SPLIT_K>(acc, reinterpret_cast<float*>(smem_raw)))
+      return;
+  } else if (P::SPLIT_K > 1) {
     if (!splitk_reduce<MI * NI * 4, T, P::SPLIT_K>(acc, blockIdx.x, gridDim.x)) return;
   }
 
@@ -857,7 +917,10 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   }
   cp_async_wait<0>();
 
-  if (P::SPLIT_K > 1) {
+  if (P::SPLIT_K > 1 && P::CLUSTER_SPLIT) {
+    __syncthreads();  // every warpgroup is done with the stages that now hold the slice
+    if (!cluster_splitk_reduce<R, T, P::SPLIT_K>(acc, reinterpret_cast<float*>(smem))) return;
+  } else if (P::SPLIT_K > 1) {
     if (!splitk_reduce<R, T, P::SPLIT_K>(acc, blockIdx.x, gridDim.x)) return;
   }
 
@@ -1598,6 +1661,7 @@ struct conv_bf4a1527_wgmma_m128n64p6s1_p {
   static constexpr int BM = 128, BN = 64, BK = 64, WARPS_M = 8, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
@@ -1654,6 +1718,7 @@ struct conv_120440ee_mma_m32n32k64w2x2p2s1_p {
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 2, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
@@ -1689,6 +1754,7 @@ struct conv_63fe5adf_wgmma_m64n32p6s1_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
@@ -1724,6 +1790,7 @@ struct conv_1b7c4d57_mma_m64n32k64w2x2p3s1_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 3, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 2;
 };
@@ -1759,6 +1826,7 @@ struct conv_75aac976_mma_m32n64k64w2x4p3s1_p {
   static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
@@ -1795,6 +1863,7 @@ struct conv_a108646c_wgmma_m64n32p6s1_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
@@ -1830,6 +1899,7 @@ struct conv_0f655a00_wgmma_m64n64p6s1d_p {
   static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
 };
@@ -1865,6 +1935,7 @@ struct conv_44c505d7_wgmma_m64n32p6s2_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
@@ -1900,6 +1971,7 @@ struct conv_0e79dab8_mma_m64n32k64w2x2p4s1_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 2;
 };
@@ -1935,6 +2007,7 @@ struct conv_2d91a43d_mma_m32n32k64w2x2p3s1_p {
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 3, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
@@ -1971,6 +2044,7 @@ struct conv_18bd6406_wgmma_m64n32p6s1_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
@@ -2006,6 +2080,7 @@ struct conv_48c2d048_wgmma_m64n32p6s2_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
@@ -2041,6 +2116,7 @@ struct conv_1e32aea3_mma_m32n32k64w2x2p4s1_p {
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
@@ -2077,6 +2153,7 @@ struct conv_c68ad69f_wgmma_m64n32p6s1_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
@@ -2112,6 +2189,7 @@ struct conv_098434ab_wgmma_m64n32p6s4_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
@@ -2147,6 +2225,7 @@ struct conv_7826e018_wgmma_m64n32p5s1d_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
 };
@@ -2182,6 +2261,7 @@ struct conv_40da1e13_mma_m32n32k64w2x2p4s1_p {
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
@@ -2218,6 +2298,7 @@ struct conv_93076c40_mma_m32n32k64w2x2p4s4d_p {
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
 };
@@ -2253,6 +2334,7 @@ struct conv_48e86b9e_wgmma_m64n32p6s4d_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
 };
@@ -2288,6 +2370,7 @@ struct conv_282f15c5_mma_m32n64k64w2x4p4s1_p {
   static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
@@ -2324,6 +2407,7 @@ struct conv_6f8ef6f3_wgmma_m64n32p6s1_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
@@ -2359,6 +2443,7 @@ struct conv_d82ebd66_wgmma_m64n32p6s6d_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 6;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
 };
@@ -2394,6 +2479,7 @@ struct conv_392ada86_mma_m32n32k64w2x2p4s1_p {
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
@@ -2429,6 +2515,7 @@ struct conv_9b233881_mma_m32n32k64w2x2p4s1_p {
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
@@ -2465,6 +2552,7 @@ struct conv_510ceff0_wgmma_m64n32p6s4_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
@@ -2500,6 +2588,7 @@ struct conv_c46df034_wgmma_m64n32p6s6_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 6;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };
@@ -2535,6 +2624,7 @@ struct conv_3e532f52_mma_m32n32k64w2x2p4s1_p {
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
 };

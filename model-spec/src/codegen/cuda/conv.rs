@@ -158,7 +158,10 @@ use super::config::{KernelConfig, LinearConfig, LinearShape};
 use super::cost_model;
 use super::implicit_gemm::{cheapest, ConvShape, MmaConfig, SimtConfig};
 use super::index_map::same_order;
-use super::source::{tiled_wrapper, wrapper, Arg, Geometry, Instance, Params, Template, Workspace};
+use super::mma_config::SplitReduce;
+use super::source::{
+    clustered_wrapper, tiled_wrapper, wrapper, Arg, Geometry, Instance, Params, Template, Workspace,
+};
 use super::wgmma_config::WgmmaConfig;
 use crate::ir::{Activation, Graph, Layout, NodeId, Op};
 use serde::{Deserialize, Serialize};
@@ -306,13 +309,24 @@ impl ConvConfig {
     pub fn smem(&self, shape: &ConvShape) -> usize {
         self.geometry(shape).smem_bytes as usize
     }
+
+    /// The cluster size along z of a config whose split-K slices reduce in
+    /// a thread-block cluster (`None`: no clusters).
+    pub fn cluster_split(&self) -> Option<u32> {
+        let (split, reduce) = match self {
+            ConvConfig::Mma(c) => (c.split_k, c.split_reduce),
+            ConvConfig::Wgmma(c) => (c.split_k, c.split_reduce),
+            _ => return None,
+        };
+        (split > 1 && reduce == SplitReduce::Cluster).then_some(split)
+    }
 }
 
 /// The tensor-core configs of a shape: wgmma (f16/bf16) first, then
 /// mma.sync (f16/bf16/tf32).
 fn tensor_core_space(shape: &ConvShape) -> Vec<ConvConfig> {
     let mut out = wgmma_space(shape, |_| true);
-    out.extend(mma_space(shape));
+    out.extend(mma_space(shape, |_| true));
     out
 }
 
@@ -324,9 +338,10 @@ fn wgmma_space(shape: &ConvShape, keep: impl Fn(&WgmmaConfig) -> bool) -> Vec<Co
         .collect()
 }
 
-fn mma_space(shape: &ConvShape) -> Vec<ConvConfig> {
+fn mma_space(shape: &ConvShape, keep: impl Fn(&MmaConfig) -> bool) -> Vec<ConvConfig> {
     MmaConfig::search_space(shape)
         .into_iter()
+        .filter(keep)
         .map(ConvConfig::Mma)
         .collect()
 }
@@ -350,12 +365,12 @@ fn default_tensor_core_space(shape: &ConvShape) -> Vec<ConvConfig> {
     if tiles >= WGMMA_MIN_WAVES * cost_model::SMS {
         let preferred = wgmma();
         if preferred.is_empty() {
-            mma_space(shape)
+            mma_space(shape, MmaConfig::default_candidate)
         } else {
             preferred
         }
     } else {
-        let preferred = mma_space(shape);
+        let preferred = mma_space(shape, MmaConfig::default_candidate);
         if preferred.is_empty() {
             wgmma()
         } else {
@@ -498,15 +513,15 @@ pub fn instantiate(shape: &ConvShape, config: &ConvConfig, symbol: &str) -> Inst
         },
     );
     let geometry = config.geometry(shape);
-    let wrap = match config {
-        ConvConfig::Direct(_) => wrapper,
-        _ => tiled_wrapper,
+    let threads = geometry.block[0];
+    let wrapped = match config {
+        ConvConfig::Direct(_) => wrapper(symbol, threads, &args, &call),
+        _ => match config.cluster_split() {
+            Some(split) => clustered_wrapper(symbol, threads, split, &args, &call),
+            None => tiled_wrapper(symbol, threads, &args, &call),
+        },
     };
-    let code = format!(
-        "{}{}",
-        p.render(),
-        wrap(symbol, geometry.block[0], &args, &call)
-    );
+    let code = format!("{}{}", p.render(), wrapped);
     Instance {
         symbol: symbol.to_string(),
         template: config.template(),
@@ -548,5 +563,42 @@ mod tests {
         assert_eq!(kernel(&ConvConfig::default_for(&bf16)), "wgmma");
         let f32 = conv(8, 64, 56, 64, 3, 1, DType::F32);
         assert_eq!(kernel(&ConvConfig::default_for(&f32)), "simt");
+    }
+
+    #[test]
+    fn cluster_split_k_kernels_declare_their_cluster_and_no_default_uses_one() {
+        let shape = conv(1, 256, 14, 256, 3, 1, DType::F16);
+        let space = ConvConfig::search_space(&shape);
+        let cluster = space
+            .iter()
+            .find(|c| {
+                matches!(c, ConvConfig::Wgmma(w) if w.split_k == 4) && c.cluster_split().is_some()
+            })
+            .expect("a wgmma config reducing 4 slices in a cluster");
+        let text = instantiate(&shape, cluster, "k").code;
+        assert!(
+            text.contains("__cluster_dims__(1, 1, 4) __launch_bounds__"),
+            "{text}"
+        );
+        assert!(text.contains("CLUSTER_SPLIT = true"), "{text}");
+        assert_eq!(cluster.geometry(&shape).grid[2], 4);
+        let global = space
+            .iter()
+            .find(
+                |c| matches!(c, ConvConfig::Mma(m) if m.split_k == 4 && m.split_reduce.is_global()),
+            )
+            .expect("an mma config reducing 4 slices through L2");
+        let text = instantiate(&shape, global, "k").code;
+        assert!(!text.contains("__cluster_dims__") && text.contains("CLUSTER_SPLIT = false"));
+        for batch in [1, 8, 256] {
+            for (c, h, k, r, stride) in [
+                (256, 14, 256, 3, 1),
+                (1024, 14, 256, 1, 1),
+                (512, 7, 512, 3, 1),
+            ] {
+                let d = ConvConfig::default_for(&conv(batch, c, h, k, r, stride, DType::F16));
+                assert_eq!(d.cluster_split(), None, "{d:?}");
+            }
+        }
     }
 }

@@ -46,6 +46,8 @@ const DRAM_BYTES_PER_NS: f64 = 4300.0;
 const SMEM_BYTES_PER_NS: f64 = 240.0;
 /// One CTA-wide barrier, ns.
 const BARRIER_NS: f64 = 20.0;
+/// One cluster-wide barrier (a guess, not measured), ns.
+const CLUSTER_BARRIER_NS: f64 = 150.0;
 /// Shared memory the hardware reserves per resident CTA on sm_90.
 const SMEM_RESERVED_PER_CTA: usize = 1024;
 /// Peak multiply-adds per ns per SM: FFMA (128/clk at ~1.9 GHz) and
@@ -66,6 +68,9 @@ pub struct TileModel {
     pub smem_bytes: usize,
     pub regs_per_thread: usize,
     pub split_k: usize,
+    /// The split-K slices reduce inside a thread-block cluster (shared
+    /// memory, two cluster barriers) instead of through L2.
+    pub split_in_cluster: bool,
     /// k-tiles whose loads are in flight while one is computed.
     pub tiles_in_flight: usize,
     /// Peak MACs per ns per SM for this kernel kind.
@@ -129,7 +134,14 @@ pub fn estimate_ns(m: usize, n: usize, k: usize, t: &TileModel) -> f64 {
         + t.epilogue_barriers as f64 * BARRIER_NS;
     let per_round = LATENCY_NS + k_tiles_per_cta as f64 * iteration + epilogue;
     let mut total = rounds as f64 * per_round;
-    if split > 1 {
+    if split > 1 && t.split_in_cluster {
+        let tile_bytes = (t.bm * t.bn * 4) as f64;
+        // Every CTA stages its slice in shared memory; rank 0 reads the
+        // others' through distributed shared memory between two barriers.
+        total += conc as f64 * tile_bytes / SMEM_BYTES_PER_NS
+            + (split - 1) as f64 * tile_bytes / SM_BYTES_PER_NS
+            + 2.0 * CLUSTER_BARRIER_NS;
+    } else if split > 1 {
         let tile_bytes = (t.bm * t.bn * 4) as f64;
         // Every CTA writes its slice; the last of each tile reads the others.
         total += conc as f64 * tile_bytes / bandwidth
@@ -153,6 +165,7 @@ mod tests {
             smem_bytes: 3 * (bm + bn) * 40 * 2,
             regs_per_thread: 96,
             split_k,
+            split_in_cluster: false,
             tiles_in_flight: 2,
             peak: MMA_MACS_PER_NS,
             inner_efficiency: 0.8,
@@ -166,6 +179,27 @@ mod tests {
             epilogue_barriers: 0,
             dram_bytes: 0.0,
         }
+    }
+
+    #[test]
+    fn a_cluster_reduction_costs_less_than_the_round_trip_through_l2() {
+        let global = mma(64, 64, 4);
+        let cluster = TileModel {
+            split_in_cluster: true,
+            ..global
+        };
+        let (m, n, k) = (196, 256, 2304);
+        assert!(estimate_ns(m, n, k, &cluster) < estimate_ns(m, n, k, &global));
+        // Without split-K the flag changes nothing.
+        let single = mma(64, 64, 1);
+        let flagged = TileModel {
+            split_in_cluster: true,
+            ..single
+        };
+        assert_eq!(
+            estimate_ns(m, n, k, &single),
+            estimate_ns(m, n, k, &flagged)
+        );
     }
 
     #[test]

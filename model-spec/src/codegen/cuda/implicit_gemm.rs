@@ -391,6 +391,7 @@ impl SimtConfig {
             smem_bytes: self.smem_bytes(),
             regs_per_thread: self.regs_estimate(shape),
             split_k: self.split_k as usize,
+            split_in_cluster: false,
             tiles_in_flight: 1,
             peak: cost_model::SIMT_MACS_PER_NS,
             inner_efficiency: fma / (fma + overhead),

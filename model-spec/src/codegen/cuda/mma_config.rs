@@ -64,6 +64,68 @@ impl MmaOperands {
     }
 }
 
+/// How the split-K slices of a tile are summed (see common.cuh).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SplitReduce {
+    /// Every slice writes its partial tile to a global workspace; the CTA
+    /// that arrives last at the tile's counter reads them back and finishes.
+    #[default]
+    Global,
+    /// The slices of a tile form a thread-block cluster (at most
+    /// [`MAX_CLUSTER`]) and rank 0 sums them through distributed shared
+    /// memory: no workspace, no counter, no round trip through L2.
+    Cluster,
+}
+
+impl SplitReduce {
+    /// Configs that reduce through global memory leave the field out of
+    /// their JSON, so records written before it existed read the same.
+    pub fn is_global(&self) -> bool {
+        *self == SplitReduce::Global
+    }
+
+    /// Whether a config with `split_k` slices may reduce this way.
+    pub(super) fn check(self, split_k: u32) -> Result<(), String> {
+        match self {
+            SplitReduce::Cluster if !(2..=MAX_CLUSTER).contains(&split_k) => Err(format!(
+                "split_reduce cluster needs split_k in 2..={MAX_CLUSTER} (a portable cluster), \
+                 got {split_k}"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Shared memory the cluster reduction stages: one f32 per output of
+    /// the `bm × bn` tile.
+    pub(super) fn smem_bytes(self, split_k: u32, bm: u32, bn: u32) -> usize {
+        match self {
+            SplitReduce::Cluster if split_k > 1 => (bm * bn) as usize * 4,
+            _ => 0,
+        }
+    }
+
+    /// Suffix of a kernel tag: `c` for the cluster reduction.
+    pub(super) fn tag(self) -> &'static str {
+        match self {
+            SplitReduce::Global => "",
+            SplitReduce::Cluster => "c",
+        }
+    }
+
+    /// The ways a config with `split_k` slices can reduce.
+    pub(super) fn choices(split_k: u32) -> &'static [SplitReduce] {
+        if (2..=MAX_CLUSTER).contains(&split_k) {
+            &[SplitReduce::Global, SplitReduce::Cluster]
+        } else {
+            &[SplitReduce::Global]
+        }
+    }
+}
+
+/// The largest portable thread-block cluster.
+pub const MAX_CLUSTER: u32 = 8;
+
 /// How the tensor-core template writes its output tile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -94,6 +156,8 @@ pub struct MmaConfig {
     pub split_k: u32,
     #[serde(default)]
     pub epilogue: MmaEpilogue,
+    #[serde(default, skip_serializing_if = "SplitReduce::is_global")]
+    pub split_reduce: SplitReduce,
 }
 
 /// Floats of padding per staged epilogue row: rows of `BN + 8` floats put
@@ -154,7 +218,12 @@ impl MmaConfig {
             MmaEpilogue::Staged => self.epilogue_bytes(self.epilogue_mi(shape)),
             MmaEpilogue::Direct => 0,
         };
-        self.pipeline_bytes(shape).max(staging)
+        self.pipeline_bytes(shape)
+            .max(staging)
+            .max(
+                self.split_reduce
+                    .smem_bytes(self.split_k, self.block_m, self.block_n),
+            )
     }
 
     /// C is a multiple of one 16-byte chunk: A moves by cp.async.
@@ -256,7 +325,14 @@ impl MmaConfig {
             ));
         }
         check_split(self.split_k, shape.gemm_k().div_ceil(self.block_k as usize))?;
+        self.split_reduce.check(self.split_k)?;
         mma_grid(shape, self.block_m, self.block_n, self.split_k).map(|_| ())
+    }
+
+    /// Whether the heuristic default considers this config: not the cluster
+    /// reduction, which has not been measured yet.
+    pub fn default_candidate(&self) -> bool {
+        self.split_reduce.is_global()
     }
 
     /// CTA tiles 32..256 on each side (up to 256×128 / 128×256 with 64×64
@@ -275,18 +351,21 @@ impl MmaConfig {
                             for stages in [2, 3, 4] {
                                 for split_k in SPLITS {
                                     for epilogue in [MmaEpilogue::Staged, MmaEpilogue::Direct] {
-                                        let c = MmaConfig {
-                                            block_m,
-                                            block_n,
-                                            block_k,
-                                            warps_m,
-                                            warps_n,
-                                            stages,
-                                            split_k,
-                                            epilogue,
-                                        };
-                                        if c.validate(shape).is_ok() {
-                                            out.push(c);
+                                        for &split_reduce in SplitReduce::choices(split_k) {
+                                            let c = MmaConfig {
+                                                block_m,
+                                                block_n,
+                                                block_k,
+                                                warps_m,
+                                                warps_n,
+                                                stages,
+                                                split_k,
+                                                epilogue,
+                                                split_reduce,
+                                            };
+                                            if c.validate(shape).is_ok() {
+                                                out.push(c);
+                                            }
                                         }
                                     }
                                 }
@@ -299,10 +378,11 @@ impl MmaConfig {
         out
     }
 
-    /// `mma_m64n64k32w2x2p3s1`, with a trailing `d` for the direct epilogue.
+    /// `mma_m64n64k32w2x2p3s1`, then `c` for the cluster split-K reduction
+    /// and `d` for the direct epilogue.
     pub fn tag(&self) -> String {
         format!(
-            "mma_m{}n{}k{}w{}x{}p{}s{}{}",
+            "mma_m{}n{}k{}w{}x{}p{}s{}{}{}",
             self.block_m,
             self.block_n,
             self.block_k,
@@ -310,6 +390,7 @@ impl MmaConfig {
             self.warps_n,
             self.stages,
             self.split_k,
+            self.split_reduce.tag(),
             match self.epilogue {
                 MmaEpilogue::Staged => "",
                 MmaEpilogue::Direct => "d",
@@ -328,7 +409,10 @@ impl MmaConfig {
     }
 
     pub fn workspace(&self, shape: &ConvShape) -> Workspace {
-        split_workspace(shape, self.block_m, self.block_n, self.split_k)
+        match self.split_reduce {
+            SplitReduce::Global => split_workspace(shape, self.block_m, self.block_n, self.split_k),
+            SplitReduce::Cluster => Workspace::default(),
+        }
     }
 
     pub fn model(&self, shape: &ConvShape) -> TileModel {
@@ -351,6 +435,7 @@ impl MmaConfig {
             smem_bytes: self.smem_bytes(shape),
             regs_per_thread: self.regs_estimate(shape),
             split_k: self.split_k as usize,
+            split_in_cluster: !self.split_reduce.is_global(),
             tiles_in_flight: self.stages as usize - 1,
             peak: operands.peak(),
             inner_efficiency: 0.9 * (mma / smem).min(1.0),
@@ -375,6 +460,7 @@ impl MmaConfig {
             warps_n: self.warps_n,
             stages: self.stages,
             split_k: self.split_k,
+            split_reduce: self.split_reduce,
             epilogue: self.epilogue,
             epi_mi: self.epilogue_mi(shape) as u32,
         }
@@ -410,6 +496,7 @@ pub(super) struct TileParams {
     pub warps_n: u32,
     pub stages: u32,
     pub split_k: u32,
+    pub split_reduce: SplitReduce,
     pub epilogue: MmaEpilogue,
     /// mma rows per warp per staged-epilogue pass.
     pub epi_mi: u32,
@@ -428,6 +515,10 @@ impl TileParams {
         ])
         .boolean("A_VEC", MmaConfig::a_vectorized(shape))
         .boolean("B_VEC", MmaConfig::b_vectorized(shape))
+        .boolean(
+            "CLUSTER_SPLIT",
+            self.split_k > 1 && self.split_reduce == SplitReduce::Cluster,
+        )
         .boolean("STAGED_EPILOGUE", self.epilogue == MmaEpilogue::Staged)
         .int("EPI_MI", self.epi_mi);
     }
@@ -462,6 +553,7 @@ mod tests {
             stages: 3,
             split_k: 1,
             epilogue: MmaEpilogue::Staged,
+            split_reduce: SplitReduce::Global,
         }
     }
 
@@ -576,6 +668,45 @@ mod tests {
         assert_eq!(d.tag(), "mma_m64n64k32w2x2p3s1d");
         let back: MmaConfig = serde_json::from_str(&serde_json::to_string(&d).unwrap()).unwrap();
         assert_eq!(back, d);
+    }
+
+    #[test]
+    fn cluster_split_k_needs_2_to_8_slices_and_no_workspace() {
+        // layer 3's 3×3 at batch 1: M = 196, K = 2304 (36 k tiles of 64).
+        let shape = conv(1, 256, 14, 256, 3, 1, DType::F16);
+        let global = MmaConfig {
+            block_k: 64,
+            split_k: 4,
+            ..base()
+        };
+        let cluster = MmaConfig {
+            split_reduce: SplitReduce::Cluster,
+            ..global
+        };
+        assert!(global.validate(&shape).is_ok() && cluster.validate(&shape).is_ok());
+        assert_eq!(cluster.tag(), "mma_m64n64k64w2x2p3s4c");
+        assert_eq!(cluster.workspace(&shape), Workspace::default());
+        assert!(global.workspace(&shape).partials > 0);
+        assert!(cluster.smem_bytes(&shape) >= 64 * 64 * 4);
+        assert!(global.default_candidate() && !cluster.default_candidate());
+        for split_k in [1, 12] {
+            let err = MmaConfig { split_k, ..cluster }
+                .validate(&shape)
+                .unwrap_err();
+            assert!(err.contains("split_reduce cluster"), "{err}");
+        }
+        // Global configs keep their old JSON; cluster ones name the field.
+        let json = serde_json::to_string(&global).unwrap();
+        assert!(!json.contains("split_reduce"), "{json}");
+        let json = serde_json::to_string(&cluster).unwrap();
+        assert!(json.contains(r#""split_reduce":"cluster""#), "{json}");
+        assert_eq!(serde_json::from_str::<MmaConfig>(&json).unwrap(), cluster);
+        // The space holds both reductions for 2..=8 slices, only global past.
+        let space = MmaConfig::search_space(&shape);
+        assert!(space.contains(&cluster) && space.contains(&global));
+        assert!(space
+            .iter()
+            .all(|c| c.split_reduce.is_global() || (2..=MAX_CLUSTER).contains(&c.split_k)));
     }
 
     #[test]

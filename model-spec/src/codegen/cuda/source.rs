@@ -213,6 +213,24 @@ pub fn wrapper(symbol: &str, threads: u32, args: &[Arg], call: &str) -> String {
     wrapper_with_bounds(symbol, &threads.to_string(), args, call)
 }
 
+/// [`tiled_wrapper`] for a kernel whose CTAs run in thread-block clusters
+/// of `cluster_z` along z (`__cluster_dims__(1, 1, cluster_z)`, sm_90):
+/// the grid's z extent must be a multiple of it.
+pub fn clustered_wrapper(
+    symbol: &str,
+    threads: u32,
+    cluster_z: u32,
+    args: &[Arg],
+    call: &str,
+) -> String {
+    let bounds = format!("{threads}, 1");
+    wrapper_with_bounds(symbol, &bounds, args, call).replacen(
+        "__launch_bounds__",
+        &format!("__cluster_dims__(1, 1, {cluster_z}) __launch_bounds__"),
+        1,
+    )
+}
+
 /// [`wrapper`] for the tiled templates: `__launch_bounds__(threads, 1)`.
 /// Without a minimum block count ptxas may cap registers (at 64 for 128
 /// threads) to raise occupancy and spill; the tiled configs' validity rules

@@ -11,7 +11,7 @@ use super::cost_model::{self, TileModel};
 use super::implicit_gemm::{check_split, register_cap, split_workspace, ConvShape, SPLITS};
 use super::implicit_gemm::{MAX_REGS, MAX_SMEM_BYTES};
 use super::mma_config::{
-    epilogue_model, mma_grid, MmaConfig, MmaEpilogue, MmaOperands, TileParams,
+    epilogue_model, mma_grid, MmaConfig, MmaEpilogue, MmaOperands, SplitReduce, TileParams,
 };
 use super::source::{Geometry, Params, Workspace};
 use serde::{Deserialize, Serialize};
@@ -39,6 +39,8 @@ pub struct WgmmaConfig {
     pub split_k: u32,
     #[serde(default)]
     pub epilogue: MmaEpilogue,
+    #[serde(default, skip_serializing_if = "SplitReduce::is_global")]
+    pub split_reduce: SplitReduce,
 }
 
 impl WgmmaConfig {
@@ -67,7 +69,13 @@ impl WgmmaConfig {
             MmaEpilogue::Staged => self.epilogue_bytes(),
             MmaEpilogue::Direct => 0,
         };
-        self.pipeline_bytes().max(staging) + ALIGN_SLACK
+        self.pipeline_bytes()
+            .max(staging)
+            .max(
+                self.split_reduce
+                    .smem_bytes(self.split_k, self.block_m, self.block_n),
+            )
+            + ALIGN_SLACK
     }
 
     /// Registers per thread: `block_n / 2` accumulators, 5 per A chunk and
@@ -138,6 +146,7 @@ impl WgmmaConfig {
             ));
         }
         check_split(self.split_k, shape.gemm_k().div_ceil(BLOCK_K as usize))?;
+        self.split_reduce.check(self.split_k)?;
         mma_grid(shape, self.block_m, self.block_n, self.split_k).map(|_| ())
     }
 
@@ -150,15 +159,18 @@ impl WgmmaConfig {
                 for stages in 2..=6 {
                     for split_k in SPLITS {
                         for epilogue in [MmaEpilogue::Staged, MmaEpilogue::Direct] {
-                            let c = WgmmaConfig {
-                                block_m,
-                                block_n,
-                                stages,
-                                split_k,
-                                epilogue,
-                            };
-                            if c.validate(shape).is_ok() {
-                                out.push(c);
+                            for &split_reduce in SplitReduce::choices(split_k) {
+                                let c = WgmmaConfig {
+                                    block_m,
+                                    block_n,
+                                    stages,
+                                    split_k,
+                                    epilogue,
+                                    split_reduce,
+                                };
+                                if c.validate(shape).is_ok() {
+                                    out.push(c);
+                                }
                             }
                         }
                     }
@@ -172,19 +184,22 @@ impl WgmmaConfig {
     /// stages. With 2 each k tile waits for its wgmmas before the next
     /// barrier and only one tile of copies overlaps that wait: 2 stages ran
     /// 5–20% slower than 3 on the H200's batch-256 layers, which the model
-    /// below does not see.
+    /// below does not see. Not the cluster split-K reduction, which has
+    /// not been measured yet.
     pub fn default_candidate(&self) -> bool {
-        self.stages >= 3
+        self.stages >= 3 && self.split_reduce.is_global()
     }
 
-    /// `wgmma_m128n256p4s1`, with a trailing `d` for the direct epilogue.
+    /// `wgmma_m128n256p4s1`, then `c` for the cluster split-K reduction and
+    /// `d` for the direct epilogue.
     pub fn tag(&self) -> String {
         format!(
-            "wgmma_m{}n{}p{}s{}{}",
+            "wgmma_m{}n{}p{}s{}{}{}",
             self.block_m,
             self.block_n,
             self.stages,
             self.split_k,
+            self.split_reduce.tag(),
             match self.epilogue {
                 MmaEpilogue::Staged => "",
                 MmaEpilogue::Direct => "d",
@@ -201,7 +216,10 @@ impl WgmmaConfig {
     }
 
     pub fn workspace(&self, shape: &ConvShape) -> Workspace {
-        split_workspace(shape, self.block_m, self.block_n, self.split_k)
+        match self.split_reduce {
+            SplitReduce::Global => split_workspace(shape, self.block_m, self.block_n, self.split_k),
+            SplitReduce::Cluster => Workspace::default(),
+        }
     }
 
     /// k tiles whose copies are in flight while one tile's wgmmas are
@@ -233,6 +251,7 @@ impl WgmmaConfig {
             smem_bytes: self.smem_bytes(),
             regs_per_thread: self.regs_estimate(shape),
             split_k: self.split_k as usize,
+            split_in_cluster: !self.split_reduce.is_global(),
             tiles_in_flight: self.tiles_in_flight(),
             peak: cost_model::WGMMA_MACS_PER_NS,
             // With 3 stages (each k tile waits for its wgmmas before the next
@@ -266,6 +285,7 @@ impl WgmmaConfig {
             warps_n: 1,
             stages: self.stages,
             split_k: self.split_k,
+            split_reduce: self.split_reduce,
             epilogue: self.epilogue,
             epi_mi: 1,
         }
@@ -325,6 +345,7 @@ mod tests {
             stages: 4,
             split_k: 1,
             epilogue: MmaEpilogue::Staged,
+            split_reduce: SplitReduce::Global,
         }
     }
 

@@ -190,3 +190,59 @@ __device__ __forceinline__ bool splitk_reduce(float (&acc)[FR], int tile, int nu
 }
 
 }  // namespace aotune
+
+namespace aotune {
+
+// ---- split-K inside a thread-block cluster (sm_90) --------------------------
+//
+// The SPLIT CTAs of one output tile form a cluster along z (the kernel is
+// declared __cluster_dims__(1, 1, SPLIT), so cluster rank == blockIdx.z).
+// Each stores its FR accumulators in its own shared memory (`part`, FR * T
+// floats, fragment-major like the global partials); after a cluster barrier
+// rank 0 sums the slices of ranks 0..SPLIT-1 in that fixed order through
+// distributed shared memory (the same order, so the same bits, as
+// splitk_reduce), a second barrier keeps every rank's shared memory alive
+// until it has, and rank 0 alone runs the epilogue. No global workspace, no
+// counters, no round trip through L2. The caller has finished reading
+// `part` (the pipeline stages) in every warp before the call.
+
+__device__ __forceinline__ void cluster_barrier() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
+}
+
+template <int FR, int T, int SPLIT>
+__device__ __forceinline__ bool cluster_splitk_reduce(float (&acc)[FR], float* part) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const int tid = threadIdx.x;
+#pragma unroll
+  for (int f = 0; f < FR; ++f) part[f * T + tid] = acc[f];
+  cluster_barrier();
+  unsigned int rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  if (rank == 0) {
+    const unsigned int local = static_cast<unsigned int>(__cvta_generic_to_shared(part));
+#pragma unroll 1
+    for (int s = 0; s < SPLIT; ++s) {
+      unsigned int remote;
+      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(s));
+#pragma unroll
+      for (int f = 0; f < FR; ++f) {
+        float v;
+        asm volatile("ld.shared::cluster.f32 %0, [%1];\n"
+                     : "=f"(v)
+                     : "r"(remote + (unsigned int)(f * T + tid) * 4u));
+        acc[f] = (s == 0) ? v : acc[f] + v;
+      }
+    }
+  }
+  cluster_barrier();
+  return rank == 0;
+#else
+  return false;
+#endif
+}
+
+}  // namespace aotune

@@ -437,7 +437,11 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
   }
   cp_async_wait<0>();
 
-  if (P::SPLIT_K > 1) {
+  if (P::SPLIT_K > 1 && P::CLUSTER_SPLIT) {
+    __syncthreads();  // every warp is done with the stages that now hold the slice
+    if (!cluster_splitk_reduce<MI * NI * 4, T, P::SPLIT_K>(acc, reinterpret_cast<float*>(smem_raw)))
+      return;
+  } else if (P::SPLIT_K > 1) {
     if (!splitk_reduce<MI * NI * 4, T, P::SPLIT_K>(acc, blockIdx.x, gridDim.x)) return;
   }
 
