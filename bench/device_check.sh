@@ -6,7 +6,8 @@
 # PyTorch in the same call). Logs go to $OUT; a table is printed last.
 # Env: PRECISIONS, BATCHES, PT_BATCHES, PER_LAYER=--per-layer, TUNING=<best.json>,
 # PDL_TOO=1 (each bench also with programmatic dependent launch), SASS_SRC=<kernels.cu>,
-# VERIFY_BATCH, NO_PYTORCH=1 (bench without the PyTorch baseline).
+# VERIFY_BATCH, NO_PYTORCH=1 (bench without the PyTorch baseline), TEST_TIMEOUT (s per
+# test binary, default 300).
 set -u
 export AOTUNE_FIXTURE_PACK=$PWD/.device/fixture-pack
 . "$(dirname "$0")/device_env.sh"
@@ -16,8 +17,10 @@ tests)
   for t in aotune-lib-tests spec-lib-tests gpu_runtime gpu_kernels gpu_fixtures; do
     [ -x .device/$t ] || continue
     filter=""; [ $t = spec-lib-tests ] && filter=gpu_
-    .device/$t $filter --test-threads=1 > "$OUT/test_$t.log" 2>&1
-    echo "== $t: $(grep -E '^test result' "$OUT/test_$t.log" | tail -1)"
+    timeout "${TEST_TIMEOUT:-300}" .device/$t $filter --test-threads=1 > "$OUT/test_$t.log" 2>&1
+    rc=$?
+    [ $rc = 124 ] && echo "== $t: TIMED OUT after ${TEST_TIMEOUT:-300} s (TEST_TIMEOUT)"
+    echo "== $t: rc=$rc $(grep -E '^test result' "$OUT/test_$t.log" | tail -1)"
     grep -E "FAILED|panicked|KNOWN GAP" "$OUT/test_$t.log" | head -10
   done ;;
 sass)

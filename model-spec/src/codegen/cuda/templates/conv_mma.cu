@@ -8,7 +8,8 @@
 // (BN/WARPS_N) warp tile of MI x NI mma tiles. One CTA per tile, tiles
 // numbered with the N tile fastest (blockIdx.x), so the CTAs sharing an A
 // tile run together and A comes from DRAM once however many N tiles there
-// are. SPLIT_K > 1 splits the k tiles over blockIdx.z (see splitk_reduce).
+// are. SPLIT_K > 1 splits the k tiles over blockIdx.z (see splitk_reduce, or
+// cluster_splitk_reduce when the slices of a tile form a cluster).
 //
 // Shared tiles are row-major with k contiguous, rows of KC 16-byte chunks,
 // no padding: chunk c of row r is stored at chunk c ^ ((r / (8 / KC)) % KC).
