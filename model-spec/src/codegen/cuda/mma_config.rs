@@ -126,6 +126,20 @@ impl SplitReduce {
 /// The largest portable thread-block cluster.
 pub const MAX_CLUSTER: u32 = 8;
 
+/// Every split-K factor with each epilogue and each reduction it allows:
+/// the inner loops of both tensor-core templates' search spaces.
+pub(super) fn split_and_epilogue() -> impl Iterator<Item = (u32, MmaEpilogue, SplitReduce)> {
+    SPLITS.into_iter().flat_map(|split_k| {
+        [MmaEpilogue::Staged, MmaEpilogue::Direct]
+            .into_iter()
+            .flat_map(move |epilogue| {
+                SplitReduce::choices(split_k)
+                    .iter()
+                    .map(move |&reduce| (split_k, epilogue, reduce))
+            })
+    })
+}
+
 /// How the tensor-core template writes its output tile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -349,24 +363,20 @@ impl MmaConfig {
                     for warps_m in [1, 2, 4] {
                         for warps_n in [1, 2, 4] {
                             for stages in [2, 3, 4] {
-                                for split_k in SPLITS {
-                                    for epilogue in [MmaEpilogue::Staged, MmaEpilogue::Direct] {
-                                        for &split_reduce in SplitReduce::choices(split_k) {
-                                            let c = MmaConfig {
-                                                block_m,
-                                                block_n,
-                                                block_k,
-                                                warps_m,
-                                                warps_n,
-                                                stages,
-                                                split_k,
-                                                epilogue,
-                                                split_reduce,
-                                            };
-                                            if c.validate(shape).is_ok() {
-                                                out.push(c);
-                                            }
-                                        }
+                                for (split_k, epilogue, split_reduce) in split_and_epilogue() {
+                                    let c = MmaConfig {
+                                        block_m,
+                                        block_n,
+                                        block_k,
+                                        warps_m,
+                                        warps_n,
+                                        stages,
+                                        split_k,
+                                        epilogue,
+                                        split_reduce,
+                                    };
+                                    if c.validate(shape).is_ok() {
+                                        out.push(c);
                                     }
                                 }
                             }

@@ -8,10 +8,11 @@
 //! `block_m` is 64 per warpgroup; `block_n` is the wgmma's N.
 
 use super::cost_model::{self, TileModel};
-use super::implicit_gemm::{check_split, register_cap, split_workspace, ConvShape, SPLITS};
+use super::implicit_gemm::{check_split, register_cap, split_workspace, ConvShape};
 use super::implicit_gemm::{MAX_REGS, MAX_SMEM_BYTES};
 use super::mma_config::{
-    epilogue_model, mma_grid, MmaConfig, MmaEpilogue, MmaOperands, SplitReduce, TileParams,
+    epilogue_model, mma_grid, split_and_epilogue, MmaConfig, MmaEpilogue, MmaOperands, SplitReduce,
+    TileParams,
 };
 use super::source::{Geometry, Params, Workspace};
 use serde::{Deserialize, Serialize};
@@ -157,21 +158,17 @@ impl WgmmaConfig {
         for block_m in [64, 128, 192, 256] {
             for block_n in BLOCK_NS {
                 for stages in 2..=6 {
-                    for split_k in SPLITS {
-                        for epilogue in [MmaEpilogue::Staged, MmaEpilogue::Direct] {
-                            for &split_reduce in SplitReduce::choices(split_k) {
-                                let c = WgmmaConfig {
-                                    block_m,
-                                    block_n,
-                                    stages,
-                                    split_k,
-                                    epilogue,
-                                    split_reduce,
-                                };
-                                if c.validate(shape).is_ok() {
-                                    out.push(c);
-                                }
-                            }
+                    for (split_k, epilogue, split_reduce) in split_and_epilogue() {
+                        let c = WgmmaConfig {
+                            block_m,
+                            block_n,
+                            stages,
+                            split_k,
+                            epilogue,
+                            split_reduce,
+                        };
+                        if c.validate(shape).is_ok() {
+                            out.push(c);
                         }
                     }
                 }
