@@ -609,6 +609,20 @@ struct TileLoader {
   }
 };
 
+// Sums the split-K slices of this CTA's tile into one CTA's accumulators:
+// inside the tile's cluster, through the pipeline stages at `smem`
+// (P::CLUSTER_SPLIT), or through the global workspace. Whether this CTA
+// finishes the tile (always, without split-K). Shared with conv_wgmma.cu.
+template <class P, int FR, int T>
+__device__ __forceinline__ bool reduce_split_k(float (&acc)[FR], unsigned char* smem) {
+  if (P::SPLIT_K == 1) return true;
+  if (P::CLUSTER_SPLIT) {
+    __syncthreads();  // every warp is done with the stages that now hold the slice
+    return cluster_splitk_reduce<FR, T, P::SPLIT_K>(acc, reinterpret_cast<float*>(smem));
+  }
+  return splitk_reduce<FR, T, P::SPLIT_K>(acc, blockIdx.x, gridDim.x);
+}
+
 template <class P>
 __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
                                          const typename P::TW* __restrict__ wgt,
@@ -702,13 +716,7 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
   }
   cp_async_wait<0>();
 
-  if (P::SPLIT_K > 1 && P::CLUSTER_SPLIT) {
-    __syncthreads();  // every warp is done with the stages that now hold the slice
-    if (!cluster_splitk_reduce<MI * NI * 4, T, P::SPLIT_K>(acc, reinterpret_cast<float*>(smem_raw)))
-      return;
-  } else if (P::SPLIT_K > 1) {
-    if (!splitk_reduce<MI * NI * 4, T, P::SPLIT_K>(acc, blockIdx.x, gridDim.x)) return;
-  }
+  if (!reduce_split_k<P, MI * NI * 4, T>(acc, smem_raw)) return;
 
   const int g = lane / 4, t4 = lane % 4;
   if (P::STAGED_EPILOGUE) {
@@ -918,12 +926,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   }
   cp_async_wait<0>();
 
-  if (P::SPLIT_K > 1 && P::CLUSTER_SPLIT) {
-    __syncthreads();  // every warpgroup is done with the stages that now hold the slice
-    if (!cluster_splitk_reduce<R, T, P::SPLIT_K>(acc, reinterpret_cast<float*>(smem))) return;
-  } else if (P::SPLIT_K > 1) {
-    if (!splitk_reduce<R, T, P::SPLIT_K>(acc, blockIdx.x, gridDim.x)) return;
-  }
+  if (!reduce_split_k<P, R, T>(acc, smem)) return;
 
   const int g = lane / 4, t4 = lane % 4;
   if (P::STAGED_EPILOGUE) {

@@ -105,6 +105,15 @@ impl SplitReduce {
         }
     }
 
+    /// The global workspace a `bm × bn` tile's `split_k` slices need (none
+    /// inside a cluster).
+    pub(super) fn workspace(self, shape: &ConvShape, bm: u32, bn: u32, split_k: u32) -> Workspace {
+        match self {
+            SplitReduce::Global => split_workspace(shape, bm, bn, split_k),
+            SplitReduce::Cluster => Workspace::default(),
+        }
+    }
+
     /// Suffix of a kernel tag: `c` for the cluster reduction.
     pub(super) fn tag(self) -> &'static str {
         match self {
@@ -419,10 +428,8 @@ impl MmaConfig {
     }
 
     pub fn workspace(&self, shape: &ConvShape) -> Workspace {
-        match self.split_reduce {
-            SplitReduce::Global => split_workspace(shape, self.block_m, self.block_n, self.split_k),
-            SplitReduce::Cluster => Workspace::default(),
-        }
+        self.split_reduce
+            .workspace(shape, self.block_m, self.block_n, self.split_k)
     }
 
     pub fn model(&self, shape: &ConvShape) -> TileModel {

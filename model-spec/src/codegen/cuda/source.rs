@@ -210,7 +210,7 @@ impl Arg {
 
 /// `extern "C" __global__ void __launch_bounds__(threads) symbol(args) { call; }`
 pub fn wrapper(symbol: &str, threads: u32, args: &[Arg], call: &str) -> String {
-    wrapper_with_bounds(symbol, &threads.to_string(), args, call)
+    wrapper_with_attributes(symbol, &format!("__launch_bounds__({threads})"), args, call)
 }
 
 /// [`tiled_wrapper`] for a kernel whose CTAs run in thread-block clusters
@@ -223,12 +223,8 @@ pub fn clustered_wrapper(
     args: &[Arg],
     call: &str,
 ) -> String {
-    let bounds = format!("{threads}, 1");
-    wrapper_with_bounds(symbol, &bounds, args, call).replacen(
-        "__launch_bounds__",
-        &format!("__cluster_dims__(1, 1, {cluster_z}) __launch_bounds__"),
-        1,
-    )
+    let attributes = format!("__cluster_dims__(1, 1, {cluster_z}) __launch_bounds__({threads}, 1)");
+    wrapper_with_attributes(symbol, &attributes, args, call)
 }
 
 /// [`wrapper`] for the tiled templates: `__launch_bounds__(threads, 1)`.
@@ -236,10 +232,16 @@ pub fn clustered_wrapper(
 /// threads) to raise occupancy and spill; the tiled configs' validity rules
 /// bound their registers instead.
 pub fn tiled_wrapper(symbol: &str, threads: u32, args: &[Arg], call: &str) -> String {
-    wrapper_with_bounds(symbol, &format!("{threads}, 1"), args, call)
+    wrapper_with_attributes(
+        symbol,
+        &format!("__launch_bounds__({threads}, 1)"),
+        args,
+        call,
+    )
 }
 
-fn wrapper_with_bounds(symbol: &str, bounds: &str, args: &[Arg], call: &str) -> String {
+/// `extern "C" __global__ void {attributes} symbol(args) { call; }`.
+fn wrapper_with_attributes(symbol: &str, attributes: &str, args: &[Arg], call: &str) -> String {
     let params: Vec<String> = args
         .iter()
         .map(|a| {
@@ -252,7 +254,7 @@ fn wrapper_with_bounds(symbol: &str, bounds: &str, args: &[Arg], call: &str) -> 
         })
         .collect();
     format!(
-        "extern \"C\" __global__ void __launch_bounds__({bounds}) {symbol}(\n    {}) {{\n  \
+        "extern \"C\" __global__ void {attributes} {symbol}(\n    {}) {{\n  \
          aotune::grid_dependency_sync();\n  {call};\n}}\n",
         params.join(",\n    ")
     )

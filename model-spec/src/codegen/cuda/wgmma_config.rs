@@ -8,7 +8,7 @@
 //! `block_m` is 64 per warpgroup; `block_n` is the wgmma's N.
 
 use super::cost_model::{self, TileModel};
-use super::implicit_gemm::{check_split, register_cap, split_workspace, ConvShape};
+use super::implicit_gemm::{check_split, register_cap, ConvShape};
 use super::implicit_gemm::{MAX_REGS, MAX_SMEM_BYTES};
 use super::mma_config::{
     epilogue_model, mma_grid, split_and_epilogue, MmaConfig, MmaEpilogue, MmaOperands, SplitReduce,
@@ -213,10 +213,8 @@ impl WgmmaConfig {
     }
 
     pub fn workspace(&self, shape: &ConvShape) -> Workspace {
-        match self.split_reduce {
-            SplitReduce::Global => split_workspace(shape, self.block_m, self.block_n, self.split_k),
-            SplitReduce::Cluster => Workspace::default(),
-        }
+        self.split_reduce
+            .workspace(shape, self.block_m, self.block_n, self.split_k)
     }
 
     /// k tiles whose copies are in flight while one tile's wgmmas are

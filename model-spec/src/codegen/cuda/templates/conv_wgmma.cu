@@ -192,12 +192,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   }
   cp_async_wait<0>();
 
-  if (P::SPLIT_K > 1 && P::CLUSTER_SPLIT) {
-    __syncthreads();  // every warpgroup is done with the stages that now hold the slice
-    if (!cluster_splitk_reduce<R, T, P::SPLIT_K>(acc, reinterpret_cast<float*>(smem))) return;
-  } else if (P::SPLIT_K > 1) {
-    if (!splitk_reduce<R, T, P::SPLIT_K>(acc, blockIdx.x, gridDim.x)) return;
-  }
+  if (!reduce_split_k<P, R, T>(acc, smem)) return;
 
   const int g = lane / 4, t4 = lane % 4;
   if (P::STAGED_EPILOGUE) {
