@@ -786,7 +786,8 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
 // the stage a barrier lets be refilled is never still read. Measured on the
 // H200 at batch 256 (128x128, 3 stages, 2 CTAs per SM: the other CTA's
 // wgmmas already fill the wait), keeping a group in flight with 3 stages
-// (one tile of copies ahead) made the layers 0-20% slower (8.43 -> 8.96 ms).
+// (one tile of copies ahead) made most layers slower, up to 21% (8.43 -> 8.96
+// ms end to end, in a build that also prefetched weights into L2).
 
 namespace aotune {
 
