@@ -119,16 +119,15 @@ __device__ __forceinline__ void load_f32_wide(const T* __restrict__ p, float* ou
 }
 
 // Finishes V consecutive outputs (columns n..n+V-1 of GEMM row m, stored at
-// y[m * P::GEMM_N + n]): act(acc + bias[n] + residual[m, n]) in f32, one
-// rounding at the store. With V > 1 the caller guarantees the V columns are
-// all in range and the accesses aligned (GEMM_N % V == 0, n % V == 0); the
-// store is one access, so V * sizeof(TOut) is at most 16 bytes.
+// y[m * P::GEMM_N + n]): act(acc + bias[n] + r) in f32, r the V residual
+// values residual[m, n..] (read by the caller), one rounding at the store.
+// With V > 1 the caller guarantees the V columns are all in range and the
+// accesses aligned (GEMM_N % V == 0, n % V == 0); the store is one access,
+// so V * sizeof(TOut) is at most 16 bytes.
 template <class P, int V>
-__device__ __forceinline__ void epilogue_store(typename P::TOut* __restrict__ y,
-                                               const typename P::TBias* __restrict__ bias,
-                                               const typename P::TRes* __restrict__ res,
-                                               int m, int n, float* v) {
-  const int at = m * P::GEMM_N + n;
+__device__ __forceinline__ void epilogue_finish(typename P::TOut* __restrict__ y,
+                                                const typename P::TBias* __restrict__ bias,
+                                                const float* r, int m, int n, float* v) {
   if (P::HAS_BIAS) {
     float b[V];
     load_f32_wide<V>(bias + n, b);
@@ -136,14 +135,23 @@ __device__ __forceinline__ void epilogue_store(typename P::TOut* __restrict__ y,
     for (int i = 0; i < V; ++i) v[i] += b[i];
   }
   if (P::HAS_RES) {
-    float r[V];
-    load_f32_wide<V>(res + at, r);
 #pragma unroll
     for (int i = 0; i < V; ++i) v[i] += r[i];
   }
 #pragma unroll
   for (int i = 0; i < V; ++i) v[i] = activate<P::ACT>(v[i], P::CLIP_LO, P::CLIP_HI);
-  store_f32<V>(y + at, v);
+  store_f32<V>(y + m * P::GEMM_N + n, v);
+}
+
+// epilogue_finish with the residual read here, from global memory.
+template <class P, int V>
+__device__ __forceinline__ void epilogue_store(typename P::TOut* __restrict__ y,
+                                               const typename P::TBias* __restrict__ bias,
+                                               const typename P::TRes* __restrict__ res,
+                                               int m, int n, float* v) {
+  float r[V];
+  if (P::HAS_RES) load_f32_wide<V>(res + m * P::GEMM_N + n, r);
+  epilogue_finish<P, V>(y, bias, r, m, n, v);
 }
 
 // Finishes V candidate columns n..n+V-1 of row m, checking each column
@@ -403,7 +411,8 @@ __device__ __forceinline__ void staged_epilogue(float* __restrict__ cs, const fl
                                                 int wn, int g, int t4, int m0, int n0,
                                                 typename P::TOut* __restrict__ y,
                                                 const typename P::TBias* __restrict__ bias,
-                                                const typename P::TRes* __restrict__ res) {
+                                                const typename P::TRes* __restrict__ res,
+                                                const unsigned char* rs = nullptr) {
   constexpr int V = 16 / (int)sizeof(typename P::TOut);  // outputs per 16-byte store
   constexpr int Q = V / 4;                                // float4 reads per chunk
   constexpr int BN = P::BN, M = P::GEMM_M, N = P::GEMM_N, EPI_MI = P::EPI_MI;
@@ -414,6 +423,9 @@ __device__ __forceinline__ void staged_epilogue(float* __restrict__ cs, const fl
   constexpr int CHUNKS = ROWS * CPR, L = (CHUNKS + T - 1) / T;
   static_assert(MI % EPI_MI == 0, "whole passes");
   static_assert(BN % V == 0, "whole chunks per tile row");
+  static_assert(!P::RES_PREFETCH || (MI == EPI_MI && WTM == WROWS && N % V == 0 &&
+                                     sizeof(typename P::TRes) == sizeof(typename P::TOut)),
+                "a prefetched residual tile is finished in one pass, chunk for chunk");
   // Lanes 4-7 of every 8 read their chunk's float4s in rotated order, so
   // the 8 lanes of a 128-bit shared-load phase cover all 32 banks.
   const int rot = (threadIdx.x / 4) % Q;
@@ -458,12 +470,38 @@ __device__ __forceinline__ void staged_epilogue(float* __restrict__ cs, const fl
         v[4 * j + 2] = u.z;
         v[4 * j + 3] = u.w;
       }
-      if (N % V == 0) {
+      if (P::RES_PREFETCH) {
+        // Chunk idx of the tile, copied by this thread (prefetch_residual_tile).
+        float r[V];
+        load_f32<V>(reinterpret_cast<const typename P::TRes*>(rs + idx * 16), r);
+        epilogue_finish<P, V>(y, bias, r, m, n, v);
+      } else if (N % V == 0) {
         epilogue_store<P, V>(y, bias, res, m, n, v);
       } else {
         epilogue_store_checked<P, V>(y, bias, res, m, n, v);
       }
     }
+  }
+}
+
+// The residual's BM x BN tile copied into shared memory `rs` ([BM][BN]
+// 16-bit elements, 16-byte chunks in row order) with cp.async, for a
+// staged epilogue that finishes the tile in one pass (P::RES_PREFETCH):
+// thread t copies chunks t, t + T, ..., exactly the chunks it finishes
+// there, so its own cp.async wait makes them visible to it. Rows and
+// columns outside the output are zero-filled (and never stored).
+template <class P, int BM, int BN, int T>
+__device__ __forceinline__ void prefetch_residual_tile(const typename P::TRes* __restrict__ res,
+                                                       unsigned char* rs, int m0, int n0) {
+  constexpr int V = 16 / (int)sizeof(typename P::TRes);
+  constexpr int CPR = BN / V, CHUNKS = BM * CPR, L = (CHUNKS + T - 1) / T;
+#pragma unroll
+  for (int l = 0; l < L; ++l) {
+    const int idx = threadIdx.x + l * T;
+    if (CHUNKS % T != 0 && idx >= CHUNKS) break;
+    const int m = m0 + idx / CPR, n = n0 + (idx % CPR) * V;
+    const bool valid = m < P::GEMM_M && n < P::GEMM_N;
+    cp_async_16<false>(rs + idx * 16, valid ? res + (size_t)m * P::GEMM_N + n : res, valid);
   }
 }
 
@@ -780,6 +818,12 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
 // before split-K and the epilogue (the staged one reuses the stages' shared
 // memory after a barrier).
 //
+// With P::RES_PREFETCH the residual's output tile is copied into shared
+// memory past the pipeline and staging buffers, in tile 0's cp.async group,
+// and the staged epilogue reads it there (prefetch_residual_tile in
+// conv_mma.cu): for 1x1 convs with one or two k tiles at batch 256 the
+// epilogue's residual load was a second memory round trip after the loop's.
+//
 // With 2 or 3 stages the copies run STAGES - 1 tiles ahead (cp_async_wait<
 // STAGES - 2>, refill stage (i + STAGES - 1) % STAGES after the barrier) and
 // each tile waits for its wgmmas (wgmma_wait<0>) before the next barrier, so
@@ -864,8 +908,12 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // The launch asks 1 KiB more than the stages need, for this alignment.
   unsigned char* smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+  // Stages this CTA's k range can fill, the only ones allocated: fewer
+  // than STAGES when it has fewer k tiles (every stage index used below is
+  // < min(STAGES, KT_SPLIT)).
+  constexpr int ALLOC_STAGES = KT_SPLIT < STAGES ? KT_SPLIT : STAGES;
   unsigned char* As = smem;
-  unsigned char* Bs = smem + STAGES * A_STAGE;
+  unsigned char* Bs = smem + ALLOC_STAGES * A_STAGE;
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = tid / 128;
   const int m0 = (blockIdx.x / N_TILES) * BM, n0 = (blockIdx.x % N_TILES) * BN;
@@ -880,6 +928,12 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   float acc[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+
+  // A prefetched residual tile lives past the pipeline and staging buffers
+  // (P::RES_OFFSET bytes in) and joins tile 0's cp.async group, so its
+  // latency overlaps the k loop instead of following it in the epilogue.
+  unsigned char* rs = smem + P::RES_OFFSET;
+  if (P::RES_PREFETCH) prefetch_residual_tile<P, BM, BN, T>(res, rs, m0, n0);
 
   // The stages hold the tiles whose copies are in flight (PREFETCH of
   // them), the tile whose wgmmas are being issued, and the tiles whose
@@ -934,7 +988,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
     // Every warpgroup is done with the pipeline buffers before they hold C.
     __syncthreads();
     staged_epilogue<P, 1, NI, 16, BN, T>(reinterpret_cast<float*>(smem), acc, warp, 0, g, t4, m0,
-                                         n0, y, bias, res);
+                                         n0, y, bias, res, rs);
   } else {
     direct_epilogue<P, 1, NI, 16, BN>(acc, warp, 0, g, t4, m0, n0, y, bias, res);
   }
@@ -1669,6 +1723,8 @@ struct conv_bf4a1527_wgmma_m128n64p6s1_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(256, 1) conv_bf4a1527_wgmma_m128n64p6s1(
     const __half* __restrict__ x,
@@ -1726,6 +1782,8 @@ struct conv_120440ee_mma_m32n32k64w2x2p2s1_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_120440ee_mma_m32n32k64w2x2p2s1(
     const __half* __restrict__ x,
@@ -1762,6 +1820,8 @@ struct conv_63fe5adf_wgmma_m64n32p6s1_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_63fe5adf_wgmma_m64n32p6s1(
     const __half* __restrict__ x,
@@ -1798,6 +1858,8 @@ struct conv_1b7c4d57_mma_m64n32k64w2x2p3s1_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 2;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_1b7c4d57_mma_m64n32k64w2x2p3s1(
     const __half* __restrict__ x,
@@ -1834,6 +1896,8 @@ struct conv_75aac976_mma_m32n64k64w2x4p3s1_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(256, 1) conv_75aac976_mma_m32n64k64w2x4p3s1(
     const __half* __restrict__ x,
@@ -1871,6 +1935,8 @@ struct conv_a108646c_wgmma_m64n32p6s1_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_a108646c_wgmma_m64n32p6s1(
     const __half* __restrict__ x,
@@ -1907,6 +1973,8 @@ struct conv_0f655a00_wgmma_m64n64p6s1d_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_wgmma_m64n64p6s1d(
     const __half* __restrict__ x,
@@ -1943,6 +2011,8 @@ struct conv_44c505d7_wgmma_m64n32p6s2_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_44c505d7_wgmma_m64n32p6s2(
     const __half* __restrict__ x,
@@ -1979,6 +2049,8 @@ struct conv_0e79dab8_mma_m64n32k64w2x2p4s1_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 2;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_0e79dab8_mma_m64n32k64w2x2p4s1(
     const __half* __restrict__ x,
@@ -2015,6 +2087,8 @@ struct conv_2d91a43d_mma_m32n32k64w2x2p3s1_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_2d91a43d_mma_m32n32k64w2x2p3s1(
     const __half* __restrict__ x,
@@ -2052,6 +2126,8 @@ struct conv_18bd6406_wgmma_m64n32p6s1_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_18bd6406_wgmma_m64n32p6s1(
     const __half* __restrict__ x,
@@ -2088,6 +2164,8 @@ struct conv_48c2d048_wgmma_m64n32p6s2_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_48c2d048_wgmma_m64n32p6s2(
     const __half* __restrict__ x,
@@ -2124,6 +2202,8 @@ struct conv_1e32aea3_mma_m32n32k64w2x2p4s1_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_1e32aea3_mma_m32n32k64w2x2p4s1(
     const __half* __restrict__ x,
@@ -2161,6 +2241,8 @@ struct conv_c68ad69f_wgmma_m64n32p6s1_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_c68ad69f_wgmma_m64n32p6s1(
     const __half* __restrict__ x,
@@ -2197,6 +2279,8 @@ struct conv_098434ab_wgmma_m64n32p6s4_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_098434ab_wgmma_m64n32p6s4(
     const __half* __restrict__ x,
@@ -2233,6 +2317,8 @@ struct conv_7826e018_wgmma_m64n32p5s1d_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_7826e018_wgmma_m64n32p5s1d(
     const __half* __restrict__ x,
@@ -2269,6 +2355,8 @@ struct conv_40da1e13_mma_m32n32k64w2x2p4s1_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_40da1e13_mma_m32n32k64w2x2p4s1(
     const __half* __restrict__ x,
@@ -2306,6 +2394,8 @@ struct conv_93076c40_mma_m32n32k64w2x2p4s4d_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_93076c40_mma_m32n32k64w2x2p4s4d(
     const __half* __restrict__ x,
@@ -2342,6 +2432,8 @@ struct conv_48e86b9e_wgmma_m64n32p6s4d_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_48e86b9e_wgmma_m64n32p6s4d(
     const __half* __restrict__ x,
@@ -2378,6 +2470,8 @@ struct conv_282f15c5_mma_m32n64k64w2x4p4s1_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(256, 1) conv_282f15c5_mma_m32n64k64w2x4p4s1(
     const __half* __restrict__ x,
@@ -2415,6 +2509,8 @@ struct conv_6f8ef6f3_wgmma_m64n32p6s1_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_6f8ef6f3_wgmma_m64n32p6s1(
     const __half* __restrict__ x,
@@ -2451,6 +2547,8 @@ struct conv_d82ebd66_wgmma_m64n32p6s6d_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_d82ebd66_wgmma_m64n32p6s6d(
     const __half* __restrict__ x,
@@ -2487,6 +2585,8 @@ struct conv_392ada86_mma_m32n32k64w2x2p4s1_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_392ada86_mma_m32n32k64w2x2p4s1(
     const __half* __restrict__ x,
@@ -2523,6 +2623,8 @@ struct conv_9b233881_mma_m32n32k64w2x2p4s1_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_9b233881_mma_m32n32k64w2x2p4s1(
     const __half* __restrict__ x,
@@ -2560,6 +2662,8 @@ struct conv_510ceff0_wgmma_m64n32p6s4_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_510ceff0_wgmma_m64n32p6s4(
     const __half* __restrict__ x,
@@ -2596,6 +2700,8 @@ struct conv_c46df034_wgmma_m64n32p6s6_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_c46df034_wgmma_m64n32p6s6(
     const __half* __restrict__ x,
@@ -2632,6 +2738,8 @@ struct conv_3e532f52_mma_m32n32k64w2x2p4s1_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_3e532f52_mma_m32n32k64w2x2p4s1(
     const __half* __restrict__ x,

@@ -820,7 +820,7 @@ fn plain<C: KernelConfig>(shape: &C::Shape) -> (Candidate, Vec<Candidate>) {
 fn dense_smem(c: &DenseConfig, shape: &ConvShape) -> usize {
     match c {
         DenseConfig::Mma(m) => m.smem_bytes(shape),
-        DenseConfig::Wgmma(m) => m.smem_bytes(),
+        DenseConfig::Wgmma(m) => m.smem_bytes(shape),
         DenseConfig::Simt(s) => s.smem_bytes(),
         DenseConfig::Gemv(_) => 0,
     }

@@ -125,18 +125,18 @@
 //! 53 launches, 36888 CTAs, 27 distinct kernels
 //! batch 256, fp16: wgmma (sm_90a)
 //! conv1      3211264 x   64 x  392  wgmma_m192n64p3s1         16726 CTAs x 384 threads
-//! conv2       802816 x   64 x   64  wgmma_m128n64p3s1          6272 CTAs x 256 threads
+//! conv2       802816 x   64 x   64  wgmma_m256n64p3s1          3136 CTAs x 512 threads
 //! conv3 x3    802816 x   64 x  576  wgmma_m192n64p3s1          4182 CTAs x 384 threads
-//! conv4       802816 x  256 x   64  wgmma_m128n128p3s1        12544 CTAs x 256 threads
-//! conv5 x3    802816 x  256 x   64  wgmma_m128n128p3s1        12544 CTAs x 256 threads
+//! conv4       802816 x  256 x   64  wgmma_m192n128p3s1         8364 CTAs x 384 threads
+//! conv5 x3    802816 x  256 x   64  wgmma_m192n128p3s1         8364 CTAs x 384 threads
 //! conv6 x2    802816 x   64 x  256  wgmma_m192n64p3s1          4182 CTAs x 384 threads
 //! conv12      802816 x  128 x  256  wgmma_m128n128p3s1         6272 CTAs x 256 threads
 //! conv13      200704 x  128 x 1152  wgmma_m128n128p3s1         1568 CTAs x 256 threads
-//! conv14      200704 x  512 x  128  wgmma_m128n128p3s1         6272 CTAs x 256 threads
+//! conv14      200704 x  512 x  128  wgmma_m192n128p3s1         4184 CTAs x 384 threads
 //! conv15      200704 x  512 x  256  wgmma_m128n128p3s1         6272 CTAs x 256 threads
 //! conv16 x3   200704 x  128 x  512  wgmma_m128n128p3s1         1568 CTAs x 256 threads
 //! conv17 x3   200704 x  128 x 1152  wgmma_m128n128p3s1         1568 CTAs x 256 threads
-//! conv18 x3   200704 x  512 x  128  wgmma_m128n128p3s1         6272 CTAs x 256 threads
+//! conv18 x3   200704 x  512 x  128  wgmma_m192n128p3s1         4184 CTAs x 384 threads
 //! conv25      200704 x  256 x  512  wgmma_m128n128p3s1         3136 CTAs x 256 threads
 //! conv26       50176 x  256 x 2304  wgmma_m128n128p3s1          784 CTAs x 256 threads
 //! conv27       50176 x 1024 x  256  wgmma_m128n128p3s1         3136 CTAs x 256 threads
@@ -151,7 +151,7 @@
 //! conv48 x2    12544 x  512 x 2048  wgmma_m128n128p3s1          392 CTAs x 256 threads
 //! conv49 x2    12544 x  512 x 4608  wgmma_m128n128p3s1          392 CTAs x 256 threads
 //! conv50 x2    12544 x 2048 x  512  wgmma_m128n128p3s1         1568 CTAs x 256 threads
-//! 53 launches, 186204 CTAs, 27 distinct kernels
+//! 53 launches, 157996 CTAs, 27 distinct kernels
 //! ```
 
 use super::config::{KernelConfig, LinearConfig, LinearShape};
@@ -319,6 +319,16 @@ impl ConvConfig {
             _ => return None,
         };
         (split > 1 && reduce == SplitReduce::Cluster).then_some(split)
+    }
+
+    /// Resident CTAs per SM the kernel asks ptxas to allow for
+    /// (`__launch_bounds__`' second argument): 1 but for wgmma configs
+    /// that ask for more.
+    pub fn min_blocks(&self) -> u32 {
+        match self {
+            ConvConfig::Wgmma(c) => c.min_blocks,
+            _ => 1,
+        }
     }
 }
 
@@ -517,8 +527,10 @@ pub fn instantiate(shape: &ConvShape, config: &ConvConfig, symbol: &str) -> Inst
     let wrapped = match config {
         ConvConfig::Direct(_) => wrapper(symbol, threads, &args, &call),
         _ => match config.cluster_split() {
-            Some(split) => clustered_wrapper(symbol, threads, split, &args, &call),
-            None => tiled_wrapper(symbol, threads, &args, &call),
+            Some(split) => {
+                clustered_wrapper(symbol, threads, config.min_blocks(), split, &args, &call)
+            }
+            None => tiled_wrapper(symbol, threads, config.min_blocks(), &args, &call),
         },
     };
     let code = format!("{}{}", p.render(), wrapped);

@@ -13,8 +13,9 @@
 //!   bandwidth;
 //! - latency: one memory latency divided by the k-tiles in flight.
 //!
-//! Each CTA also pays a prologue (one latency) and its epilogue: the output
-//! and residual bytes at the SM's share of bandwidth, divided by the store
+//! Each CTA also pays a prologue (one latency) and its epilogue: a second
+//! latency when it loads the residual only then, the output and residual
+//! bytes at the SM's share of bandwidth, divided by the store
 //! efficiency (the used fraction of each 32-byte sector a warp access
 //! touches), plus, for an epilogue staged through shared memory, the
 //! round trip there and its barriers. Split-K adds the partial write and,
@@ -87,6 +88,9 @@ pub struct TileModel {
     pub out_bytes: usize,
     /// Bytes of one residual element (0: no residual).
     pub res_bytes: usize,
+    /// The epilogue loads the residual after the k loop, one more memory
+    /// latency per CTA (false: none, or prefetched with the first k tile).
+    pub res_after_loop: bool,
     /// Used fraction of the 32-byte sectors the epilogue's warp accesses
     /// touch (1: whole sectors).
     pub store_efficiency: f64,
@@ -132,7 +136,8 @@ pub fn estimate_ns(m: usize, n: usize, k: usize, t: &TileModel) -> f64 {
     let epilogue = (conc * t.bm * t.bn) as f64 * sector_bytes / bandwidth
         + (conc * t.staging_bytes) as f64 / SMEM_BYTES_PER_NS
         + t.epilogue_barriers as f64 * BARRIER_NS;
-    let per_round = LATENCY_NS + k_tiles_per_cta as f64 * iteration + epilogue;
+    let res_latency = if t.res_after_loop { LATENCY_NS } else { 0.0 };
+    let per_round = LATENCY_NS + k_tiles_per_cta as f64 * iteration + epilogue + res_latency;
     let mut total = rounds as f64 * per_round;
     if split > 1 && t.split_in_cluster {
         let tile_bytes = (t.bm * t.bn * 4) as f64;
@@ -174,6 +179,7 @@ mod tests {
             gather_penalty: 1.0,
             out_bytes: 2,
             res_bytes: 0,
+            res_after_loop: false,
             store_efficiency: 1.0,
             staging_bytes: 0,
             epilogue_barriers: 0,

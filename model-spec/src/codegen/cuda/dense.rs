@@ -320,7 +320,7 @@ pub fn instantiate(shape: &ConvShape, config: &DenseConfig, symbol: &str) -> Ins
         code: format!(
             "{}{}",
             p.render(),
-            tiled_wrapper(symbol, geometry.block[0], &args, &call)
+            tiled_wrapper(symbol, geometry.block[0], 1, &args, &call)
         ),
         geometry,
         workspace: Workspace::default(),

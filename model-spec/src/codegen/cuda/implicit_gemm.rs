@@ -400,6 +400,7 @@ impl SimtConfig {
             gather_penalty: if self.vec_a(shape) == 1 { 1.3 } else { 1.0 },
             out_bytes: shape.out_dtype.size(),
             res_bytes: shape.residual.map_or(0, |d| d.size()),
+            res_after_loop: shape.residual.is_some(),
             store_efficiency: 1.0,
             staging_bytes: 0,
             epilogue_barriers: 0,

@@ -461,6 +461,7 @@ impl MmaConfig {
             gather_penalty: if Self::a_vectorized(shape) { 1.0 } else { 2.0 },
             out_bytes: shape.out_dtype.size(),
             res_bytes: shape.residual.map_or(0, |d| d.size()),
+            res_after_loop: shape.residual.is_some(),
             store_efficiency,
             staging_bytes,
             epilogue_barriers,
@@ -480,6 +481,7 @@ impl MmaConfig {
             split_reduce: self.split_reduce,
             epilogue: self.epilogue,
             epi_mi: self.epilogue_mi(shape) as u32,
+            residual_offset: None,
         }
         .render(p, shape);
     }
@@ -517,6 +519,9 @@ pub(super) struct TileParams {
     pub epilogue: MmaEpilogue,
     /// mma rows per warp per staged-epilogue pass.
     pub epi_mi: u32,
+    /// Where the residual tile is prefetched to (bytes into the aligned
+    /// dynamic shared memory), for configs that prefetch it.
+    pub residual_offset: Option<usize>,
 }
 
 impl TileParams {
@@ -537,7 +542,9 @@ impl TileParams {
             self.split_k > 1 && self.split_reduce == SplitReduce::Cluster,
         )
         .boolean("STAGED_EPILOGUE", self.epilogue == MmaEpilogue::Staged)
-        .int("EPI_MI", self.epi_mi);
+        .int("EPI_MI", self.epi_mi)
+        .boolean("RES_PREFETCH", self.residual_offset.is_some())
+        .int("RES_OFFSET", self.residual_offset.unwrap_or(0) as u32);
     }
 }
 

@@ -219,22 +219,34 @@ pub fn wrapper(symbol: &str, threads: u32, args: &[Arg], call: &str) -> String {
 pub fn clustered_wrapper(
     symbol: &str,
     threads: u32,
+    min_blocks: u32,
     cluster_z: u32,
     args: &[Arg],
     call: &str,
 ) -> String {
-    let attributes = format!("__cluster_dims__(1, 1, {cluster_z}) __launch_bounds__({threads}, 1)");
+    let attributes = format!(
+        "__cluster_dims__(1, 1, {cluster_z}) __launch_bounds__({threads}, {})",
+        min_blocks.max(1)
+    );
     wrapper_with_attributes(symbol, &attributes, args, call)
 }
 
-/// [`wrapper`] for the tiled templates: `__launch_bounds__(threads, 1)`.
-/// Without a minimum block count ptxas may cap registers (at 64 for 128
-/// threads) to raise occupancy and spill; the tiled configs' validity rules
-/// bound their registers instead.
-pub fn tiled_wrapper(symbol: &str, threads: u32, args: &[Arg], call: &str) -> String {
+/// [`wrapper`] for the tiled templates: `__launch_bounds__(threads,
+/// min_blocks)`. The minimum block count is the config's: with 1 (the
+/// default) ptxas does not cap registers to raise occupancy (at 64 for 128
+/// threads it would spill), and the configs' validity rules bound their
+/// registers instead; a config asking for more resident CTAs per SM caps
+/// them at 65536 / (threads · min_blocks).
+pub fn tiled_wrapper(
+    symbol: &str,
+    threads: u32,
+    min_blocks: u32,
+    args: &[Arg],
+    call: &str,
+) -> String {
     wrapper_with_attributes(
         symbol,
-        &format!("__launch_bounds__({threads}, 1)"),
+        &format!("__launch_bounds__({threads}, {})", min_blocks.max(1)),
         args,
         call,
     )

@@ -30,6 +30,9 @@ pub const BLOCK_NS: [u32; 6] = [32, 64, 96, 128, 192, 256];
 /// Floats of padding per staged epilogue row (as the mma.sync template).
 const EPILOGUE_PAD: usize = 8;
 
+/// Resident CTAs per SM a config may ask ptxas for.
+pub const MIN_BLOCKS: [u32; 4] = [1, 2, 3, 4];
+
 /// CTA tile `block_m × block_n` (`block_m / 64` warpgroups), a
 /// `stages`-deep cp.async pipeline, `split_k` slices, and the epilogue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -42,6 +45,31 @@ pub struct WgmmaConfig {
     pub epilogue: MmaEpilogue,
     #[serde(default, skip_serializing_if = "SplitReduce::is_global")]
     pub split_reduce: SplitReduce,
+    /// CTAs per SM ptxas must leave room for (`__launch_bounds__`' second
+    /// argument), capping registers at 65536 / (threads · min_blocks);
+    /// 1 (absent from the JSON) leaves them uncapped. For memory-bound
+    /// layers whose CTAs wait on latency (1×1 convs with few k tiles at
+    /// batch 256, 3 CTAs per SM at 78–80 registers under Nsight Compute).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub min_blocks: u32,
+    /// The staged epilogue's residual tile is copied into shared memory
+    /// with the first k tile (cp.async) instead of loaded after the k loop,
+    /// so its memory latency overlaps the loop. Absent from the JSON when
+    /// false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub prefetch_residual: bool,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(v: &u32) -> bool {
+    *v == 1
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
 }
 
 impl WgmmaConfig {
@@ -53,8 +81,17 @@ impl WgmmaConfig {
         128 * self.warpgroups()
     }
 
-    pub fn pipeline_bytes(&self) -> usize {
-        self.stages as usize * (self.block_m + self.block_n) as usize * ROW_BYTES
+    /// Stages the kernel allocates: `stages`, or fewer when a CTA's k
+    /// range has fewer k tiles (a 1×1 conv over 64 channels has one), which
+    /// are all it ever fills.
+    pub fn allocated_stages(&self, shape: &ConvShape) -> usize {
+        let k_tiles = shape.gemm_k().div_ceil(BLOCK_K as usize);
+        let per_cta = k_tiles.div_ceil(self.split_k.max(1) as usize).max(1);
+        per_cta.min(self.stages as usize)
+    }
+
+    pub fn pipeline_bytes(&self, shape: &ConvShape) -> usize {
+        self.allocated_stages(shape) * (self.block_m + self.block_n) as usize * ROW_BYTES
     }
 
     /// The staged epilogue stages the whole tile in one pass: 16 rows per
@@ -63,20 +100,39 @@ impl WgmmaConfig {
         self.block_m as usize * (self.block_n as usize + EPILOGUE_PAD) * 4
     }
 
-    /// Dynamic shared memory: the pipeline or the staged epilogue, plus
-    /// the alignment slack.
-    pub fn smem_bytes(&self) -> usize {
+    /// Where a prefetched residual tile starts: past the pipeline, the
+    /// staged epilogue and the cluster reduction, which share one region.
+    fn residual_offset(&self, shape: &ConvShape) -> usize {
         let staging = match self.epilogue {
             MmaEpilogue::Staged => self.epilogue_bytes(),
             MmaEpilogue::Direct => 0,
         };
-        self.pipeline_bytes()
+        self.pipeline_bytes(shape)
             .max(staging)
             .max(
                 self.split_reduce
                     .smem_bytes(self.split_k, self.block_m, self.block_n),
             )
-            + ALIGN_SLACK
+    }
+
+    /// Bytes of the prefetched residual tile (16-bit elements), or 0.
+    fn residual_bytes(&self) -> usize {
+        if self.prefetch_residual {
+            self.block_m as usize * self.block_n as usize * 2
+        } else {
+            0
+        }
+    }
+
+    /// Dynamic shared memory: the pipeline or the staged epilogue, the
+    /// prefetched residual tile, plus the alignment slack.
+    pub fn smem_bytes(&self, shape: &ConvShape) -> usize {
+        self.residual_offset(shape) + self.residual_bytes() + ALIGN_SLACK
+    }
+
+    /// The register cap `min_blocks` sets, when it sets one.
+    fn min_blocks_cap(&self) -> Option<usize> {
+        (self.min_blocks > 1).then(|| register_cap(self.threads() * self.min_blocks as usize))
     }
 
     /// Registers per thread: `block_n / 2` accumulators, 5 per A chunk and
@@ -104,7 +160,8 @@ impl WgmmaConfig {
             (true, 96..) => 32,
             (true, _) => 8,
         };
-        accumulators + la * gather + lb * 4 + 40 + split
+        let residual = if self.prefetch_residual { 4 } else { 0 };
+        accumulators + la * gather + lb * 4 + 40 + split + residual
     }
 
     pub fn validate(&self, shape: &ConvShape) -> Result<(), String> {
@@ -136,8 +193,8 @@ impl WgmmaConfig {
         if !MmaConfig::a_vectorized(shape) && chunks > 4 * self.threads() {
             return Err("too many gathered A chunks per thread".into());
         }
-        if self.smem_bytes() > MAX_SMEM_BYTES {
-            return Err(format!("{} B of shared memory", self.smem_bytes()));
+        if self.smem_bytes(shape) > MAX_SMEM_BYTES {
+            return Err(format!("{} B of shared memory", self.smem_bytes(shape)));
         }
         let regs = self.regs_estimate(shape);
         let cap = register_cap(self.threads()).min(MAX_REGS);
@@ -146,29 +203,97 @@ impl WgmmaConfig {
                 "about {regs} registers per thread, {cap} available"
             ));
         }
+        self.check_min_blocks(regs, self.smem_bytes(shape))?;
         check_split(self.split_k, shape.gemm_k().div_ceil(BLOCK_K as usize))?;
         self.split_reduce.check(self.split_k)?;
+        if self.prefetch_residual {
+            self.check_prefetch_residual(shape)?;
+        }
         mma_grid(shape, self.block_m, self.block_n, self.split_k).map(|_| ())
     }
 
+    /// `min_blocks > 1` must raise the occupancy the registers would
+    /// otherwise allow, leave room in shared memory for that many CTAs,
+    /// and not cap registers far below the estimate (which runs above
+    /// ptxas's count: 78–80 against 100 for 128×64 tiles; the tuner prunes
+    /// the configs ptxas still spills on).
+    fn check_min_blocks(&self, regs: usize, smem_bytes: usize) -> Result<(), String> {
+        if !MIN_BLOCKS.contains(&self.min_blocks) {
+            return Err(format!("min_blocks must be one of {MIN_BLOCKS:?}"));
+        }
+        let Some(cap) = self.min_blocks_cap() else {
+            return Ok(());
+        };
+        let by_regs = 65536 / (self.threads() * regs.div_ceil(8) * 8);
+        if by_regs >= self.min_blocks as usize {
+            return Err(format!(
+                "min_blocks {} changes nothing: about {regs} registers already allow {by_regs} CTAs",
+                self.min_blocks
+            ));
+        }
+        let per_cta = smem_bytes + 1024;
+        if per_cta * self.min_blocks as usize > 228 * 1024 {
+            return Err(format!(
+                "min_blocks {}: {per_cta} B of shared memory per CTA do not fit that many",
+                self.min_blocks
+            ));
+        }
+        if regs * 4 > cap * 7 {
+            return Err(format!(
+                "min_blocks {} caps registers at {cap}, far below the about {regs} needed",
+                self.min_blocks
+            ));
+        }
+        Ok(())
+    }
+
+    /// The residual tile can be prefetched when the staged epilogue
+    /// finishes it whole, in 16-byte chunks of 16-bit outputs, without
+    /// split-K (whose slices would each copy it for one to use).
+    fn check_prefetch_residual(&self, shape: &ConvShape) -> Result<(), String> {
+        let Some(res) = shape.residual else {
+            return Err("prefetch_residual needs a residual input".into());
+        };
+        if self.epilogue != MmaEpilogue::Staged || self.split_k != 1 {
+            return Err("prefetch_residual needs the staged epilogue and split_k = 1".into());
+        }
+        if res.size() != 2 || shape.out_dtype.size() != 2 || shape.gemm_n() % 8 != 0 {
+            return Err(
+                "prefetch_residual needs 16-bit residual and output, N a multiple of 8".into(),
+            );
+        }
+        Ok(())
+    }
+
     /// Every block_m (1..4 warpgroups) × block_n × 2..6 stages × split-K ×
-    /// epilogue that validates.
+    /// epilogue × min_blocks × residual prefetch that validates.
     pub fn search_space(shape: &ConvShape) -> Vec<Self> {
         let mut out = Vec::new();
+        let prefetch: &[bool] = if shape.residual.is_some() {
+            &[false, true]
+        } else {
+            &[false]
+        };
         for block_m in [64, 128, 192, 256] {
             for block_n in BLOCK_NS {
                 for stages in 2..=6 {
                     for (split_k, epilogue, split_reduce) in split_and_epilogue() {
-                        let c = WgmmaConfig {
-                            block_m,
-                            block_n,
-                            stages,
-                            split_k,
-                            epilogue,
-                            split_reduce,
-                        };
-                        if c.validate(shape).is_ok() {
-                            out.push(c);
+                        for min_blocks in MIN_BLOCKS {
+                            for &prefetch_residual in prefetch {
+                                let c = WgmmaConfig {
+                                    block_m,
+                                    block_n,
+                                    stages,
+                                    split_k,
+                                    epilogue,
+                                    split_reduce,
+                                    min_blocks,
+                                    prefetch_residual,
+                                };
+                                if c.validate(shape).is_ok() {
+                                    out.push(c);
+                                }
+                            }
                         }
                     }
                 }
@@ -181,17 +306,29 @@ impl WgmmaConfig {
     /// stages. With 2 each k tile waits for its wgmmas before the next
     /// barrier and only one tile of copies overlaps that wait: 2 stages ran
     /// 5–20% slower than 3 on the H200's batch-256 layers, which the model
-    /// below does not see. Not the cluster split-K reduction, which has
-    /// not been measured yet.
+    /// below does not see. Not the cluster split-K reduction: on the
+    /// H200 at batch 1 it ran 0.4–0.6 µs faster than the global one on
+    /// some layer-3/4 convs and up to 1.3 µs slower on others (session 5,
+    /// one config forced on every layer), so only the tuner picks it. Nor
+    /// a register cap from `min_blocks`, whose
+    /// spills only ptxas's report (which the tuner reads) shows, nor a
+    /// prefetched residual: on the H200 at batch 256 it made the layer-1
+    /// expand convs 3% faster alone and 22% faster with `min_blocks` 4,
+    /// but 128×128 tiles 12–20% slower (session 5), which the model does
+    /// not see.
     pub fn default_candidate(&self) -> bool {
-        self.stages >= 3 && self.split_reduce.is_global()
+        self.stages >= 3
+            && self.split_reduce.is_global()
+            && self.min_blocks == 1
+            && !self.prefetch_residual
     }
 
-    /// `wgmma_m128n256p4s1`, then `c` for the cluster split-K reduction and
-    /// `d` for the direct epilogue.
+    /// `wgmma_m128n256p4s1`, then `c` for the cluster split-K reduction,
+    /// `d` for the direct epilogue, `r` for the prefetched residual and
+    /// `b3` for `min_blocks` 3.
     pub fn tag(&self) -> String {
         format!(
-            "wgmma_m{}n{}p{}s{}{}{}",
+            "wgmma_m{}n{}p{}s{}{}{}{}{}",
             self.block_m,
             self.block_n,
             self.stages,
@@ -200,6 +337,12 @@ impl WgmmaConfig {
             match self.epilogue {
                 MmaEpilogue::Staged => "",
                 MmaEpilogue::Direct => "d",
+            },
+            if self.prefetch_residual { "r" } else { "" },
+            if self.min_blocks > 1 {
+                format!("b{}", self.min_blocks)
+            } else {
+                String::new()
             }
         )
     }
@@ -208,7 +351,7 @@ impl WgmmaConfig {
         Geometry {
             grid: mma_grid(shape, self.block_m, self.block_n, self.split_k).unwrap_or([1, 1, 1]),
             block: [self.threads() as u32, 1, 1],
-            smem_bytes: self.smem_bytes() as u32,
+            smem_bytes: self.smem_bytes(shape) as u32,
         }
     }
 
@@ -243,8 +386,12 @@ impl WgmmaConfig {
             bn: self.block_n as usize,
             bk: BLOCK_K as usize,
             threads: self.threads(),
-            smem_bytes: self.smem_bytes(),
-            regs_per_thread: self.regs_estimate(shape),
+            smem_bytes: self.smem_bytes(shape),
+            regs_per_thread: self
+                .min_blocks_cap()
+                .map_or(self.regs_estimate(shape), |cap| {
+                    cap.min(self.regs_estimate(shape))
+                }),
             split_k: self.split_k as usize,
             split_in_cluster: !self.split_reduce.is_global(),
             tiles_in_flight: self.tiles_in_flight(),
@@ -262,6 +409,7 @@ impl WgmmaConfig {
             },
             out_bytes: shape.out_dtype.size(),
             res_bytes: shape.residual.map_or(0, |d| d.size()),
+            res_after_loop: shape.residual.is_some() && !self.prefetch_residual,
             store_efficiency,
             staging_bytes,
             epilogue_barriers,
@@ -283,6 +431,7 @@ impl WgmmaConfig {
             split_reduce: self.split_reduce,
             epilogue: self.epilogue,
             epi_mi: 1,
+            residual_offset: self.prefetch_residual.then(|| self.residual_offset(shape)),
         }
         .render(p, shape);
     }
@@ -341,6 +490,8 @@ mod tests {
             split_k: 1,
             epilogue: MmaEpilogue::Staged,
             split_reduce: SplitReduce::Global,
+            min_blocks: 1,
+            prefetch_residual: false,
         }
     }
 
@@ -372,14 +523,29 @@ mod tests {
     fn smem_holds_the_stages_or_the_staged_tile_plus_alignment() {
         // 4 stages × (128 + 128) rows × 128 B = 128 KiB; staging 128 × 136
         // floats = 68 KiB.
-        assert_eq!(base().smem_bytes(), 4 * 256 * 128 + 1024);
+        let shape = conv(8, 64, 56, 64, 3, 1, DType::F16);
+        assert_eq!(base().smem_bytes(&shape), 4 * 256 * 128 + 1024);
         let two = WgmmaConfig {
             stages: 2,
             block_n: 256,
             ..base()
         };
         // 2 × 384 × 128 = 96 KiB < 128 × 264 × 4 = 132 KiB of staging.
-        assert_eq!(two.smem_bytes(), 128 * 264 * 4 + 1024);
+        assert_eq!(two.smem_bytes(&shape), 128 * 264 * 4 + 1024);
+        // A 1×1 conv over 64 channels has one k tile: one stage is
+        // allocated however many the config has, and staging dominates.
+        let one_tile = conv(256, 64, 56, 256, 1, 1, DType::F16);
+        assert_eq!(base().allocated_stages(&one_tile), 1);
+        assert_eq!(base().smem_bytes(&one_tile), 128 * 136 * 4 + 1024);
+        let split = WgmmaConfig {
+            split_k: 3,
+            ..base()
+        };
+        // 36 k tiles of a 3×3 over 256 channels, 12 per slice.
+        let deep = conv(1, 256, 14, 256, 3, 1, DType::F16);
+        assert_eq!(split.allocated_stages(&deep), 4);
+        let shallow = conv(1, 64, 56, 64, 3, 1, DType::F16);
+        assert_eq!(split.allocated_stages(&shallow), 3);
     }
 
     #[test]
@@ -404,6 +570,144 @@ mod tests {
         // The widest takes 128 accumulators plus two descriptors and the
         // scale flag as operands %0..%130.
         assert!(text.contains("%128, %129, p") && text.contains("setp.ne.b32 p, %130, 0"));
+    }
+
+    /// ResNet-50's layer-1 expand conv at batch 256: 1×1, 64 → 256
+    /// channels, one k tile, the block's residual added.
+    fn expand_with_residual() -> ConvShape {
+        ConvShape {
+            residual: Some(DType::F16),
+            ..conv(256, 64, 56, 256, 1, 1, DType::F16)
+        }
+    }
+
+    fn prefetching() -> WgmmaConfig {
+        WgmmaConfig {
+            block_n: 64,
+            stages: 2,
+            prefetch_residual: true,
+            ..base()
+        }
+    }
+
+    #[test]
+    fn a_prefetched_residual_tile_sits_past_the_shared_buffers() {
+        let shape = expand_with_residual();
+        let c = prefetching();
+        assert!(c.validate(&shape).is_ok(), "{:?}", c.validate(&shape));
+        // One k tile: one stage of (128 + 64) × 128 B = 24 KiB, less than
+        // the 128 × 72 floats of staging, then 128 × 64 halves.
+        assert_eq!(c.residual_offset(&shape), 128 * 72 * 4);
+        assert_eq!(c.smem_bytes(&shape), 128 * 72 * 4 + 128 * 64 * 2 + 1024);
+        let mut p = Params::new("k_p");
+        c.render(&mut p, &shape);
+        let text = p.render();
+        assert!(text.contains("RES_PREFETCH = true"), "{text}");
+        assert!(
+            text.contains(&format!("RES_OFFSET = {}", 128 * 72 * 4)),
+            "{text}"
+        );
+        assert_eq!(c.tag(), "wgmma_m128n64p2s1r");
+    }
+
+    #[test]
+    fn prefetching_the_residual_needs_one_staged_pass_of_16_bit_chunks() {
+        let shape = expand_with_residual();
+        let no_res = conv(256, 64, 56, 256, 1, 1, DType::F16);
+        assert!(prefetching()
+            .validate(&no_res)
+            .unwrap_err()
+            .contains("residual"));
+        let direct = WgmmaConfig {
+            epilogue: MmaEpilogue::Direct,
+            ..prefetching()
+        };
+        assert!(direct.validate(&shape).unwrap_err().contains("staged"));
+        let long = ConvShape {
+            residual: Some(DType::F16),
+            ..conv(8, 256, 14, 256, 3, 1, DType::F16)
+        };
+        let split = WgmmaConfig {
+            split_k: 2,
+            ..prefetching()
+        };
+        assert!(split.validate(&long).unwrap_err().contains("split_k = 1"));
+        let f32_res = ConvShape {
+            residual: Some(DType::F32),
+            ..shape
+        };
+        assert!(prefetching()
+            .validate(&f32_res)
+            .unwrap_err()
+            .contains("16-bit"));
+        // The space offers it only where there is a residual.
+        assert!(WgmmaConfig::search_space(&shape)
+            .iter()
+            .any(|c| c.prefetch_residual));
+        assert!(!WgmmaConfig::search_space(&no_res)
+            .iter()
+            .any(|c| c.prefetch_residual));
+    }
+
+    #[test]
+    fn the_cost_model_charges_a_residual_loaded_after_the_loop_one_latency() {
+        let shape = expand_with_residual();
+        let plain = WgmmaConfig {
+            prefetch_residual: false,
+            ..prefetching()
+        };
+        let (m, n, k) = (shape.gemm_m(), shape.gemm_n(), shape.gemm_k());
+        let after = cost_model::estimate_ns(m, n, k, &plain.model(&shape));
+        let before = cost_model::estimate_ns(m, n, k, &prefetching().model(&shape));
+        assert!(before < after, "{before} vs {after}");
+        assert!(plain.model(&shape).res_after_loop && !prefetching().model(&shape).res_after_loop);
+    }
+
+    #[test]
+    fn min_blocks_must_raise_occupancy_within_shared_memory_and_registers() {
+        let shape = expand_with_residual();
+        let with = |min_blocks, block_n, stages| WgmmaConfig {
+            min_blocks,
+            block_n,
+            stages,
+            ..base()
+        };
+        // 128 × 64 tiles: about 100 registers (2 CTAs of 256 threads); 3
+        // caps them at 80, 4 at 64; 5 is not offered.
+        assert!(with(3, 64, 2).validate(&shape).is_ok());
+        assert!(with(4, 64, 2).validate(&shape).is_ok());
+        assert!(with(5, 64, 2)
+            .validate(&shape)
+            .unwrap_err()
+            .contains("min_blocks"));
+        assert!(with(2, 64, 2)
+            .validate(&shape)
+            .unwrap_err()
+            .contains("changes nothing"));
+        // 128 × 256 × 4 stages: 193 KiB of shared memory fit one CTA only.
+        assert!(with(2, 256, 4)
+            .validate(&shape)
+            .unwrap_err()
+            .contains("shared memory"));
+        // The model sees the capped registers, so the occupancy it buys.
+        let capped = with(4, 64, 2).model(&shape);
+        assert_eq!(capped.regs_per_thread, 64);
+        assert_eq!(cost_model::resident_ctas(&capped), 4);
+        assert_eq!(with(4, 64, 2).tag(), "wgmma_m128n64p2s1b4");
+        assert!(!with(4, 64, 3).default_candidate());
+    }
+
+    #[test]
+    fn records_from_before_min_blocks_and_prefetch_still_parse() {
+        let old = r#"{"block_m":128,"block_n":64,"stages":2,"split_k":1,"epilogue":"staged"}"#;
+        let c: WgmmaConfig = serde_json::from_str(old).unwrap();
+        assert_eq!(c.min_blocks, 1);
+        assert!(!c.prefetch_residual);
+        // and the defaults stay out of the JSON, so old records compare equal.
+        assert_eq!(
+            serde_json::to_string(&c).unwrap(),
+            r#"{"block_m":128,"block_n":64,"stages":2,"split_k":1,"epilogue":"staged"}"#
+        );
     }
 
     #[test]

@@ -105,16 +105,15 @@ __device__ __forceinline__ void load_f32_wide(const T* __restrict__ p, float* ou
 }
 
 // Finishes V consecutive outputs (columns n..n+V-1 of GEMM row m, stored at
-// y[m * P::GEMM_N + n]): act(acc + bias[n] + residual[m, n]) in f32, one
-// rounding at the store. With V > 1 the caller guarantees the V columns are
-// all in range and the accesses aligned (GEMM_N % V == 0, n % V == 0); the
-// store is one access, so V * sizeof(TOut) is at most 16 bytes.
+// y[m * P::GEMM_N + n]): act(acc + bias[n] + r) in f32, r the V residual
+// values residual[m, n..] (read by the caller), one rounding at the store.
+// With V > 1 the caller guarantees the V columns are all in range and the
+// accesses aligned (GEMM_N % V == 0, n % V == 0); the store is one access,
+// so V * sizeof(TOut) is at most 16 bytes.
 template <class P, int V>
-__device__ __forceinline__ void epilogue_store(typename P::TOut* __restrict__ y,
-                                               const typename P::TBias* __restrict__ bias,
-                                               const typename P::TRes* __restrict__ res,
-                                               int m, int n, float* v) {
-  const int at = m * P::GEMM_N + n;
+__device__ __forceinline__ void epilogue_finish(typename P::TOut* __restrict__ y,
+                                                const typename P::TBias* __restrict__ bias,
+                                                const float* r, int m, int n, float* v) {
   if (P::HAS_BIAS) {
     float b[V];
     load_f32_wide<V>(bias + n, b);
@@ -122,14 +121,23 @@ __device__ __forceinline__ void epilogue_store(typename P::TOut* __restrict__ y,
     for (int i = 0; i < V; ++i) v[i] += b[i];
   }
   if (P::HAS_RES) {
-    float r[V];
-    load_f32_wide<V>(res + at, r);
 #pragma unroll
     for (int i = 0; i < V; ++i) v[i] += r[i];
   }
 #pragma unroll
   for (int i = 0; i < V; ++i) v[i] = activate<P::ACT>(v[i], P::CLIP_LO, P::CLIP_HI);
-  store_f32<V>(y + at, v);
+  store_f32<V>(y + m * P::GEMM_N + n, v);
+}
+
+// epilogue_finish with the residual read here, from global memory.
+template <class P, int V>
+__device__ __forceinline__ void epilogue_store(typename P::TOut* __restrict__ y,
+                                               const typename P::TBias* __restrict__ bias,
+                                               const typename P::TRes* __restrict__ res,
+                                               int m, int n, float* v) {
+  float r[V];
+  if (P::HAS_RES) load_f32_wide<V>(res + m * P::GEMM_N + n, r);
+  epilogue_finish<P, V>(y, bias, r, m, n, v);
 }
 
 // Finishes V candidate columns n..n+V-1 of row m, checking each column

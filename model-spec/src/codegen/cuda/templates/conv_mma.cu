@@ -139,7 +139,8 @@ __device__ __forceinline__ void staged_epilogue(float* __restrict__ cs, const fl
                                                 int wn, int g, int t4, int m0, int n0,
                                                 typename P::TOut* __restrict__ y,
                                                 const typename P::TBias* __restrict__ bias,
-                                                const typename P::TRes* __restrict__ res) {
+                                                const typename P::TRes* __restrict__ res,
+                                                const unsigned char* rs = nullptr) {
   constexpr int V = 16 / (int)sizeof(typename P::TOut);  // outputs per 16-byte store
   constexpr int Q = V / 4;                                // float4 reads per chunk
   constexpr int BN = P::BN, M = P::GEMM_M, N = P::GEMM_N, EPI_MI = P::EPI_MI;
@@ -150,6 +151,9 @@ __device__ __forceinline__ void staged_epilogue(float* __restrict__ cs, const fl
   constexpr int CHUNKS = ROWS * CPR, L = (CHUNKS + T - 1) / T;
   static_assert(MI % EPI_MI == 0, "whole passes");
   static_assert(BN % V == 0, "whole chunks per tile row");
+  static_assert(!P::RES_PREFETCH || (MI == EPI_MI && WTM == WROWS && N % V == 0 &&
+                                     sizeof(typename P::TRes) == sizeof(typename P::TOut)),
+                "a prefetched residual tile is finished in one pass, chunk for chunk");
   // Lanes 4-7 of every 8 read their chunk's float4s in rotated order, so
   // the 8 lanes of a 128-bit shared-load phase cover all 32 banks.
   const int rot = (threadIdx.x / 4) % Q;
@@ -194,12 +198,38 @@ __device__ __forceinline__ void staged_epilogue(float* __restrict__ cs, const fl
         v[4 * j + 2] = u.z;
         v[4 * j + 3] = u.w;
       }
-      if (N % V == 0) {
+      if (P::RES_PREFETCH) {
+        // Chunk idx of the tile, copied by this thread (prefetch_residual_tile).
+        float r[V];
+        load_f32<V>(reinterpret_cast<const typename P::TRes*>(rs + idx * 16), r);
+        epilogue_finish<P, V>(y, bias, r, m, n, v);
+      } else if (N % V == 0) {
         epilogue_store<P, V>(y, bias, res, m, n, v);
       } else {
         epilogue_store_checked<P, V>(y, bias, res, m, n, v);
       }
     }
+  }
+}
+
+// The residual's BM x BN tile copied into shared memory `rs` ([BM][BN]
+// 16-bit elements, 16-byte chunks in row order) with cp.async, for a
+// staged epilogue that finishes the tile in one pass (P::RES_PREFETCH):
+// thread t copies chunks t, t + T, ..., exactly the chunks it finishes
+// there, so its own cp.async wait makes them visible to it. Rows and
+// columns outside the output are zero-filled (and never stored).
+template <class P, int BM, int BN, int T>
+__device__ __forceinline__ void prefetch_residual_tile(const typename P::TRes* __restrict__ res,
+                                                       unsigned char* rs, int m0, int n0) {
+  constexpr int V = 16 / (int)sizeof(typename P::TRes);
+  constexpr int CPR = BN / V, CHUNKS = BM * CPR, L = (CHUNKS + T - 1) / T;
+#pragma unroll
+  for (int l = 0; l < L; ++l) {
+    const int idx = threadIdx.x + l * T;
+    if (CHUNKS % T != 0 && idx >= CHUNKS) break;
+    const int m = m0 + idx / CPR, n = n0 + (idx % CPR) * V;
+    const bool valid = m < P::GEMM_M && n < P::GEMM_N;
+    cp_async_16<false>(rs + idx * 16, valid ? res + (size_t)m * P::GEMM_N + n : res, valid);
   }
 }
 

@@ -46,6 +46,12 @@
 // before split-K and the epilogue (the staged one reuses the stages' shared
 // memory after a barrier).
 //
+// With P::RES_PREFETCH the residual's output tile is copied into shared
+// memory past the pipeline and staging buffers, in tile 0's cp.async group,
+// and the staged epilogue reads it there (prefetch_residual_tile in
+// conv_mma.cu): for 1x1 convs with one or two k tiles at batch 256 the
+// epilogue's residual load was a second memory round trip after the loop's.
+//
 // With 2 or 3 stages the copies run STAGES - 1 tiles ahead (cp_async_wait<
 // STAGES - 2>, refill stage (i + STAGES - 1) % STAGES after the barrier) and
 // each tile waits for its wgmmas (wgmma_wait<0>) before the next barrier, so
@@ -130,8 +136,12 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // The launch asks 1 KiB more than the stages need, for this alignment.
   unsigned char* smem = smem_raw + ((1024u - (smem_addr(smem_raw) & 1023u)) & 1023u);
+  // Stages this CTA's k range can fill, the only ones allocated: fewer
+  // than STAGES when it has fewer k tiles (every stage index used below is
+  // < min(STAGES, KT_SPLIT)).
+  constexpr int ALLOC_STAGES = KT_SPLIT < STAGES ? KT_SPLIT : STAGES;
   unsigned char* As = smem;
-  unsigned char* Bs = smem + STAGES * A_STAGE;
+  unsigned char* Bs = smem + ALLOC_STAGES * A_STAGE;
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = tid / 128;
   const int m0 = (blockIdx.x / N_TILES) * BM, n0 = (blockIdx.x % N_TILES) * BN;
@@ -146,6 +156,12 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   float acc[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+
+  // A prefetched residual tile lives past the pipeline and staging buffers
+  // (P::RES_OFFSET bytes in) and joins tile 0's cp.async group, so its
+  // latency overlaps the k loop instead of following it in the epilogue.
+  unsigned char* rs = smem + P::RES_OFFSET;
+  if (P::RES_PREFETCH) prefetch_residual_tile<P, BM, BN, T>(res, rs, m0, n0);
 
   // The stages hold the tiles whose copies are in flight (PREFETCH of
   // them), the tile whose wgmmas are being issued, and the tiles whose
@@ -200,7 +216,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
     // Every warpgroup is done with the pipeline buffers before they hold C.
     __syncthreads();
     staged_epilogue<P, 1, NI, 16, BN, T>(reinterpret_cast<float*>(smem), acc, warp, 0, g, t4, m0,
-                                         n0, y, bias, res);
+                                         n0, y, bias, res, rs);
   } else {
     direct_epilogue<P, 1, NI, 16, BN>(acc, warp, 0, g, t4, m0, n0, y, bias, res);
   }
