@@ -4,8 +4,8 @@
 # register cap for more CTAs per SM, `min_blocks`) on top of the committed
 # tuned configs, zoo ResNet-50 fp16 batch 256, timed per layer; then a
 # layer-by-layer check at batch 8 with both knobs forced on every task that
-# takes them, and the GPU kernel tests (TESTS=1). The overlay logs come from
-# bench/overlay_configs.py (bench/probe-logs/*.best.json, built here).
+# takes them, and the GPU kernel tests (TESTS=1). The overlay logs
+# (bench/probe-logs/*.best.json) are built here first by bench/make_overlays.sh.
 # Carry .device (bench/prepare_device.sh).
 set -u
 . "$(dirname "$0")/device_env.sh"

@@ -9,6 +9,9 @@
 # BATCH:PRECISION:MINUTES:NAME tunes into a fresh $OUT/NAME.best.json instead
 # (records /tmp/records/NAME.records.jsonl), e.g. the search-quality run with
 # 4× the budget, which must not replace the committed log's records.
+# RESUME=1 continues each BATCH:PRECISION run from its committed records
+# (models/resnet50.bB.P.records.jsonl, `--resume`), with `--trials-per-task
+# ${TRIALS:-128}` since resumed trials count towards the cap.
 set -u
 . "$(dirname "$0")/device_env.sh"
 mkdir -p /tmp/records
@@ -21,9 +24,15 @@ for spec in "$@"; do
     best="$OUT/$name.best.json" records="/tmp/records/$name.records.jsonl"
     log="/tmp/records/tune_$name.log"
   fi
+  resume=()
+  committed="models/resnet50.b$b.$p.records.jsonl"
+  if [ -n "${RESUME:-}" ] && [ -z "$name" ] && [ -f "$committed" ]; then
+    cp "$committed" "$records"
+    resume=(--resume --trials-per-task "${TRIALS:-128}")
+  fi
   start=$(date +%s)
   $B tune /tmp/r50.onnx --batch "$b" --precision "$p" --budget-minutes "$m" \
-    --log "$records" --best "$best" > "$log" 2>&1
+    --log "$records" --best "$best" "${resume[@]}" > "$log" 2>&1
   rc=$?
   echo "== tune b$b $p ${m} min ${name}: rc=$rc, $(( $(date +%s) - start )) s wall"
   grep -vE "^(ptxas|note)" "$log" | tail -n 6

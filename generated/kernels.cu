@@ -7,8 +7,8 @@
 namespace aotune {
 // Split-K workspace shared by the split-K kernels below (launches are
 // serialized); counters are zero at load and reset by each kernel.
-__device__ float splitk_partials[262144];
-__device__ unsigned int splitk_counters[56];
+__device__ float splitk_partials[1];
+__device__ unsigned int splitk_counters[1];
 }  // namespace aotune
 
 // ---- common.cuh ----
@@ -1475,7 +1475,9 @@ __device__ __forceinline__ void softmax(const typename P::TIn* __restrict__ x,
 // aotune: elementwise kernels: Convert (any layout and dtype to any other),
 // view copies the plan could not alias, Unary, Binary and Sum (numpy
 // broadcasting), BatchNormalization (inference form, any layout) and Concat;
-// to_nhwc: the NCHW -> NHWC conversion of a model input (to_nhwc.rs).
+// to_nhwc: the NCHW -> NHWC conversion of a model input (to_nhwc.rs);
+// space_to_depth: the same with pixel blocks folded into channels
+// (space_to_depth.rs).
 //
 // One thread per output element, in the output's physical order, with a
 // grid-stride loop. The index plumbing lives in the instantiation: P::src(i,
@@ -1591,6 +1593,49 @@ __device__ __forceinline__ void to_nhwc(const typename P::TIn* __restrict__ x,
   }
 }
 
+// SpaceToDepth (space_to_depth.rs): y[n, i, j, k] (NHWC, CQ channels) is
+// x[n, c, B*i + bh - PT, B*j + bw - PL] for k = (bh*B + bw)*C + c, zero
+// outside the image and for k >= B*B*C; x is read through its strides
+// (SN, SC, SH, SW), in any dtype. Thread t of the grid's flat range owns
+// VO-channel chunk t of the output (consecutive threads, consecutive
+// chunks: coalesced VO-element stores); a CTA covers THREADS * PER_THREAD
+// chunks, each thread PER_THREAD of them THREADS apart, and issues all its
+// loads before its stores. CQ % VO == 0.
+template <class P>
+__device__ __forceinline__ void space_to_depth(const typename P::TIn* __restrict__ x,
+                                               typename P::TOut* __restrict__ y) {
+  constexpr unsigned VO = P::VO, T = P::THREADS, R = P::PER_THREAD, CHUNKS = P::CQ / VO;
+  constexpr unsigned B = P::B, C = P::C, HQ = P::HQ, WQ = P::WQ;
+  constexpr unsigned TOTAL = (unsigned)P::N * HQ * WQ * CHUNKS;
+  const unsigned first = blockIdx.x * (T * R) + threadIdx.x;
+  float v[R][VO];
+#pragma unroll
+  for (unsigned r = 0; r < R; ++r) {
+    const unsigned t = first + r * T;
+    const unsigned pixel = t / CHUNKS;
+    const int j = (int)(pixel % WQ), i = (int)((pixel / WQ) % HQ);
+    const typename P::TIn* xs = x + (size_t)(pixel / (WQ * HQ)) * P::SN;
+    unsigned c = (t % CHUNKS) * VO % C, block = (t % CHUNKS) * VO / C;
+#pragma unroll
+    for (unsigned e = 0; e < VO; ++e) {
+      const int h = (int)B * i + (int)(block / B) - P::PT;
+      const int w = (int)B * j + (int)(block % B) - P::PL;
+      const bool inside = t < TOTAL && block < B * B && h >= 0 && h < P::H && w >= 0 && w < P::W;
+      v[r][e] = inside ? to_f32(xs[(size_t)c * P::SC + (size_t)h * P::SH + (size_t)w * P::SW])
+                       : 0.0f;
+      if (++c == C) {
+        c = 0;
+        ++block;
+      }
+    }
+  }
+#pragma unroll
+  for (unsigned r = 0; r < R; ++r) {
+    const unsigned t = first + r * T;
+    if (t < TOTAL) store_words<VO>(y + (size_t)t * VO, v[r]);
+  }
+}
+
 template <int OP> __device__ __forceinline__ float unary_op(float x, float lo, float hi) {
   if (OP == 0) return fmaxf(x, 0.0f);                  // Relu
   if (OP == 1) return 1.0f / (1.0f + expf(-x));        // Sigmoid
@@ -1681,43 +1726,46 @@ __device__ __forceinline__ void concat(TOut* __restrict__ y, const TIn* __restri
 
 // ---- instantiations ----
 
-// PadChannels task 30eb818b86cd5e9c: input_to_nhwc
-// channels=8 precision=fp16 in0=f32[1x3x224x224] out=f16[1x8x224x224]:cl
-// config {"pixels":128,"threads":256}
-struct pad_30eb818b_p128t256_p {
+// SpaceToDepth task 070e253a92851134: input_to_nhwc
+// block=2 pad=3,3 channels=16 out=115x115 precision=fp16 in0=f32[1x3x224x224] out=f16[1x16x115x115]:cl
+// config {"threads":128,"per_thread":1}
+struct s2d_070e253a_t128r1_p {
   typedef float TIn;
   typedef __half TOut;
-  static constexpr int N = 1, C = 3, HW = 50176, CP = 8;
-  static constexpr int TILE = 128, THREADS = 256, VI = 4, VO = 8;
+  static constexpr int N = 1, C = 3, H = 224, W = 224;
+  static constexpr int SN = 150528, SC = 50176, SH = 224, SW = 1;
+  static constexpr int B = 2, PT = 3, PL = 3;
+  static constexpr int CQ = 16, HQ = 115, WQ = 115;
+  static constexpr int VO = 8, THREADS = 128, PER_THREAD = 1;
 };
-extern "C" __global__ void __launch_bounds__(256) pad_30eb818b_p128t256(
+extern "C" __global__ void __launch_bounds__(128) s2d_070e253a_t128r1(
     const float* __restrict__ x,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::to_nhwc<pad_30eb818b_p128t256_p>(x, y);
+  aotune::space_to_depth<s2d_070e253a_t128r1_p>(x, y);
 }
 
-// FusedConv task bf4a15277cc6c341: conv2d1
-// k=7x7 s=2x2 p=3,3,3,3 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x8x224x224]:cl in1=f16[64x8x7x7]:cl:const in2=f32[64]:const out=f16[1x64x112x112]:cl
-// config {"kernel":"wgmma","block_m":128,"block_n":64,"stages":6,"split_k":1,"epilogue":"staged"}
-struct conv_bf4a1527_wgmma_m128n64p6s1_p {
+// FusedConv task 973f3cf93c262187: conv2d1
+// k=4x4 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x16x115x115]:cl in1=f16[64x16x4x4]:cl:const in2=f32[64]:const out=f16[1x64x112x112]:cl
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":5,"split_k":1,"epilogue":"staged"}
+struct conv_973f3cf9_wgmma_m64n32p5s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
   typedef __half TRes;
   typedef __half TOut;
-  static constexpr int N = 1, H = 224, W = 224, C = 8;
-  static constexpr int K = 64, R = 7, S = 7, P = 112, Q = 112, GROUPS = 1;
-  static constexpr int SH = 2, SW = 2, PH = 3, PW = 3, DH = 1, DW = 1;
-  static constexpr int GEMM_M = 12544, GEMM_N = 64, GEMM_K = 392;
+  static constexpr int N = 1, H = 115, W = 115, C = 16;
+  static constexpr int K = 64, R = 4, S = 4, P = 112, Q = 112, GROUPS = 1;
+  static constexpr int SH = 1, SW = 1, PH = 0, PW = 0, DH = 1, DW = 1;
+  static constexpr int GEMM_M = 12544, GEMM_N = 64, GEMM_K = 256;
   static constexpr bool HAS_BIAS = true;
   static constexpr bool HAS_RES = false;
   static constexpr int ACT = 1;
   static constexpr float CLIP_LO = 0.0f;
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
-  static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 128, BN = 64, BK = 64, WARPS_M = 8, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
+  static constexpr bool A_BOUNDS = false;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
@@ -1726,13 +1774,13 @@ struct conv_bf4a1527_wgmma_m128n64p6s1_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_bf4a1527_wgmma_m128n64p6s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_973f3cf9_wgmma_m64n32p5s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_bf4a1527_wgmma_m128n64p6s1_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_973f3cf9_wgmma_m64n32p5s1_p>(x, w, bias, nullptr, y);
 }
 
 // MaxPool task 599c45e3f031a378: maxpool2d1
@@ -1872,8 +1920,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_1b7c4d57_mma_m64n32k64
 
 // FusedConv task 75aac976b4cb125d: conv2d5, conv2d8, conv2d11
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[256x64x1x1]:cl:const in2=f32[256]:const in3=f16[1x256x56x56]:cl out=f16[1x256x56x56]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":3,"split_k":1,"epilogue":"staged"}
-struct conv_75aac976_mma_m32n64k64w2x4p3s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":2,"split_k":1,"epilogue":"staged","prefetch_residual":true}
+struct conv_75aac976_wgmma_m64n32p2s1r_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1890,23 +1938,23 @@ struct conv_75aac976_mma_m32n64k64w2x4p3s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 3, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 2, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
-  static constexpr bool RES_PREFETCH = false;
-  static constexpr int RES_OFFSET = 0;
+  static constexpr bool RES_PREFETCH = true;
+  static constexpr int RES_OFFSET = 12288;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_75aac976_mma_m32n64k64w2x4p3s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_75aac976_wgmma_m64n32p2s1r(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_75aac976_mma_m32n64k64w2x4p3s1_p>(x, w, bias, res, y);
+  aotune::conv_wgmma<conv_75aac976_wgmma_m64n32p2s1r_p>(x, w, bias, res, y);
 }
 
 // FusedConv task a108646cf77137b7: conv2d6, conv2d9
@@ -1987,8 +2035,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_wgmma_m64n64p
 
 // FusedConv task 44c505d791fe8fcc: conv2d13
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x128x56x56]:cl in1=f16[128x128x3x3]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"staged"}
-struct conv_44c505d7_wgmma_m64n32p6s2_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_44c505d7_wgmma_m64n32p6s2c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2008,19 +2056,19 @@ struct conv_44c505d7_wgmma_m64n32p6s2_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPLIT = true;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_44c505d7_wgmma_m64n32p6s2(
+extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_44c505d7_wgmma_m64n32p6s2c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_44c505d7_wgmma_m64n32p6s2_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_44c505d7_wgmma_m64n32p6s2c_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 0e79dab80a62b382: conv2d14
@@ -2063,8 +2111,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_0e79dab8_mma_m64n32k64
 
 // FusedConv task 2d91a43d16ca1e11: conv2d15
 // k=1x1 s=2x2 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x256x56x56]:cl in1=f16[512x256x1x1]:cl:const in2=f32[512]:const in3=f16[1x512x28x28]:cl out=f16[1x512x28x28]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":3,"split_k":1,"epilogue":"staged"}
-struct conv_2d91a43d_mma_m32n32k64w2x2p3s1_p {
+// config {"kernel":"wgmma","block_m":128,"block_n":32,"stages":5,"split_k":1,"epilogue":"staged","prefetch_residual":true}
+struct conv_2d91a43d_wgmma_m128n32p5s1r_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2081,29 +2129,29 @@ struct conv_2d91a43d_mma_m32n32k64w2x2p3s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 3, SPLIT_K = 1;
+  static constexpr int BM = 128, BN = 32, BK = 64, WARPS_M = 8, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
-  static constexpr bool RES_PREFETCH = false;
-  static constexpr int RES_OFFSET = 0;
+  static constexpr bool RES_PREFETCH = true;
+  static constexpr int RES_OFFSET = 81920;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_2d91a43d_mma_m32n32k64w2x2p3s1(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_2d91a43d_wgmma_m128n32p5s1r(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_2d91a43d_mma_m32n32k64w2x2p3s1_p>(x, w, bias, res, y);
+  aotune::conv_wgmma<conv_2d91a43d_wgmma_m128n32p5s1r_p>(x, w, bias, res, y);
 }
 
 // FusedConv task 18bd64069eccc24e: conv2d16, conv2d19, conv2d22
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x28x28]:cl in1=f16[128x512x1x1]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged"}
-struct conv_18bd6406_wgmma_m64n32p6s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":2,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_18bd6406_mma_m32n32k64w2x2p4s2c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2120,28 +2168,28 @@ struct conv_18bd6406_wgmma_m64n32p6s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPLIT = true;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_18bd6406_wgmma_m64n32p6s1(
+extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_18bd6406_mma_m32n32k64w2x2p4s2c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_18bd6406_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_18bd6406_mma_m32n32k64w2x2p4s2c_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 48c2d04895761efe: conv2d17, conv2d20, conv2d23
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[128x128x3x3]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"staged"}
-struct conv_48c2d048_wgmma_m64n32p6s2_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":5,"split_k":3,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_48c2d048_wgmma_m64n32p5s3c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2158,28 +2206,28 @@ struct conv_48c2d048_wgmma_m64n32p6s2_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 3;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPLIT = true;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_48c2d048_wgmma_m64n32p6s2(
+extern "C" __global__ void __cluster_dims__(1, 1, 3) __launch_bounds__(128, 1) conv_48c2d048_wgmma_m64n32p5s3c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_48c2d048_wgmma_m64n32p6s2_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_48c2d048_wgmma_m64n32p5s3c_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 1e32aea3652d773f: conv2d18, conv2d21, conv2d24
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[512x128x1x1]:cl:const in2=f32[512]:const in3=f16[1x512x28x28]:cl out=f16[1x512x28x28]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
-struct conv_1e32aea3_mma_m32n32k64w2x2p4s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":3,"split_k":1,"epilogue":"staged","prefetch_residual":true}
+struct conv_1e32aea3_wgmma_m64n32p3s1r_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2196,23 +2244,23 @@ struct conv_1e32aea3_mma_m32n32k64w2x2p4s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 3, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
-  static constexpr bool RES_PREFETCH = false;
-  static constexpr int RES_OFFSET = 0;
+  static constexpr bool RES_PREFETCH = true;
+  static constexpr int RES_OFFSET = 24576;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_1e32aea3_mma_m32n32k64w2x2p4s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_1e32aea3_wgmma_m64n32p3s1r(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_1e32aea3_mma_m32n32k64w2x2p4s1_p>(x, w, bias, res, y);
+  aotune::conv_wgmma<conv_1e32aea3_wgmma_m64n32p3s1r_p>(x, w, bias, res, y);
 }
 
 // FusedConv task c68ad69f9cf26146: conv2d25
@@ -2255,8 +2303,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_c68ad69f_wgmma_m64n32p
 
 // FusedConv task 098434ab2f0443f4: conv2d26
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x28x28]:cl in1=f16[256x256x3x3]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":4,"epilogue":"staged"}
-struct conv_098434ab_wgmma_m64n32p6s4_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_098434ab_mma_m32n32k64w2x2p4s4c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2273,22 +2321,22 @@ struct conv_098434ab_wgmma_m64n32p6s4_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 4;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPLIT = true;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_098434ab_wgmma_m64n32p6s4(
+extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_098434ab_mma_m32n32k64w2x2p4s4c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_098434ab_wgmma_m64n32p6s4_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_098434ab_mma_m32n32k64w2x2p4s4c_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 7826e0183aa5ed17: conv2d27
@@ -2331,8 +2379,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_7826e018_wgmma_m64n32p
 
 // FusedConv task 40da1e13236f75c9: conv2d28
 // k=1x1 s=2x2 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x512x28x28]:cl in1=f16[1024x512x1x1]:cl:const in2=f32[1024]:const in3=f16[1x1024x14x14]:cl out=f16[1x1024x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
-struct conv_40da1e13_mma_m32n32k64w2x2p4s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged","prefetch_residual":true}
+struct conv_40da1e13_wgmma_m64n32p6s1r_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2349,29 +2397,29 @@ struct conv_40da1e13_mma_m32n32k64w2x2p4s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
-  static constexpr bool RES_PREFETCH = false;
-  static constexpr int RES_OFFSET = 0;
+  static constexpr bool RES_PREFETCH = true;
+  static constexpr int RES_OFFSET = 73728;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_40da1e13_mma_m32n32k64w2x2p4s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_40da1e13_wgmma_m64n32p6s1r(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_40da1e13_mma_m32n32k64w2x2p4s1_p>(x, w, bias, res, y);
+  aotune::conv_wgmma<conv_40da1e13_wgmma_m64n32p6s1r_p>(x, w, bias, res, y);
 }
 
 // FusedConv task 93076c40a191cef4: conv2d29, conv2d32, conv2d35, conv2d38 (+1 more)
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[256x1024x1x1]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"direct"}
-struct conv_93076c40_mma_m32n32k64w2x2p4s4d_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_93076c40_mma_m32n32k64w2x2p4s4c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2391,25 +2439,25 @@ struct conv_93076c40_mma_m32n32k64w2x2p4s4d_p {
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = false;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool CLUSTER_SPLIT = true;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_93076c40_mma_m32n32k64w2x2p4s4d(
+extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_93076c40_mma_m32n32k64w2x2p4s4c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_93076c40_mma_m32n32k64w2x2p4s4d_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_93076c40_mma_m32n32k64w2x2p4s4c_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 48e86b9eea3a159e: conv2d30, conv2d33, conv2d36, conv2d39 (+1 more)
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[256x256x3x3]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":4,"epilogue":"direct"}
-struct conv_48e86b9e_wgmma_m64n32p6s4d_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":6,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_48e86b9e_mma_m32n32k64w2x2p4s6c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2426,28 +2474,28 @@ struct conv_48e86b9e_wgmma_m64n32p6s4d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 4;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 6;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = false;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool CLUSTER_SPLIT = true;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_48e86b9e_wgmma_m64n32p6s4d(
+extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) conv_48e86b9e_mma_m32n32k64w2x2p4s6c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_48e86b9e_wgmma_m64n32p6s4d_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_48e86b9e_mma_m32n32k64w2x2p4s6c_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 282f15c5de3a2c49: conv2d31, conv2d34, conv2d37, conv2d40 (+1 more)
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[1024x256x1x1]:cl:const in2=f32[1024]:const in3=f16[1x1024x14x14]:cl out=f16[1x1024x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":4,"stages":4,"split_k":1,"epilogue":"staged"}
-struct conv_282f15c5_mma_m32n64k64w2x4p4s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged","prefetch_residual":true}
+struct conv_282f15c5_wgmma_m64n32p6s1r_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2464,29 +2512,29 @@ struct conv_282f15c5_mma_m32n64k64w2x4p4s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 4, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
-  static constexpr bool RES_PREFETCH = false;
-  static constexpr int RES_OFFSET = 0;
+  static constexpr bool RES_PREFETCH = true;
+  static constexpr int RES_OFFSET = 49152;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_282f15c5_mma_m32n64k64w2x4p4s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_282f15c5_wgmma_m64n32p6s1r(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_282f15c5_mma_m32n64k64w2x4p4s1_p>(x, w, bias, res, y);
+  aotune::conv_wgmma<conv_282f15c5_wgmma_m64n32p6s1r_p>(x, w, bias, res, y);
 }
 
 // FusedConv task 6f8ef6f32763abbf: conv2d44
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[512x1024x1x1]:cl:const in2=f32[512]:const out=f16[1x512x14x14]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged"}
-struct conv_6f8ef6f3_wgmma_m64n32p6s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_6f8ef6f3_wgmma_m64n32p6s2c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2503,28 +2551,28 @@ struct conv_6f8ef6f3_wgmma_m64n32p6s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPLIT = true;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_6f8ef6f3_wgmma_m64n32p6s1(
+extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_6f8ef6f3_wgmma_m64n32p6s2c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_6f8ef6f3_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_6f8ef6f3_wgmma_m64n32p6s2c_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task d82ebd66539eae75: conv2d45
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x14x14]:cl in1=f16[512x512x3x3]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":6,"epilogue":"direct"}
-struct conv_d82ebd66_wgmma_m64n32p6s6d_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":6,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_d82ebd66_mma_m32n32k64w2x2p4s6c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2541,22 +2589,22 @@ struct conv_d82ebd66_wgmma_m64n32p6s6d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 6;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 6;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = false;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool CLUSTER_SPLIT = true;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_d82ebd66_wgmma_m64n32p6s6d(
+extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) conv_d82ebd66_mma_m32n32k64w2x2p4s6c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_d82ebd66_wgmma_m64n32p6s6d_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_d82ebd66_mma_m32n32k64w2x2p4s6c_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 392ada8671c1c22a: conv2d46
@@ -2599,8 +2647,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_392ada86_mma_m32n32k64
 
 // FusedConv task 9b2338813a3b6791: conv2d47
 // k=1x1 s=2x2 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[2048x1024x1x1]:cl:const in2=f32[2048]:const in3=f16[1x2048x7x7]:cl out=f16[1x2048x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
-struct conv_9b233881_mma_m32n32k64w2x2p4s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":2,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_9b233881_mma_m32n32k64w2x2p4s2c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2617,29 +2665,29 @@ struct conv_9b233881_mma_m32n32k64w2x2p4s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPLIT = true;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_9b233881_mma_m32n32k64w2x2p4s1(
+extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_9b233881_mma_m32n32k64w2x2p4s2c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_9b233881_mma_m32n32k64w2x2p4s1_p>(x, w, bias, res, y);
+  aotune::conv_mma<conv_9b233881_mma_m32n32k64w2x2p4s2c_p>(x, w, bias, res, y);
 }
 
 // FusedConv task 510ceff0b9f74501: conv2d48, conv2d51
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x2048x7x7]:cl in1=f16[512x2048x1x1]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":4,"epilogue":"staged"}
-struct conv_510ceff0_wgmma_m64n32p6s4_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"direct","split_reduce":"cluster"}
+struct conv_510ceff0_mma_m32n32k64w2x2p4s4cd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2656,28 +2704,28 @@ struct conv_510ceff0_wgmma_m64n32p6s4_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 4;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = false;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool CLUSTER_SPLIT = true;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_510ceff0_wgmma_m64n32p6s4(
+extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_510ceff0_mma_m32n32k64w2x2p4s4cd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_510ceff0_wgmma_m64n32p6s4_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_510ceff0_mma_m32n32k64w2x2p4s4cd_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task c46df034189a77e3: conv2d49, conv2d52
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[512x512x3x3]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":6,"epilogue":"staged"}
-struct conv_c46df034_wgmma_m64n32p6s6_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":6,"epilogue":"direct","split_reduce":"cluster"}
+struct conv_c46df034_wgmma_m64n32p6s6cd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2697,25 +2745,25 @@ struct conv_c46df034_wgmma_m64n32p6s6_p {
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 6;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = false;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool CLUSTER_SPLIT = true;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_c46df034_wgmma_m64n32p6s6(
+extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) conv_c46df034_wgmma_m64n32p6s6cd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_c46df034_wgmma_m64n32p6s6_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_c46df034_wgmma_m64n32p6s6cd_p>(x, w, bias, nullptr, y);
 }
 
 // FusedConv task 3e532f528cbe6711: conv2d50, conv2d53
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[2048x512x1x1]:cl:const in2=f32[2048]:const in3=f16[1x2048x7x7]:cl out=f16[1x2048x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
-struct conv_3e532f52_mma_m32n32k64w2x2p4s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged","prefetch_residual":true}
+struct conv_3e532f52_wgmma_m64n32p6s1r_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2732,23 +2780,23 @@ struct conv_3e532f52_mma_m32n32k64w2x2p4s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
-  static constexpr bool RES_PREFETCH = false;
-  static constexpr int RES_OFFSET = 0;
+  static constexpr bool RES_PREFETCH = true;
+  static constexpr int RES_OFFSET = 73728;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_3e532f52_mma_m32n32k64w2x2p4s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_3e532f52_wgmma_m64n32p6s1r(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_3e532f52_mma_m32n32k64w2x2p4s1_p>(x, w, bias, res, y);
+  aotune::conv_wgmma<conv_3e532f52_wgmma_m64n32p6s1r_p>(x, w, bias, res, y);
 }
 
 // GlobalAveragePool task 3718bb6d9b6b8e44: globalaveragepool1

@@ -5,7 +5,9 @@
 //! one input, flattened and concatenated into the one output the runtime
 //! takes), covering convolutions (3×3 s1/s2, 1×1 s1/s2, the 7×7 s2 stem with
 //! C = 3, dilation 2, asymmetric pads, groups 2, depthwise, C and K not
-//! multiples of 8, 7×7 inputs where split-K applies; with bias, residual Add,
+//! multiples of 8, 7×7 inputs where split-K applies, strided stems that
+//! fold into stride-1 convolutions over a space-to-depth image at
+//! f16/bf16; with bias, residual Add,
 //! Relu and Clip(0, 6)), max and average pools (ceil_mode,
 //! count_include_pad), GlobalAveragePool and Gemm/MatMul → Dense (M = 1, 3,
 //! 8), and the templates no tuner reaches (unary/binary elementwise, Sum,
@@ -42,10 +44,11 @@ use aotune_spec::codegen::cuda::global_pool::global_pool_shape;
 use aotune_spec::codegen::cuda::matmul::matmul_shape;
 use aotune_spec::codegen::cuda::pool::pool_shape;
 use aotune_spec::codegen::cuda::reduce::{reduce_shape, softmax_shape};
+use aotune_spec::codegen::cuda::space_to_depth::space_to_depth_shape;
 use aotune_spec::codegen::cuda::to_nhwc::to_nhwc_shape;
 use aotune_spec::codegen::cuda::{
     generate_cuda, ConfigOverrides, ConvConfig, ConvShape, DenseConfig, GlobalPoolConfig,
-    KernelConfig, LinearConfig, LinearShape, MatmulConfig, ToNhwcConfig,
+    KernelConfig, LinearConfig, LinearShape, MatmulConfig, SpaceToDepthConfig, ToNhwcConfig,
 };
 use aotune_spec::ir::{Conv2d, Graph, Op, Pool2d, Precision};
 use aotune_spec::plan::MemoryPlan;
@@ -659,6 +662,25 @@ fn net_stem() -> Net {
     m
 }
 
+/// Strided convolutions that the space-to-depth pass folds at f16/bf16, on
+/// an odd-sized image: a 7×7 s2 p3 stem, two 3×3 s2 p1 convs (one image
+/// for both) added together, and a 5×5 s2 conv with asymmetric pads.
+fn net_s2d() -> Net {
+    let mut m = Net::new("s2d", &[3, 19, 17]);
+    let x = "input";
+    let a = m.conv(x, 16, 7, 2, [3; 4], 1, 1, true, 2.0);
+    let a = m.relu(&a);
+    m.output(&a);
+    let b = m.conv(x, 8, 3, 2, SAME1, 1, 1, false, 2.0);
+    let c = m.conv(x, 8, 3, 2, SAME1, 1, 1, true, 2.0);
+    let s = m.add(&b, &c);
+    let s = m.clip(&s, 0.0, 6.0);
+    m.output(&s);
+    let d = m.conv(x, 5, 5, 2, [2, 1, 3, 3], 1, 1, true, 2.0);
+    m.output(&d);
+    m
+}
+
 /// C = 5, K = 7: channel counts that are not multiples of 8 (scalar loads).
 fn net_odd() -> Net {
     let mut m = Net::new("odd", &[5, 9, 9]);
@@ -960,6 +982,9 @@ fn sweeps(
             }
             Op::Convert | Op::PadChannels { .. } if to_nhwc_shape(graph, node)?.is_some() => {
                 plain::<ToNhwcConfig>(&to_nhwc_shape(graph, node)?.ok_or("no NHWC conversion")?)
+            }
+            Op::SpaceToDepth { .. } => {
+                plain::<SpaceToDepthConfig>(&space_to_depth_shape(graph, node)?)
             }
             Op::Softmax { .. } => linear(softmax_shape(graph, node)?.items()),
             Op::Gemm { .. } | Op::MatMul => {
@@ -1450,6 +1475,11 @@ fn stem_c3() {
 }
 
 #[test]
+fn space_to_depth_stems() {
+    sweep("s2d", net_s2d, &[1, 3]);
+}
+
+#[test]
 fn odd_channels_c5_k7() {
     sweep("odd", net_odd, &[1, 3]);
 }
@@ -1476,6 +1506,7 @@ fn test_models_compile_and_sample() {
     for (name, net) in [
         ("c16", net_c16 as fn() -> Net),
         ("stem", net_stem),
+        ("s2d", net_s2d),
         ("odd", net_odd),
         ("tiny", net_tiny),
         ("dense", net_dense),
@@ -1549,6 +1580,15 @@ fn test_models_compile_and_sample() {
             if name == "dense" {
                 assert_eq!(counts.get("Dense"), Some(&4), "{name}: {counts:?}");
             }
+            // At f16 the s2d convs read three space-to-depth images (the
+            // two 3×3s share one), and nothing else reads any.
+            let images = counts.get("SpaceToDepth").copied().unwrap_or(0);
+            let want = if name == "s2d" && precision == Precision::Fp16 {
+                3
+            } else {
+                0
+            };
+            assert_eq!(images, want, "{name} {precision}: {counts:?}");
         }
     }
     // The fp16 conv sample covers both tensor-core and SIMT kernels, and split-K.

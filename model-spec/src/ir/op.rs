@@ -2,7 +2,8 @@
 //!
 //! Imported ONNX operators keep every attribute the importer accepted. The
 //! fused operators ([`Op::FusedConv`], [`Op::Dense`], [`Op::Convert`],
-//! [`Op::PadChannels`]) exist only after passes have run; the CPU reference
+//! [`Op::PadChannels`], [`Op::SpaceToDepth`]) exist only after passes have
+//! run; the CPU reference
 //! executes both kinds, so an optimized graph can be checked against the
 //! graph it came from.
 
@@ -262,6 +263,32 @@ pub enum Op {
     PadChannels {
         channels: usize,
     },
+    /// A [`Op::Convert`] of a 4-D image `x [N, C, H, W]` that also
+    /// rearranges it, with `b = block`, into `y [N, channels, height,
+    /// width]`:
+    ///
+    /// `y[n, (bh·b + bw)·C + c, i, j] = x[n, c, b·i + bh − pad_top, b·j + bw − pad_left]`
+    ///
+    /// for `bh, bw < b`, zero where the source position lies outside the
+    /// image (above/left of it by the pads, or beyond its bottom/right
+    /// edge), and zero in channels `b²·C..channels`. A stride-`b`
+    /// convolution over `x` is a stride-1 convolution with a
+    /// `ceil(R/b) × ceil(S/b)` kernel over `y`
+    /// ([`crate::passes::space_to_depth_input`]).
+    SpaceToDepth {
+        /// The spatial block folded into channels (the convolution's stride).
+        block: usize,
+        /// Zero rows above the image.
+        pad_top: usize,
+        /// Zero columns left of the image.
+        pad_left: usize,
+        /// Output channels, at least `block² · C`; the rest are zero.
+        channels: usize,
+        /// Output height.
+        height: usize,
+        /// Output width.
+        width: usize,
+    },
 }
 
 impl Op {
@@ -294,6 +321,7 @@ impl Op {
             Op::Dense { .. } => "Dense",
             Op::Convert => "Convert",
             Op::PadChannels { .. } => "PadChannels",
+            Op::SpaceToDepth { .. } => "SpaceToDepth",
         }
     }
 
@@ -377,6 +405,16 @@ impl Op {
             Op::Softmax { axis } => format!("axis={axis}"),
             Op::Dense { epilogue } => format!("epilogue={epilogue}"),
             Op::PadChannels { channels } => format!("channels={channels}"),
+            Op::SpaceToDepth {
+                block,
+                pad_top,
+                pad_left,
+                channels,
+                height,
+                width,
+            } => format!(
+                "block={block} pad={pad_top},{pad_left} channels={channels} out={height}x{width}"
+            ),
         }
     }
 }

@@ -248,6 +248,31 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
             }
             Ok(vec![x[0], *channels, x[2], x[3]])
         }
+        Op::SpaceToDepth {
+            block,
+            channels,
+            height,
+            width,
+            ..
+        } => {
+            arity(inputs, 1, 1)?;
+            let x = rank4(inputs[0], "SpaceToDepth input")?;
+            if *block == 0 {
+                return Err("SpaceToDepth block must be at least 1".into());
+            }
+            let moved = block
+                .checked_mul(*block)
+                .and_then(|b2| b2.checked_mul(x[1]))
+                .ok_or_else(|| format!("SpaceToDepth block {block} overflows"))?;
+            if *channels < moved {
+                return Err(format!(
+                    "SpaceToDepth to {channels} channels would drop some of the \
+                     {block}²·{} = {moved} channels of {x:?}",
+                    x[1]
+                ));
+            }
+            Ok(vec![x[0], *channels, *height, *width])
+        }
         Op::Binary(_) => {
             arity(inputs, 2, 2)?;
             broadcast(inputs[0], inputs[1])
@@ -402,6 +427,48 @@ mod tests {
         assert_eq!(infer_shape(&pad, &[&[2, 3, 5, 7]]), Ok(vec![2, 8, 5, 7]));
         assert!(infer_shape(&pad, &[&[2, 9, 5, 7]]).is_err());
         assert!(infer_shape(&pad, &[&[2, 3, 5]]).is_err());
+    }
+
+    #[test]
+    fn space_to_depth_takes_its_output_size_and_keeps_every_channel() {
+        let s2d = |block, channels| Op::SpaceToDepth {
+            block,
+            pad_top: 3,
+            pad_left: 3,
+            channels,
+            height: 115,
+            width: 114,
+        };
+        assert_eq!(
+            infer_shape(&s2d(2, 16), &[&[2, 3, 224, 224]]),
+            Ok(vec![2, 16, 115, 114])
+        );
+        // Exactly 4·C channels need no padding.
+        assert_eq!(
+            infer_shape(&s2d(2, 12), &[&[1, 3, 9, 9]]),
+            Ok(vec![1, 12, 115, 114])
+        );
+        let err = |op: Op, x: &[usize]| infer_shape(&op, &[x]).unwrap_err();
+        let fewer = err(s2d(2, 11), &[1, 3, 9, 9]);
+        assert!(fewer.contains("drop") && fewer.contains("12"), "{fewer}");
+        let zero = err(s2d(0, 16), &[1, 3, 9, 9]);
+        assert!(zero.contains("block must be at least 1"), "{zero}");
+        let rank = err(s2d(2, 16), &[3, 9, 9]);
+        assert!(rank.contains("SpaceToDepth input must be 4-D"), "{rank}");
+        let huge = err(s2d(usize::MAX, 16), &[1, 3, 9, 9]);
+        assert!(huge.contains("overflows"), "{huge}");
+        let empty = Op::SpaceToDepth {
+            block: 2,
+            pad_top: 0,
+            pad_left: 0,
+            channels: 16,
+            height: 0,
+            width: 4,
+        };
+        assert!(err(empty, &[1, 3, 9, 9]).contains("zero dimension"));
+        assert!(infer_shape(&s2d(2, 16), &[&[1, 3, 9, 9], &[1]])
+            .unwrap_err()
+            .contains("expects 1 inputs"));
     }
 
     #[test]

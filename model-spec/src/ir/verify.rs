@@ -36,6 +36,7 @@ fn layout_aware(op: &Op) -> bool {
             | Op::GlobalMaxPool
             | Op::Convert
             | Op::PadChannels { .. }
+            | Op::SpaceToDepth { .. }
             | Op::BatchNorm { .. }
             | Op::Unary(_)
     )

@@ -338,6 +338,33 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
             }
             y
         }
+        Op::SpaceToDepth {
+            block,
+            pad_top,
+            pad_left,
+            ..
+        } => {
+            // One output element at a time, from its coordinates.
+            let [_, c, h, w] = [shapes[0][0], shapes[0][1], shapes[0][2], shapes[0][3]];
+            let [channels, oh, ow] = [out[1], out[2], out[3]];
+            (0..numel(out))
+                .map(|i| {
+                    let (j, i_) = (i % ow, i / ow);
+                    let (row, i_) = (i_ % oh, i_ / oh);
+                    let (k, b) = (i_ % channels, i_ / channels);
+                    let (offset, ch) = (k / c, k % c);
+                    if offset >= block * block {
+                        return 0.0;
+                    }
+                    let y = (block * row + offset / block) as isize - *pad_top as isize;
+                    let x = (block * j + offset % block) as isize - *pad_left as isize;
+                    if y < 0 || x < 0 || y >= h as isize || x >= w as isize {
+                        return 0.0;
+                    }
+                    args[0][((b * c + ch) * h + y as usize) * w + x as usize]
+                })
+                .collect()
+        }
         Op::Concat { .. } | Op::Softmax { .. } => {
             // This oracle covers the ops the pass tests generate; the CPU
             // reference executor is the oracle for the rest.

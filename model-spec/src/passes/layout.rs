@@ -11,8 +11,8 @@
 //!   (a new constant, data permuted, layout `ChannelsLast`); a runtime weight
 //!   goes through a `Convert` like data.
 //! - `Unary` and `BatchNorm` read any layout and write their input's.
-//! - `Conv`, `Convert` and `PadChannels` read their inputs through the
-//!   declared layouts and keep their output's.
+//! - `Conv`, `Convert`, `PadChannels` and `SpaceToDepth` read their inputs
+//!   through the declared layouts and keep their output's.
 //! - Every other op needs row-major bytes ([`crate::ir::is_row_major_bytes`]):
 //!   a channels-last input whose bytes differ from row-major order goes
 //!   through a shared `Convert` back to row-major. A `[N,C,1,1]` value needs
@@ -196,7 +196,7 @@ impl Walk<'_> {
                     out_layout = self.layout_of(inputs[0]);
                 }
             }
-            Op::Conv(_) | Op::Convert | Op::PadChannels { .. } => {}
+            Op::Conv(_) | Op::Convert | Op::PadChannels { .. } | Op::SpaceToDepth { .. } => {}
             _ => {
                 for input in &mut inputs {
                     *input = self.row_major(*input);

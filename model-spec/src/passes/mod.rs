@@ -8,7 +8,9 @@
 //! the global-pool canonicalization must run before layout assignment (only
 //! pools become channels-last), precision comes after layout so the
 //! input's NHWC `Convert` doubles as its f16/bf16 conversion, and the stem's
-//! channel padding comes after both (it pads that f16/bf16 NHWC `Convert`).
+//! space-to-depth rewrite and channel padding come after both (they rewrite
+//! that f16/bf16 NHWC `Convert`); the space-to-depth rewrite runs first, and
+//! the padding takes the conversions it left.
 
 mod dce;
 mod dense;
@@ -19,6 +21,7 @@ mod fuse_epilogue;
 mod layout;
 mod pad_channels;
 mod precision;
+mod space_to_depth;
 #[cfg(test)]
 mod test_graphs;
 
@@ -29,6 +32,7 @@ pub use fuse_epilogue::fuse_epilogue;
 pub use layout::to_channels_last;
 pub use pad_channels::pad_input_channels;
 pub use precision::apply_precision;
+pub use space_to_depth::space_to_depth_input;
 
 use crate::ir::{Graph, NodeId, Precision, ValueId};
 use std::collections::{HashMap, HashSet};
@@ -146,8 +150,8 @@ impl fmt::Display for PassReport {
 
 /// Runs every pass in order: dce → fold_batch_norm → canonicalize_global_pool
 /// → fuse_epilogue → lower_dense → to_channels_last (if enabled) →
-/// apply_precision → pad_input_channels → dce. Each pass verifies the graph
-/// it leaves in debug and test builds.
+/// apply_precision → space_to_depth_input → pad_input_channels → dce. Each
+/// pass verifies the graph it leaves in debug and test builds.
 pub fn optimize(graph: &mut Graph, options: &PassOptions) -> Result<PassReport, PassError> {
     let mut report = PassReport::default();
     report.passes.push(dce(graph)?);
@@ -161,6 +165,7 @@ pub fn optimize(graph: &mut Graph, options: &PassOptions) -> Result<PassReport, 
     report
         .passes
         .push(apply_precision(graph, options.precision)?);
+    report.passes.push(space_to_depth_input(graph)?);
     report.passes.push(pad_input_channels(graph)?);
     report.passes.push(dce(graph)?);
     Ok(report)
@@ -217,7 +222,7 @@ mod tests {
     }
 
     /// The op counts ResNet-50 must come out of [`optimize`] with, after
-    /// its input conversion (`Convert`, or `PadChannels` at f16/bf16).
+    /// its input conversion (`Convert`, or `SpaceToDepth` at f16/bf16).
     const RESNET50_OPTIMIZED: [(&str, usize); 5] = [
         ("Dense", 1),
         ("Flatten", 1),
@@ -226,21 +231,41 @@ mod tests {
         ("MaxPool", 1),
     ];
 
-    /// Checks `opt` is exactly the input conversion to NHWC (padded to 8
-    /// channels when `padded`), 53 FusedConv (16 with a residual), MaxPool,
-    /// GlobalAveragePool, Flatten, Dense, laid out NHWC up to the Flatten.
-    fn check_resnet50(opt: &Graph, padded: bool) {
-        let convert = if padded {
-            Op::PadChannels { channels: 8 }
-        } else {
-            Op::Convert
-        };
+    /// ResNet-50's input conversion on `size`² images: a `Convert`, or at
+    /// f16/bf16 (`folded`) the stem's space-to-depth image (2×2 blocks of
+    /// the image padded by 3, 16 channels, OH + 3 rows and columns).
+    fn resnet50_input_conversion(size: usize, folded: bool) -> Op {
+        if !folded {
+            return Op::Convert;
+        }
+        let out = size / 2 + 3;
+        Op::SpaceToDepth {
+            block: 2,
+            pad_top: 3,
+            pad_left: 3,
+            channels: 16,
+            height: out,
+            width: out,
+        }
+    }
+
+    /// Checks `opt` is exactly the input conversion `convert`, 53 FusedConv
+    /// (16 with a residual; the stem a 4×4 stride-1 one after a
+    /// `SpaceToDepth`), MaxPool, GlobalAveragePool, Flatten, Dense, laid
+    /// out NHWC up to the Flatten.
+    fn check_resnet50(opt: &Graph, convert: &Op) {
         let mut counts = op_counts(opt);
         counts.retain(|&(kind, n)| !(kind == convert.kind() && n == 1));
         assert_eq!(counts, RESNET50_OPTIMIZED);
         assert_eq!(residual_convs(opt), 16);
-        assert_eq!(opt.nodes[0].op, convert);
+        assert_eq!(opt.nodes[0].op, *convert);
         assert_eq!(opt.nodes[0].inputs, opt.inputs);
+        let Op::FusedConv { conv: stem, .. } = opt.nodes[1].op else {
+            panic!("the stem follows the input conversion");
+        };
+        let folded = matches!(convert, Op::SpaceToDepth { .. });
+        let (kernel, stride) = if folded { (4, 1) } else { (7, 2) };
+        assert_eq!((stem.kernel, stem.strides), ([kernel; 2], [stride; 2]));
         for node in &opt.nodes {
             let out = opt.value(node.output);
             let expected = match node.op {
@@ -304,7 +329,10 @@ mod tests {
             for &input in &node.inputs {
                 if graph.value(input).kind == ValueKind::Input {
                     assert!(
-                        matches!(node.op, Op::Convert | Op::PadChannels { .. }),
+                        matches!(
+                            node.op,
+                            Op::Convert | Op::PadChannels { .. } | Op::SpaceToDepth { .. }
+                        ),
                         "{} reads a graph input",
                         node.name
                     );
@@ -339,6 +367,7 @@ mod tests {
         dense: 1 Gemm → Dense
         layout: 10 activations channels-last, 8 weights packed OHWI, 1 Convert to NHWC
         precision: no change
+        space_to_depth: no change
         pad_channels: no change
         dce: no change
         ");
@@ -398,7 +427,8 @@ mod tests {
         );
         for precision in [Precision::Fp32, Precision::Fp16] {
             let (opt, report) = optimized(&graph, precision);
-            check_resnet50(&opt, precision == Precision::Fp16);
+            let convert = resnet50_input_conversion(32, precision == Precision::Fp16);
+            check_resnet50(&opt, &convert);
             assert_eq!(
                 report.count("fold_batch_norm", "BatchNormalization folded"),
                 53
@@ -416,7 +446,8 @@ mod tests {
         let options = crate::onnx::ImportOptions::default();
         let imported = crate::onnx::import_bytes(&model, "zoo resnet50", &options).unwrap();
         let (opt, report) = optimized(&imported.graph, Precision::Fp16);
-        check_resnet50(&opt, true);
+        let size = imported.graph.value(imported.graph.inputs[0]).shape[2];
+        check_resnet50(&opt, &resnet50_input_conversion(size, true));
         check_storage(&opt, DType::F16);
         insta::assert_snapshot!(report.to_string(), @r"
         dce: no change
@@ -426,7 +457,8 @@ mod tests {
         dense: 1 Gemm → Dense
         layout: 55 activations channels-last, 53 weights packed OHWI, 1 Convert to NHWC
         precision: 57 activations f16, 54 weights f16
-        pad_channels: 1 input Convert padded to a multiple of 8 channels, 1 weights padded
+        space_to_depth: 1 input Convert rewritten, 1 SpaceToDepth, 1 convolutions made stride 1, 1 weights rearranged
+        pad_channels: no change
         dce: no change
         ");
     }

@@ -198,7 +198,10 @@ impl Walk<'_> {
             if is_weight_slot(&node.op, slot) {
                 *input = self.weight(*input);
             } else if value.kind == ValueKind::Input {
-                let converts = matches!(node.op, Op::Convert | Op::PadChannels { .. });
+                let converts = matches!(
+                    node.op,
+                    Op::Convert | Op::PadChannels { .. } | Op::SpaceToDepth { .. }
+                );
                 if !converts && value.dtype != self.storage {
                     *input = self.input(*input, &mut before);
                 }
@@ -218,7 +221,11 @@ impl Walk<'_> {
             self.activations += 1;
             let writes_f32 = matches!(
                 node.op,
-                Op::FusedConv { .. } | Op::Dense { .. } | Op::Convert | Op::PadChannels { .. }
+                Op::FusedConv { .. }
+                    | Op::Dense { .. }
+                    | Op::Convert
+                    | Op::PadChannels { .. }
+                    | Op::SpaceToDepth { .. }
             );
             if !self.uses.is_output(node.output) {
                 self.patch.set_value(

@@ -285,6 +285,12 @@ fn run_op(ctx: &Ctx, op: &Op, inputs: &[Tensor], out: &OutSpec) -> OpResult {
         Op::Flatten { .. } | Op::Reshape { .. } | Op::Identity => shape_ops::copy(inputs),
         Op::Convert => shape_ops::convert(inputs),
         Op::PadChannels { .. } => shape_ops::pad_channels(inputs, out),
+        Op::SpaceToDepth {
+            block,
+            pad_top,
+            pad_left,
+            ..
+        } => shape_ops::space_to_depth(*block, [*pad_top, *pad_left], inputs, out),
         Op::Concat { axis } => shape_ops::concat(*axis, inputs, out),
         Op::Softmax { axis } => softmax::softmax(ctx, *axis, inputs),
         Op::Gemm {

@@ -2,8 +2,8 @@
 //! their row-major input (the logical order does not change, only the
 //! shape); Convert hands its input over in its physical order and lets the
 //! store re-lay it out and round it to the output's dtype (PadChannels
-//! likewise, after appending zero channels); Concat joins row-major inputs
-//! along one axis.
+//! likewise, after appending zero channels, and SpaceToDepth after moving
+//! pixels into channels); Concat joins row-major inputs along one axis.
 
 use super::execute::{dims4, input, OpResult, OutSpec, Output, Tensor};
 
@@ -38,6 +38,58 @@ pub(crate) fn pad_channels(inputs: &[Tensor], out: &OutSpec) -> OpResult {
     let mut data = vec![0.0; n * channels * plane];
     for (image, src) in logical.chunks_exact(c * plane).enumerate() {
         data[image * channels * plane..][..c * plane].copy_from_slice(src);
+    }
+    Ok(Output::row_major(data))
+}
+
+/// [`crate::ir::Op::SpaceToDepth`], built row-major from the input's
+/// logical elements (the store re-lays it out and rounds it like a
+/// `Convert`): output channel `(bh·block + bw)·C + c` of pixel `(i, j)` is
+/// input channel `c` at `(block·i + bh − pad_top, block·j + bw − pad_left)`,
+/// zero outside the image and in the channels beyond `block²·C`.
+pub(crate) fn space_to_depth(
+    block: usize,
+    [pad_top, pad_left]: [usize; 2],
+    inputs: &[Tensor],
+    out: &OutSpec,
+) -> OpResult {
+    let x = input(inputs, 0)?;
+    let [n, c, h, w] = dims4(x.shape, "SpaceToDepth input")?;
+    let [on, channels, oh, ow] = dims4(out.shape, "SpaceToDepth output")?;
+    if on != n || block == 0 || channels < block * block * c {
+        return Err(format!(
+            "cannot move {block}x{block} blocks of {:?} into {:?}",
+            x.shape, out.shape
+        )
+        .into());
+    }
+    let logical = x.row_major();
+    let mut data = vec![0.0; n * channels * oh * ow];
+    // Source coordinate of output row/column `i` in block offset `b`, if
+    // it lies inside the image.
+    let source = |i: usize, b: usize, pad: usize, size: usize| {
+        (block * i + b).checked_sub(pad).filter(|&s| s < size)
+    };
+    for image in 0..n {
+        for bh in 0..block {
+            for bw in 0..block {
+                for ch in 0..c {
+                    let k = (bh * block + bw) * c + ch;
+                    let src = &logical[(image * c + ch) * h * w..][..h * w];
+                    let dst = &mut data[(image * channels + k) * oh * ow..][..oh * ow];
+                    for i in 0..oh {
+                        let Some(y) = source(i, bh, pad_top, h) else {
+                            continue;
+                        };
+                        for j in 0..ow {
+                            if let Some(x) = source(j, bw, pad_left, w) {
+                                dst[i * ow + j] = src[y * w + x];
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
     Ok(Output::row_major(data))
 }
@@ -130,6 +182,66 @@ mod tests {
             want.extend_from_slice(&data[n * 6..][..6]);
             want.extend_from_slice(&[0.0, 0.0]);
         }
+        assert_eq!(run1(&graph, &[&data]), want);
+    }
+
+    /// A 2×2 image of 2 channels, one row and column of padding at the
+    /// top/left: each output pixel gathers its 2×2 block (zeros in the
+    /// padding and beyond the image), then the zero channels.
+    #[test]
+    fn space_to_depth_gathers_blocks_through_the_layout() {
+        let mut b = Builder::new();
+        let x = b.input("x", &[1, 2, 2, 3]);
+        let op = Op::SpaceToDepth {
+            block: 2,
+            pad_top: 1,
+            pad_left: 1,
+            channels: 10,
+            height: 2,
+            width: 2,
+        };
+        let y = b.node(op, &[x]);
+        b.set(y, Layout::ChannelsLast, DType::F16);
+        let z = b.node(Op::Convert, &[y]);
+        let graph = b.finish(&[z]);
+        // x[c, h, w] = 100·c + 10·h + w + 1 (0 marks a zero of the output).
+        let data: Vec<f32> = (0..2)
+            .flat_map(|c| {
+                (0..2).flat_map(move |h| (0..3).map(move |w| (100 * c + 10 * h + w + 1) as f32))
+            })
+            .collect();
+        // Output [1, 10, 2, 2] row-major: channel k = (bh·2 + bw)·2 + c.
+        // Pixel (i, j) reads rows 2i + bh − 1 and columns 2j + bw − 1.
+        let at = |c: usize, h: isize, w: isize| {
+            if (0..2).contains(&h) && (0..3).contains(&w) {
+                (100 * c as isize + 10 * h + w + 1) as f32
+            } else {
+                0.0
+            }
+        };
+        let mut want = vec![0.0; 10 * 4];
+        for bh in 0..2 {
+            for bw in 0..2 {
+                for c in 0..2 {
+                    for i in 0..2 {
+                        for j in 0..2 {
+                            let k = (bh * 2 + bw) * 2 + c;
+                            let h = 2 * i as isize + bh as isize - 1;
+                            let w = 2 * j as isize + bw as isize - 1;
+                            want[k * 4 + i * 2 + j] = at(c, h, w);
+                        }
+                    }
+                }
+            }
+        }
+        // Spot checks of the formula: pixel (0, 0) holds x[·, 0, 0] in
+        // block (1, 1) only; pixel (1, 1) reads row 2 (beyond the image)
+        // in block row 1, and columns 1, 2.
+        assert_eq!(want[(3 * 2) * 4], 1.0);
+        assert_eq!(want[(3 * 2 + 1) * 4], 101.0);
+        assert_eq!(want[3], 12.0);
+        assert_eq!(want[(2 * 2) * 4 + 3], 0.0);
+        assert!(want[8 * 4..].iter().all(|&v| v == 0.0));
         assert_eq!(run1(&graph, &[&data]), want);
     }
 

@@ -37,7 +37,7 @@
 //!
 //! ```text
 //! batch 1, fp16 / bf16: tensor cores (m16n8k16)
-//! conv1        12544 x   64 x  392  mma_m128n64k32w4x2p4s1d      98 CTAs x 256 threads
+//! conv1        12544 x   64 x  256  mma_m128n64k32w4x2p4s1d      98 CTAs x 256 threads
 //! conv2         3136 x   64 x   64  mma_m32n64k64w2x4p4s1d       98 CTAs x 256 threads
 //! conv3 x3      3136 x   64 x  576  mma_m32n64k64w2x4p4s1d       98 CTAs x 256 threads
 //! conv4         3136 x  256 x   64  mma_m64n128k32w2x4p4s1d      98 CTAs x 256 threads
@@ -124,7 +124,7 @@
 //! conv50 x2       49 x 2048 x  512  simt_m32n32k16t4x4s8       1024 CTAs x  64 threads
 //! 53 launches, 36888 CTAs, 27 distinct kernels
 //! batch 256, fp16: wgmma (sm_90a)
-//! conv1      3211264 x   64 x  392  wgmma_m192n64p3s1         16726 CTAs x 384 threads
+//! conv1      3211264 x   64 x  256  wgmma_m192n64p3s1         16726 CTAs x 384 threads
 //! conv2       802816 x   64 x   64  wgmma_m256n64p3s1          3136 CTAs x 512 threads
 //! conv3 x3    802816 x   64 x  576  wgmma_m192n64p3s1          4182 CTAs x 384 threads
 //! conv4       802816 x  256 x   64  wgmma_m192n128p3s1         8364 CTAs x 384 threads

@@ -377,3 +377,127 @@ fn gpu_test_modules_compile() {
         println!("{precision}: {n} kernels compile");
     }
 }
+
+/// ResNet-50's optimized graph without the space-to-depth rewrite: the
+/// passes of `optimize` in order, `pad_input_channels` taking the stem.
+fn padded_stem_graph(imported: &Graph, precision: Precision) -> Graph {
+    use crate::passes::*;
+    let mut g = imported.clone();
+    dce(&mut g).unwrap();
+    fold_batch_norm(&mut g).unwrap();
+    canonicalize_global_pool(&mut g).unwrap();
+    fuse_epilogue(&mut g).unwrap();
+    lower_dense(&mut g).unwrap();
+    to_channels_last(&mut g).unwrap();
+    apply_precision(&mut g, precision).unwrap();
+    pad_input_channels(&mut g).unwrap();
+    dce(&mut g).unwrap();
+    g
+}
+
+/// The stem at f16 with and without the space-to-depth rewrite, in one
+/// build: the input conversion's and the stem convolution's time alone,
+/// the forward pass's, and the two outputs against each other.
+#[test]
+#[ignore]
+fn gpu_stem_space_to_depth_timing() {
+    let Some((gpu, _guard)) = gpu_or_skip() else {
+        return;
+    };
+    for batch in [1, 256] {
+        let c = super::tests::compiled(ResNetDepth::R50, batch, Precision::Fp16);
+        let padded = padded_stem_graph(&c.imported, Precision::Fp16);
+        let mut outputs = Vec::new();
+        for (label, graph) in [("padded", padded), ("space-to-depth", c.graph.clone())] {
+            let plan = plan_memory(&graph).unwrap();
+            let m = generate_cuda(&graph, &plan, &ConfigOverrides::new()).unwrap();
+            let cubin = gpu::compile(&m.source, &format!("stem_{label}_b{batch}")).unwrap();
+            let loaded = Loaded::new(gpu, &graph, &plan, &m, &cubin).unwrap();
+            let feeds = inputs(&graph);
+            let feed_refs: Vec<&[f32]> = feeds.iter().map(Vec::as_slice).collect();
+            loaded.feed(&graph, &plan, &feed_refs).unwrap();
+            outputs.push(loaded.run(&graph, &plan, &m, false).unwrap().remove(0).1);
+            let (total, each) = loaded.time(&m, 50).unwrap();
+            println!("ResNet-50 batch {batch} fp16, {label} stem: {total:.1} us per forward");
+            for (i, l) in m.launches.iter().take(2).enumerate() {
+                println!(
+                    "  {:>8.2} us  {:<14} {}",
+                    each[i],
+                    graph.node(l.node).name,
+                    m.kernels[l.kernel as usize]
+                );
+            }
+        }
+        let err = rel_l2(&outputs[1], &outputs[0]);
+        println!("  outputs: rel L2 {err:.3e} between the two");
+        assert!(err <= tolerance(Precision::Fp16), "batch {batch}: {err:e}");
+    }
+}
+
+/// Every config of the space-to-depth conversion of ResNet-50's image at
+/// batch 1, 8 and 256 (f16), timed alone; the default marked.
+#[test]
+#[ignore]
+fn gpu_space_to_depth_configs_timing() {
+    use super::test_graphs::{one_op, In};
+    use crate::ir::{DType, Layout};
+    let Some((gpu, _guard)) = gpu_or_skip() else {
+        return;
+    };
+    for batch in [1, 8, 256] {
+        let op = Op::SpaceToDepth {
+            block: 2,
+            pad_top: 3,
+            pad_left: 3,
+            channels: 16,
+            height: 115,
+            width: 115,
+        };
+        let x = In::act(&[batch, 3, 224, 224], DType::F32, Layout::RowMajor);
+        let (graph, plan) = one_op(op, &[x], DType::F16, Layout::ChannelsLast, Precision::Fp16);
+        let shape = space_to_depth::space_to_depth_shape(&graph, NodeId(0)).unwrap();
+        let default = SpaceToDepthConfig::default_for(&shape);
+        let space = SpaceToDepthConfig::search_space(&shape);
+        let instances: Vec<Instance> = space
+            .iter()
+            .map(|c| node_instance(&graph, Some(c), &format!("s2d_b{batch}_{}", c.tag())))
+            .collect();
+        let all: Vec<(Instance, String)> = instances
+            .iter()
+            .map(|x| (x.clone(), x.symbol.clone()))
+            .collect();
+        let cubin = gpu::compile(&assemble(&all), &format!("s2d_b{batch}")).unwrap();
+        let node = graph.node(NodeId(0));
+        let m = CudaModule {
+            source: String::new(),
+            kernels: instances.iter().map(|x| x.symbol.clone()).collect(),
+            launches: instances
+                .iter()
+                .enumerate()
+                .map(|(i, x)| KernelLaunch {
+                    node: NodeId(0),
+                    kernel: i as u32,
+                    grid: x.geometry.grid,
+                    block: x.geometry.block,
+                    smem_bytes: 0,
+                    args: vec![node.inputs[0], node.output],
+                })
+                .collect(),
+            warnings: Vec::new(),
+        };
+        let loaded = Loaded::new(gpu, &graph, &plan, &m, &cubin).unwrap();
+        let feeds = inputs(&graph);
+        let feed_refs: Vec<&[f32]> = feeds.iter().map(Vec::as_slice).collect();
+        loaded.feed(&graph, &plan, &feed_refs).unwrap();
+        let (_, each) = loaded.time(&m, 50).unwrap();
+        println!(
+            "space-to-depth b{batch}: {:.1} MB moved",
+            shape.bytes() as f64 / 1e6
+        );
+        for (c, t) in space.iter().zip(&each) {
+            let gbs = shape.bytes() as f64 / (t * 1e3);
+            let mark = if *c == default { "  default" } else { "" };
+            println!("  {:<8} {t:>8.2} us  {gbs:>6.0} GB/s{mark}", c.tag());
+        }
+    }
+}

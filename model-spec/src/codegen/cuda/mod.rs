@@ -42,6 +42,7 @@ pub mod mma_config;
 pub mod pool;
 pub mod reduce;
 pub mod source;
+pub mod space_to_depth;
 pub mod to_nhwc;
 pub mod wgmma_config;
 
@@ -66,6 +67,7 @@ pub use global_pool::GlobalPoolConfig;
 pub use implicit_gemm::{ConvShape, MmaConfig, SimtConfig};
 pub use matmul::MatmulConfig;
 pub use mma_config::{MmaEpilogue, MmaOperands};
+pub use space_to_depth::SpaceToDepthConfig;
 pub use to_nhwc::ToNhwcConfig;
 pub use wgmma_config::WgmmaConfig;
 
@@ -342,6 +344,12 @@ pub(crate) fn dispatch<V: VisitTask>(
             }
             None => elementwise_task(graph, id, visitor)?,
         },
+        Op::SpaceToDepth { .. } => {
+            let shape = space_to_depth::space_to_depth_shape(graph, id)?;
+            visitor.visit::<SpaceToDepthConfig>(&shape, "s2d", &|c, sym| {
+                space_to_depth::instantiate(&shape, c, sym)
+            })
+        }
         Op::Flatten { .. }
         | Op::Reshape { .. }
         | Op::Identity

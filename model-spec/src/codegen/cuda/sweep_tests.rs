@@ -51,10 +51,32 @@ pub(crate) fn node_instance<C: Serialize>(
 /// Compiles the instances in batches (two nvcc processes at a time) and
 /// returns ptxas's report of every kernel; fails on any compile error,
 /// missing kernel or spill.
+///
+/// Configs with a `min_blocks` register cap are the exception: their
+/// validity rule only bounds the cap against an estimate, so ptxas may
+/// spill on some (which the tuner prunes by the same report before
+/// measuring, and no heuristic default has a cap); their spills are
+/// counted and printed, not failed.
 pub(crate) fn compile_all(nvcc: &Nvcc, name: &str, instances: Vec<Instance>) -> Vec<KernelReport> {
+    let capped: std::collections::HashSet<String> = instances
+        .iter()
+        .filter(|i| i.config.contains("\"min_blocks\""))
+        .map(|i| i.symbol.clone())
+        .collect();
     let reports = compile_reports(nvcc, name, instances);
+    let mut capped_spills = 0;
     for k in &reports {
+        if capped.contains(&k.name) {
+            capped_spills += usize::from(k.spills());
+            continue;
+        }
         assert!(!k.spills(), "{name}: {} spills: {k:?}", k.name);
+    }
+    if !capped.is_empty() {
+        println!(
+            "{name}: {capped_spills} of {} kernels with a min_blocks register cap spill (pruned by the tuner)",
+            capped.len()
+        );
     }
     reports
 }
@@ -769,9 +791,10 @@ fn register_estimates_vs_ptxas() {
 }
 
 /// One-op graphs of the input conversion (`to_nhwc`, plain and channel
-/// padded) and NHWC global pool templates, for one storage type: the
-/// ResNet-50 shapes and odd ones (no 16-byte vector fits, C not a multiple
-/// of the vector, a tile cut by the image's end).
+/// padded; `space_to_depth`) and NHWC global pool templates, for one
+/// storage type: the ResNet-50 shapes and odd ones (no 16-byte vector fits,
+/// C not a multiple of the vector, a tile cut by the image's end; blocks
+/// reaching past the image, 3×3 blocks, a channels-last 16-bit input).
 pub(crate) fn stem_head_cases(precision: Precision) -> Vec<(String, Graph)> {
     let s = precision.storage();
     let (cl, rm) = (Layout::ChannelsLast, Layout::RowMajor);
@@ -782,7 +805,73 @@ pub(crate) fn stem_head_cases(precision: Precision) -> Vec<(String, Graph)> {
         (label.to_string(), graph)
     };
     let pad = |channels| Op::PadChannels { channels };
+    let s2d = |block, [pad_top, pad_left]: [usize; 2], channels, [height, width]: [usize; 2]| {
+        Op::SpaceToDepth {
+            block,
+            pad_top,
+            pad_left,
+            channels,
+            height,
+            width,
+        }
+    };
     vec![
+        case(
+            "s2d_stem",
+            s2d(2, [3, 3], 16, [115, 115]),
+            &[1, 3, 224, 224],
+            f32,
+            rm,
+            s,
+        ),
+        case(
+            "s2d_odd",
+            s2d(2, [2, 1], 16, [6, 5]),
+            &[2, 3, 9, 7],
+            f32,
+            rm,
+            s,
+        ),
+        case(
+            "s2d_c1",
+            s2d(2, [1, 1], 8, [4, 4]),
+            &[1, 1, 7, 7],
+            f32,
+            rm,
+            s,
+        ),
+        case(
+            "s2d_c5_b3",
+            s2d(3, [3, 0], 48, [5, 3]),
+            &[1, 5, 10, 8],
+            f32,
+            rm,
+            s,
+        ),
+        case(
+            "s2d_vec4",
+            s2d(2, [0, 0], 12, [3, 3]),
+            &[2, 3, 6, 6],
+            f32,
+            rm,
+            s,
+        ),
+        case(
+            "s2d_scalar",
+            s2d(2, [1, 1], 13, [3, 3]),
+            &[1, 3, 5, 5],
+            f32,
+            rm,
+            s,
+        ),
+        case(
+            "s2d_nhwc_in",
+            s2d(2, [1, 1], 16, [4, 4]),
+            &[1, 3, 8, 8],
+            s,
+            cl,
+            s,
+        ),
         case("pad_stem", pad(8), &[1, 3, 224, 224], f32, rm, s),
         case("pad_tail", pad(8), &[2, 3, 9, 8], f32, rm, s),
         case("pad_odd", pad(8), &[1, 3, 5, 3], f32, rm, s),
@@ -822,7 +911,7 @@ fn stem_and_head_templates_compile_without_spills() {
             let label = format!("{label}_{precision}");
             let space = candidate::task_candidates(&graph, NodeId(0)).unwrap();
             assert!(
-                ["pad", "convert", "gpool"].contains(&space.family.as_str()),
+                ["pad", "convert", "s2d", "gpool"].contains(&space.family.as_str()),
                 "{label}: {} kernel",
                 space.family
             );

@@ -1,7 +1,9 @@
 // aotune: elementwise kernels: Convert (any layout and dtype to any other),
 // view copies the plan could not alias, Unary, Binary and Sum (numpy
 // broadcasting), BatchNormalization (inference form, any layout) and Concat;
-// to_nhwc: the NCHW -> NHWC conversion of a model input (to_nhwc.rs).
+// to_nhwc: the NCHW -> NHWC conversion of a model input (to_nhwc.rs);
+// space_to_depth: the same with pixel blocks folded into channels
+// (space_to_depth.rs).
 //
 // One thread per output element, in the output's physical order, with a
 // grid-stride loop. The index plumbing lives in the instantiation: P::src(i,
@@ -114,6 +116,49 @@ __device__ __forceinline__ void to_nhwc(const typename P::TIn* __restrict__ x,
       }
       store_words<VO>(ys + j, v);
     }
+  }
+}
+
+// SpaceToDepth (space_to_depth.rs): y[n, i, j, k] (NHWC, CQ channels) is
+// x[n, c, B*i + bh - PT, B*j + bw - PL] for k = (bh*B + bw)*C + c, zero
+// outside the image and for k >= B*B*C; x is read through its strides
+// (SN, SC, SH, SW), in any dtype. Thread t of the grid's flat range owns
+// VO-channel chunk t of the output (consecutive threads, consecutive
+// chunks: coalesced VO-element stores); a CTA covers THREADS * PER_THREAD
+// chunks, each thread PER_THREAD of them THREADS apart, and issues all its
+// loads before its stores. CQ % VO == 0.
+template <class P>
+__device__ __forceinline__ void space_to_depth(const typename P::TIn* __restrict__ x,
+                                               typename P::TOut* __restrict__ y) {
+  constexpr unsigned VO = P::VO, T = P::THREADS, R = P::PER_THREAD, CHUNKS = P::CQ / VO;
+  constexpr unsigned B = P::B, C = P::C, HQ = P::HQ, WQ = P::WQ;
+  constexpr unsigned TOTAL = (unsigned)P::N * HQ * WQ * CHUNKS;
+  const unsigned first = blockIdx.x * (T * R) + threadIdx.x;
+  float v[R][VO];
+#pragma unroll
+  for (unsigned r = 0; r < R; ++r) {
+    const unsigned t = first + r * T;
+    const unsigned pixel = t / CHUNKS;
+    const int j = (int)(pixel % WQ), i = (int)((pixel / WQ) % HQ);
+    const typename P::TIn* xs = x + (size_t)(pixel / (WQ * HQ)) * P::SN;
+    unsigned c = (t % CHUNKS) * VO % C, block = (t % CHUNKS) * VO / C;
+#pragma unroll
+    for (unsigned e = 0; e < VO; ++e) {
+      const int h = (int)B * i + (int)(block / B) - P::PT;
+      const int w = (int)B * j + (int)(block % B) - P::PL;
+      const bool inside = t < TOTAL && block < B * B && h >= 0 && h < P::H && w >= 0 && w < P::W;
+      v[r][e] = inside ? to_f32(xs[(size_t)c * P::SC + (size_t)h * P::SH + (size_t)w * P::SW])
+                       : 0.0f;
+      if (++c == C) {
+        c = 0;
+        ++block;
+      }
+    }
+  }
+#pragma unroll
+  for (unsigned r = 0; r < R; ++r) {
+    const unsigned t = first + r * T;
+    if (t < TOTAL) store_words<VO>(y + (size_t)t * VO, v[r]);
   }
 }
 
