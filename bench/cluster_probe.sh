@@ -28,7 +28,7 @@ done
 for v in mma_global mma_cluster wg_global wg_cluster mma8_global mma8_cluster; do
   $B bench /tmp/r50.onnx --precision fp16 --batch 1 --per-layer --runs 200 --warmup 10 --json \
     --tuning /tmp/logs/$v.json > "$OUT/bench_$v.log" 2>&1
-  summary+=("bench b1 $v rc=$? $(grep '^{' "$OUT/bench_$v.log" | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(f"median {r[\"median_ms\"]:.4f} ms")' 2>/dev/null) $(grep 'sum of kernels' "$OUT/bench_$v.log")")
+  summary+=("bench b1 $v rc=$? $(python3 bench/median_of.py "$OUT/bench_$v.log") $(grep 'sum of kernels' "$OUT/bench_$v.log")")
 done
 if [ -n "${PROFILE_B256:-}" ] && command -v ncu >/dev/null; then
   timeout 240 ncu --launch-skip 1 --launch-count 6 --kernel-name regex:conv_ \

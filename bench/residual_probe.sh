@@ -22,7 +22,7 @@ for v in ${VARIANTS:-tuned pre b4 pre_b4}; do
   t=models/resnet50.best.json; [ $v = tuned ] || t=bench/probe-logs/$v.best.json
   $B bench /tmp/r50.onnx --precision fp16 --batch 256 --per-layer --runs 30 --warmup 5 --json \
     --tuning $t > "$OUT/bench_b256_$v.log" 2>&1
-  summary+=("bench b256 $v rc=$? $(grep '^{' "$OUT/bench_b256_$v.log" | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(f"median {r[\"median_ms\"]:.4f} ms {r[\"images_per_s\"]:.0f} img/s")' 2>/dev/null) $(grep 'sum of kernels' "$OUT/bench_b256_$v.log")")
+  summary+=("bench b256 $v rc=$? $(python3 bench/median_of.py "$OUT/bench_b256_$v.log") $(grep 'sum of kernels' "$OUT/bench_b256_$v.log")")
 done
 if [ -n "${TESTS:-}" ]; then
   timeout 400 .device/gpu_kernels --test-threads=1 > "$OUT/test_gpu_kernels.log" 2>&1

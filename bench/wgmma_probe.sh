@@ -24,7 +24,7 @@ check() {  # batch variant
 timeit() {  # batch variant runs
   local t=""; [ "$2" = default ] || t="--tuning /tmp/logs/$2_b$1.json"
   $B bench /tmp/r50.onnx --precision fp16 --batch $1 --per-layer --runs $3 --warmup 5 --json $t > "$OUT/bench_b$1_$2.log" 2>&1
-  summary+=("bench b$1 $2 rc=$? $(grep '^{' "$OUT/bench_b$1_$2.log" | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(f"median {r[\"median_ms\"]:.4f} ms {r[\"images_per_s\"]:.0f} img/s")' 2>/dev/null) $(grep 'sum of kernels' "$OUT/bench_b$1_$2.log")")
+  summary+=("bench b$1 $2 rc=$? $(python3 bench/median_of.py "$OUT/bench_b$1_$2.log") $(grep 'sum of kernels' "$OUT/bench_b$1_$2.log")")
 }
 for v in A B C; do check 8 $v; done
 for v in S T; do check 1 $v; done
