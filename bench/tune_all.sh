@@ -11,7 +11,9 @@
 # 4× the budget, which must not replace the committed log's records.
 # RESUME=1 continues each BATCH:PRECISION run from its committed records
 # (models/resnet50.bB.P.records.jsonl, `--resume`), with `--trials-per-task
-# ${TRIALS:-128}` since resumed trials count towards the cap.
+# ${TRIALS:-128}` since resumed trials count towards the cap. TRIALS alone sets
+# `--trials-per-task` of every run (e.g. TRIALS=256 for the search-quality pair
+# `1:fp16:1:q1 1:fp16:4:q4`, so that neither stops at the default cap of 64).
 set -u
 . "$(dirname "$0")/device_env.sh"
 mkdir -p /tmp/records
@@ -25,6 +27,7 @@ for spec in "$@"; do
     log="/tmp/records/tune_$name.log"
   fi
   resume=()
+  [ -n "${TRIALS:-}" ] && resume=(--trials-per-task "$TRIALS")
   committed="models/resnet50.b$b.$p.records.jsonl"
   if [ -n "${RESUME:-}" ] && [ -z "$name" ] && [ -f "$committed" ]; then
     cp "$committed" "$records"
