@@ -157,22 +157,9 @@ fn padded_weight(w: &Value, channels: usize) -> Value {
 mod tests {
     use super::*;
     use crate::ir::{print_graph, Precision};
-    use crate::passes::test_graphs::Builder;
-    use crate::passes::{
-        apply_precision, direct_eval, fold_batch_norm, fuse_epilogue, lower_dense, to_channels_last,
-    };
+    use crate::passes::direct_eval;
+    use crate::passes::test_graphs::{prepared, Builder};
     use crate::reference::{self, Accumulate, RunOptions};
-
-    /// The passes before this one, on `graph`, at `precision`.
-    fn prepared(graph: &Graph, precision: Precision) -> Graph {
-        let mut g = graph.clone();
-        fold_batch_norm(&mut g).unwrap();
-        fuse_epilogue(&mut g).unwrap();
-        lower_dense(&mut g).unwrap();
-        to_channels_last(&mut g).unwrap();
-        apply_precision(&mut g, precision).unwrap();
-        g
-    }
 
     /// Two convolutions read the RGB input (the second one then adds the
     /// first's output as its residual): both read the padded image.

@@ -258,23 +258,9 @@ fn rearranged_weight(w: &Value, block: usize, channels: usize) -> Value {
 mod tests {
     use super::*;
     use crate::ir::{print_graph, BinaryOp, Epilogue, Precision};
-    use crate::passes::test_graphs::Builder;
-    use crate::passes::{
-        apply_precision, direct_eval, fold_batch_norm, fuse_epilogue, lower_dense,
-        pad_input_channels, to_channels_last,
-    };
+    use crate::passes::test_graphs::{prepared, Builder};
+    use crate::passes::{direct_eval, pad_input_channels};
     use crate::reference::{self, Accumulate, RunOptions};
-
-    /// The passes before this one, on `graph`, at `precision`.
-    fn prepared(graph: &Graph, precision: Precision) -> Graph {
-        let mut g = graph.clone();
-        fold_batch_norm(&mut g).unwrap();
-        fuse_epilogue(&mut g).unwrap();
-        lower_dense(&mut g).unwrap();
-        to_channels_last(&mut g).unwrap();
-        apply_precision(&mut g, precision).unwrap();
-        g
-    }
 
     fn f64_sums() -> RunOptions {
         RunOptions {

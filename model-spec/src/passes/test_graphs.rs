@@ -7,6 +7,19 @@ use crate::ir::{
     ValueId, ValueKind,
 };
 
+/// The passes `optimize` runs before the input conversions are rewritten
+/// (`space_to_depth_input`, `pad_input_channels`), on `graph`, at
+/// `precision`.
+pub fn prepared(graph: &Graph, precision: Precision) -> Graph {
+    let mut g = graph.clone();
+    super::fold_batch_norm(&mut g).unwrap();
+    super::fuse_epilogue(&mut g).unwrap();
+    super::lower_dense(&mut g).unwrap();
+    super::to_channels_last(&mut g).unwrap();
+    super::apply_precision(&mut g, precision).unwrap();
+    g
+}
+
 /// Builds a [`Graph`] node by node, inferring each output's shape.
 pub struct Builder {
     pub graph: Graph,

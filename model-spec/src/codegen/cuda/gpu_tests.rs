@@ -14,7 +14,7 @@ use super::sweep_tests::{
 };
 use super::test_graphs::values;
 use super::*;
-use crate::ir::{Graph, NodeId, Op, Precision};
+use crate::ir::{Graph, NodeId, Op, Precision, ValueId};
 use crate::plan::{plan_memory, MemoryPlan};
 use crate::reference::{rel_l2, run, run_traced, RunOptions};
 use crate::zoo::ResNetDepth;
@@ -141,23 +141,7 @@ fn check_cases(gpu: &Gpu, precision: Precision, cases: Vec<(String, Graph)>) -> 
         let node = graph.node(NodeId(0));
         let mut args = node.inputs.clone();
         args.push(node.output);
-        let m = CudaModule {
-            source: String::new(),
-            kernels: instances.iter().map(|x| x.symbol.clone()).collect(),
-            launches: instances
-                .iter()
-                .enumerate()
-                .map(|(i, x)| KernelLaunch {
-                    node: NodeId(0),
-                    kernel: i as u32,
-                    grid: x.geometry.grid,
-                    block: x.geometry.block,
-                    smem_bytes: x.geometry.smem_bytes,
-                    args: args.clone(),
-                })
-                .collect(),
-            warnings: Vec::new(),
-        };
+        let m = one_node_module(instances, &args);
         let feeds = inputs(graph);
         let feed_refs: Vec<&[f32]> = feeds.iter().map(Vec::as_slice).collect();
         let want = run(graph, &feed_refs, &RunOptions::default())
@@ -198,6 +182,28 @@ fn check_cases(gpu: &Gpu, precision: Precision, cases: Vec<(String, Graph)>) -> 
         failures.len()
     );
     failures
+}
+
+/// A module launching each of `instances` once, in order, all for node 0
+/// with `args`: the kernels of one task's configs, to check or time apart.
+fn one_node_module(instances: &[Instance], args: &[ValueId]) -> CudaModule {
+    CudaModule {
+        source: String::new(),
+        kernels: instances.iter().map(|x| x.symbol.clone()).collect(),
+        launches: instances
+            .iter()
+            .enumerate()
+            .map(|(i, x)| KernelLaunch {
+                node: NodeId(0),
+                kernel: i as u32,
+                grid: x.geometry.grid,
+                block: x.geometry.block,
+                smem_bytes: x.geometry.smem_bytes,
+                args: args.to_vec(),
+            })
+            .collect(),
+        warnings: Vec::new(),
+    }
 }
 
 #[test]
@@ -468,23 +474,7 @@ fn gpu_space_to_depth_configs_timing() {
             .collect();
         let cubin = gpu::compile(&assemble(&all), &format!("s2d_b{batch}")).unwrap();
         let node = graph.node(NodeId(0));
-        let m = CudaModule {
-            source: String::new(),
-            kernels: instances.iter().map(|x| x.symbol.clone()).collect(),
-            launches: instances
-                .iter()
-                .enumerate()
-                .map(|(i, x)| KernelLaunch {
-                    node: NodeId(0),
-                    kernel: i as u32,
-                    grid: x.geometry.grid,
-                    block: x.geometry.block,
-                    smem_bytes: 0,
-                    args: vec![node.inputs[0], node.output],
-                })
-                .collect(),
-            warnings: Vec::new(),
-        };
+        let m = one_node_module(&instances, &[node.inputs[0], node.output]);
         let loaded = Loaded::new(gpu, &graph, &plan, &m, &cubin).unwrap();
         let feeds = inputs(&graph);
         let feed_refs: Vec<&[f32]> = feeds.iter().map(Vec::as_slice).collect();
