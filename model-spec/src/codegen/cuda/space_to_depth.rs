@@ -145,12 +145,13 @@ impl KernelConfig for SpaceToDepthConfig {
 
     /// 128 threads with 4 or 2 chunks each, the most that still gives
     /// eight CTAs per SM of the H200 (1056), else one chunk each.
-    /// Measured on the H200, ResNet-50's image at f16 (every config of the
-    /// space timed alone): batch 256 64.4 µs, 4.1 TB/s (t128r4; every
-    /// config with 1 to 4 chunks of 128 or 256 threads within 5%); batch 8
-    /// 4.3 µs (t128r1; the sixteen configs take 4.3 to 7.6 µs); batch 1
-    /// 4.2 µs, where all sixteen take 3.8 to 5.0 µs (1 MB moved: launch
-    /// latency dominates).
+    /// Measured on the H200 in session 5 (2026-12-02) by the ignored GPU
+    /// test `gpu_space_to_depth_configs_timing` (every config of the
+    /// space timed alone), ResNet-50's image at f16: batch 256 64.4 µs,
+    /// 4.1 TB/s (t128r4; every config with 1 to 4 chunks of 128 or 256
+    /// threads within 5%); batch 8 4.3 µs (t128r1; the sixteen configs
+    /// take 4.3 to 7.6 µs); batch 1 4.2 µs, where all sixteen take 3.8 to
+    /// 5.0 µs (1 MB moved: launch latency dominates).
     fn default_for(shape: &SpaceToDepthShape) -> Self {
         [4, 2]
             .into_iter()

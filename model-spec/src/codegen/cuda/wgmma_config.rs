@@ -315,7 +315,7 @@ impl WgmmaConfig {
     /// A CTA with a single k tile fills one stage whatever `stages` says
     /// (see [`Self::allocated_stages`]), and its loop has nothing to
     /// overlap: 2 to 6 stages render the same kernel up to the prologue's
-    /// empty cp.async groups (measured within 3% of one another at batch
+    /// empty cp.async groups (measured within 3.1% of one another at batch
     /// 256, session 5). The search spaces keep only 3 stages of those —
     /// the smallest count the heuristic default considers.
     fn redundant_stages(&self, shape: &ConvShape) -> bool {
