@@ -557,6 +557,11 @@ struct TileLoader {
   static constexpr int ROW_STEP = T / KC;
   static_assert(T % KC == 0, "one chunk column per thread");
   static_assert(!P::A_VEC || P::C % CE == 0, "16-byte A chunks stay inside one pixel");
+  // A shortcut (P::HAS_SC) extends K past K_MAIN with the channels of a
+  // second input, read at pixel (p * SC_SH, q * SC_SW); its main conv is
+  // 1x1, stride 1, unpadded, so rows past M are the only ones to skip.
+  static_assert(!P::HAS_SC || (!P::A_BOUNDS && (!P::A_VEC || P::SC_C % CE == 0)),
+                "shortcut: pointwise main conv, whole chunks per shortcut pixel");
   static_assert(!P::B_VEC || GK % CE == 0, "16-byte B chunks stay inside one row");
   // Rows past M read nothing: a_h is far below 0 (A_BOUNDS) or a_pix is -1
   // (no bounds, where valid offsets are >= 0).
@@ -564,14 +569,16 @@ struct TileLoader {
 
   const TE* __restrict__ x;
   const TE* __restrict__ wgt;
+  const TE* __restrict__ xs;
   int chunk, row0, n0;
   // Per A row: the element offset of its window's top-left input pixel
-  // (negative past the top or left edge), and with A_BOUNDS that pixel's h
-  // and w.
+  // (negative past the top or left edge), with A_BOUNDS that pixel's h
+  // and w, and with a shortcut the offset of its pixel in the second input.
   int a_pix[LA], a_h[P::A_BOUNDS ? LA : 1], a_w[P::A_BOUNDS ? LA : 1];
+  int s_pix[P::HAS_SC ? LA : 1];
 
-  __device__ __forceinline__ TileLoader(const TE* x_, const TE* w_, int m0, int n0_)
-      : x(x_), wgt(w_), chunk(threadIdx.x % KC), row0(threadIdx.x / KC), n0(n0_) {
+  __device__ __forceinline__ TileLoader(const TE* x_, const TE* w_, const TE* xs_, int m0, int n0_)
+      : x(x_), wgt(w_), xs(xs_), chunk(threadIdx.x % KC), row0(threadIdx.x / KC), n0(n0_) {
 #pragma unroll
     for (int l = 0; l < LA; ++l) {
       const int m = m0 + row0 + l * ROW_STEP;
@@ -580,6 +587,11 @@ struct TileLoader {
       const int img = mm / PQ, pq = mm % PQ;
       const int h = (pq / P::Q) * P::SH - P::PH, w = (pq % P::Q) * P::SW - P::PW;
       a_pix[l] = img * (P::H * P::W * P::C) + (h * P::W + w) * P::C;
+      if (P::HAS_SC) {
+        s_pix[P::HAS_SC ? l : 0] =
+            img * (P::SC_H * P::SC_W * P::SC_C) +
+            ((pq / P::Q) * P::SC_SH * P::SC_W + (pq % P::Q) * P::SC_SW) * P::SC_C;
+      }
       if (P::A_BOUNDS) {
         a_h[l] = live ? h : NO_ROW;
         a_w[l] = w;
@@ -603,7 +615,18 @@ struct TileLoader {
     const E* we = reinterpret_cast<const E*>(wgt);
     const int k = kt * BK + chunk * CE;
     const bool k_ok = GK % BK == 0 || k < GK;
-    if (P::A_VEC) {
+    if (P::HAS_SC && P::A_VEC && k >= P::K_MAIN) {
+      // The shortcut's channel k - K_MAIN of each row's pixel (rows past M
+      // have a_pix < 0: no bounds without padding).
+#pragma unroll
+      for (int l = 0; l < LA; ++l) {
+        const int row = row0 + l * ROW_STEP;
+        if (CA % T != 0 && row >= BM) continue;
+        const bool ok = k_ok && a_pix[l] >= 0;
+        cp_async_16<true>(as + row * ROW + swizzle<KC>(row, chunk) * 16,
+                          ok ? xs + s_pix[P::HAS_SC ? l : 0] + (k - P::K_MAIN) : xs, ok);
+      }
+    } else if (P::A_VEC) {
       // One window tap and channel offset for all of this thread's rows.
       const int r = k / SC, s = (k % SC) / P::C, c = k % P::C;
       const int tap = (r * P::DH * P::W + s * P::DW) * P::C + c;
@@ -622,6 +645,11 @@ struct TileLoader {
         if (CA % T != 0 && row >= BM) continue;
         gather_chunk<E, CE>(as + row * ROW + swizzle<KC>(row, chunk) * 16, [&](int e) {
           const int ke = k + e;
+          if (P::HAS_SC && ke >= P::K_MAIN) {
+            const E* se = reinterpret_cast<const E*>(xs);
+            const bool ok = ke < GK && a_pix[l] >= 0;
+            return ok ? se[s_pix[P::HAS_SC ? l : 0] + ke - P::K_MAIN] : (E)0;
+          }
           const int r = ke / SC, s = (ke % SC) / P::C, c = ke % P::C;
           const bool ok = ke < GK && a_inside(l, r, s);
           return ok ? xe[a_pix[l] + (r * P::DH * P::W + s * P::DW) * P::C + c] : (E)0;
@@ -666,6 +694,7 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
                                          const typename P::TW* __restrict__ wgt,
                                          const typename P::TBias* __restrict__ bias,
                                          const typename P::TRes* __restrict__ res,
+                                         const typename P::TIn* __restrict__ xs,
                                          typename P::TOut* __restrict__ y) {
   typedef typename P::TIn TE;
   constexpr int CE = 16 / (int)sizeof(TE);  // elements per 16-byte chunk
@@ -693,7 +722,7 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
   const int m0 = (blockIdx.x / N_TILES) * BM, n0 = (blockIdx.x % N_TILES) * BN;
   const int kt_begin = blockIdx.z * KT_SPLIT;
   const int kt_end = min(KT, kt_begin + KT_SPLIT);
-  const TileLoader<P, BM, BN, BK, T> loader(x, wgt, m0, n0);
+  const TileLoader<P, BM, BN, BK, T> loader(x, wgt, xs, m0, n0);
   auto load_stage = [&](int stage, int kt) {
     loader.load(As + stage * A_STAGE, Bs + stage * B_STAGE, kt);
   };
@@ -889,6 +918,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
                                            const typename P::TW* __restrict__ wgt,
                                            const typename P::TBias* __restrict__ bias,
                                            const typename P::TRes* __restrict__ res,
+                                           const typename P::TIn* __restrict__ xs,
                                            typename P::TOut* __restrict__ y) {
   typedef typename P::TIn TE;
   constexpr int BM = P::BM, BN = P::BN, BK = P::BK, STAGES = P::STAGES;
@@ -919,7 +949,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   const int m0 = (blockIdx.x / N_TILES) * BM, n0 = (blockIdx.x % N_TILES) * BN;
   const int kt_begin = blockIdx.z * KT_SPLIT;
   const int kt_end = min(KT, kt_begin + KT_SPLIT);
-  const TileLoader<P, BM, BN, BK, T> loader(x, wgt, m0, n0);
+  const TileLoader<P, BM, BN, BK, T> loader(x, wgt, xs, m0, n0);
   auto load_stage = [&](int stage, int kt) {
     loader.load(As + stage * A_STAGE, Bs + stage * B_STAGE, kt);
   };
@@ -1765,6 +1795,8 @@ struct conv_973f3cf9_wgmma_m64n32p5s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool HAS_SC = false;
+  static constexpr int K_MAIN = 256, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
@@ -1780,7 +1812,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_973f3cf9_wgmma_m64n32p
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_973f3cf9_wgmma_m64n32p5s1_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_973f3cf9_wgmma_m64n32p5s1_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // MaxPool task 599c45e3f031a378: maxpool2d1
@@ -1824,6 +1856,8 @@ struct conv_120440ee_mma_m32n32k64w2x2p2s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool HAS_SC = false;
+  static constexpr int K_MAIN = 64, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 2, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
@@ -1839,7 +1873,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_120440ee_mma_m32n32k64
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_120440ee_mma_m32n32k64w2x2p2s1_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_120440ee_mma_m32n32k64w2x2p2s1_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 63fe5adffdadb14f: conv2d3, conv2d7, conv2d10
@@ -1862,6 +1896,8 @@ struct conv_63fe5adf_wgmma_m64n32p6s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
+  static constexpr bool HAS_SC = false;
+  static constexpr int K_MAIN = 576, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
@@ -1877,13 +1913,13 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_63fe5adf_wgmma_m64n32p
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_63fe5adf_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_63fe5adf_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, nullptr, y);
 }
 
-// FusedConv task 1b7c4d57bcae7ce7: conv2d4
-// k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[256x64x1x1]:cl:const in2=f32[256]:const out=f16[1x256x56x56]:cl
-// config {"kernel":"mma","block_m":64,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":3,"split_k":1,"epilogue":"staged"}
-struct conv_1b7c4d57_mma_m64n32k64w2x2p3s1_p {
+// FusedConv task 7e9866dffc764e00: conv2d5
+// k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s1x1 precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[256x128x1x1]:cl:const in2=f32[256]:const in3=f16[1x64x56x56]:cl out=f16[1x256x56x56]:cl
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged"}
+struct conv_7e9866df_wgmma_m64n32p6s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -1892,69 +1928,33 @@ struct conv_1b7c4d57_mma_m64n32k64w2x2p3s1_p {
   static constexpr int N = 1, H = 56, W = 56, C = 64;
   static constexpr int K = 256, R = 1, S = 1, P = 56, Q = 56, GROUPS = 1;
   static constexpr int SH = 1, SW = 1, PH = 0, PW = 0, DH = 1, DW = 1;
-  static constexpr int GEMM_M = 3136, GEMM_N = 256, GEMM_K = 64;
+  static constexpr int GEMM_M = 3136, GEMM_N = 256, GEMM_K = 128;
   static constexpr bool HAS_BIAS = true;
   static constexpr bool HAS_RES = false;
-  static constexpr int ACT = 0;
-  static constexpr float CLIP_LO = 0.0f;
-  static constexpr float CLIP_HI = 0.0f;
-  static constexpr bool TF32 = false;
-  static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 3, SPLIT_K = 1;
-  static constexpr bool A_VEC = true;
-  static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = false;
-  static constexpr bool STAGED_EPILOGUE = true;
-  static constexpr int EPI_MI = 2;
-  static constexpr bool RES_PREFETCH = false;
-  static constexpr int RES_OFFSET = 0;
-};
-extern "C" __global__ void __launch_bounds__(128, 1) conv_1b7c4d57_mma_m64n32k64w2x2p3s1(
-    const __half* __restrict__ x,
-    const __half* __restrict__ w,
-    const float* __restrict__ bias,
-    __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_1b7c4d57_mma_m64n32k64w2x2p3s1_p>(x, w, bias, nullptr, y);
-}
-
-// FusedConv task 75aac976b4cb125d: conv2d5, conv2d8, conv2d11
-// k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[256x64x1x1]:cl:const in2=f32[256]:const in3=f16[1x256x56x56]:cl out=f16[1x256x56x56]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":2,"split_k":1,"epilogue":"staged","prefetch_residual":true}
-struct conv_75aac976_wgmma_m64n32p2s1r_p {
-  typedef __half TIn;
-  typedef __half TW;
-  typedef float TBias;
-  typedef __half TRes;
-  typedef __half TOut;
-  static constexpr int N = 1, H = 56, W = 56, C = 64;
-  static constexpr int K = 256, R = 1, S = 1, P = 56, Q = 56, GROUPS = 1;
-  static constexpr int SH = 1, SW = 1, PH = 0, PW = 0, DH = 1, DW = 1;
-  static constexpr int GEMM_M = 3136, GEMM_N = 256, GEMM_K = 64;
-  static constexpr bool HAS_BIAS = true;
-  static constexpr bool HAS_RES = true;
   static constexpr int ACT = 1;
   static constexpr float CLIP_LO = 0.0f;
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 2, SPLIT_K = 1;
+  static constexpr bool HAS_SC = true;
+  static constexpr int K_MAIN = 64, SC_C = 64, SC_H = 56, SC_W = 56, SC_SH = 1, SC_SW = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
-  static constexpr bool RES_PREFETCH = true;
-  static constexpr int RES_OFFSET = 12288;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_75aac976_wgmma_m64n32p2s1r(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_7e9866df_wgmma_m64n32p6s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
-    const __half* __restrict__ res,
+    const __half* __restrict__ xs,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_75aac976_wgmma_m64n32p2s1r_p>(x, w, bias, res, y);
+  aotune::conv_wgmma<conv_7e9866df_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, xs, y);
 }
 
 // FusedConv task a108646cf77137b7: conv2d6, conv2d9
@@ -1977,6 +1977,8 @@ struct conv_a108646c_wgmma_m64n32p6s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool HAS_SC = false;
+  static constexpr int K_MAIN = 256, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
@@ -1992,7 +1994,48 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_a108646c_wgmma_m64n32p
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_a108646c_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_a108646c_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, nullptr, y);
+}
+
+// FusedConv task 75aac976b4cb125d: conv2d8, conv2d11
+// k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[256x64x1x1]:cl:const in2=f32[256]:const in3=f16[1x256x56x56]:cl out=f16[1x256x56x56]:cl
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":2,"split_k":1,"epilogue":"staged","prefetch_residual":true}
+struct conv_75aac976_wgmma_m64n32p2s1r_p {
+  typedef __half TIn;
+  typedef __half TW;
+  typedef float TBias;
+  typedef __half TRes;
+  typedef __half TOut;
+  static constexpr int N = 1, H = 56, W = 56, C = 64;
+  static constexpr int K = 256, R = 1, S = 1, P = 56, Q = 56, GROUPS = 1;
+  static constexpr int SH = 1, SW = 1, PH = 0, PW = 0, DH = 1, DW = 1;
+  static constexpr int GEMM_M = 3136, GEMM_N = 256, GEMM_K = 64;
+  static constexpr bool HAS_BIAS = true;
+  static constexpr bool HAS_RES = true;
+  static constexpr int ACT = 1;
+  static constexpr float CLIP_LO = 0.0f;
+  static constexpr float CLIP_HI = 0.0f;
+  static constexpr bool TF32 = false;
+  static constexpr bool A_BOUNDS = false;
+  static constexpr bool HAS_SC = false;
+  static constexpr int K_MAIN = 64, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 2, SPLIT_K = 1;
+  static constexpr bool A_VEC = true;
+  static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = true;
+  static constexpr int RES_OFFSET = 12288;
+};
+extern "C" __global__ void __launch_bounds__(128, 1) conv_75aac976_wgmma_m64n32p2s1r(
+    const __half* __restrict__ x,
+    const __half* __restrict__ w,
+    const float* __restrict__ bias,
+    const __half* __restrict__ res,
+    __half* __restrict__ y) {
+  aotune::grid_dependency_sync();
+  aotune::conv_wgmma<conv_75aac976_wgmma_m64n32p2s1r_p>(x, w, bias, res, nullptr, y);
 }
 
 // FusedConv task 0f655a0006649a46: conv2d12
@@ -2015,6 +2058,8 @@ struct conv_0f655a00_wgmma_m64n64p6s1d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool HAS_SC = false;
+  static constexpr int K_MAIN = 256, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
@@ -2030,7 +2075,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_wgmma_m64n64p
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_0f655a00_wgmma_m64n64p6s1d_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_0f655a00_wgmma_m64n64p6s1d_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 44c505d791fe8fcc: conv2d13
@@ -2053,6 +2098,8 @@ struct conv_44c505d7_wgmma_m64n32p6s2c_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
+  static constexpr bool HAS_SC = false;
+  static constexpr int K_MAIN = 1152, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
@@ -2068,13 +2115,13 @@ extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) c
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_44c505d7_wgmma_m64n32p6s2c_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_44c505d7_wgmma_m64n32p6s2c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
-// FusedConv task 0e79dab80a62b382: conv2d14
-// k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[512x128x1x1]:cl:const in2=f32[512]:const out=f16[1x512x28x28]:cl
-// config {"kernel":"mma","block_m":64,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
-struct conv_0e79dab8_mma_m64n32k64w2x2p4s1_p {
+// FusedConv task c07f5ecfcffe3ee5: conv2d14
+// k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s2x2 precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[512x384x1x1]:cl:const in2=f32[512]:const in3=f16[1x256x56x56]:cl out=f16[1x512x28x28]:cl
+// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":6,"split_k":1,"epilogue":"staged"}
+struct conv_c07f5ecf_wgmma_m64n64p6s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2083,69 +2130,33 @@ struct conv_0e79dab8_mma_m64n32k64w2x2p4s1_p {
   static constexpr int N = 1, H = 28, W = 28, C = 128;
   static constexpr int K = 512, R = 1, S = 1, P = 28, Q = 28, GROUPS = 1;
   static constexpr int SH = 1, SW = 1, PH = 0, PW = 0, DH = 1, DW = 1;
-  static constexpr int GEMM_M = 784, GEMM_N = 512, GEMM_K = 128;
+  static constexpr int GEMM_M = 784, GEMM_N = 512, GEMM_K = 384;
   static constexpr bool HAS_BIAS = true;
   static constexpr bool HAS_RES = false;
-  static constexpr int ACT = 0;
-  static constexpr float CLIP_LO = 0.0f;
-  static constexpr float CLIP_HI = 0.0f;
-  static constexpr bool TF32 = false;
-  static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
-  static constexpr bool A_VEC = true;
-  static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = false;
-  static constexpr bool STAGED_EPILOGUE = true;
-  static constexpr int EPI_MI = 2;
-  static constexpr bool RES_PREFETCH = false;
-  static constexpr int RES_OFFSET = 0;
-};
-extern "C" __global__ void __launch_bounds__(128, 1) conv_0e79dab8_mma_m64n32k64w2x2p4s1(
-    const __half* __restrict__ x,
-    const __half* __restrict__ w,
-    const float* __restrict__ bias,
-    __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_0e79dab8_mma_m64n32k64w2x2p4s1_p>(x, w, bias, nullptr, y);
-}
-
-// FusedConv task 2d91a43d16ca1e11: conv2d15
-// k=1x1 s=2x2 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x256x56x56]:cl in1=f16[512x256x1x1]:cl:const in2=f32[512]:const in3=f16[1x512x28x28]:cl out=f16[1x512x28x28]:cl
-// config {"kernel":"wgmma","block_m":128,"block_n":32,"stages":5,"split_k":1,"epilogue":"staged","prefetch_residual":true}
-struct conv_2d91a43d_wgmma_m128n32p5s1r_p {
-  typedef __half TIn;
-  typedef __half TW;
-  typedef float TBias;
-  typedef __half TRes;
-  typedef __half TOut;
-  static constexpr int N = 1, H = 56, W = 56, C = 256;
-  static constexpr int K = 512, R = 1, S = 1, P = 28, Q = 28, GROUPS = 1;
-  static constexpr int SH = 2, SW = 2, PH = 0, PW = 0, DH = 1, DW = 1;
-  static constexpr int GEMM_M = 784, GEMM_N = 512, GEMM_K = 256;
-  static constexpr bool HAS_BIAS = true;
-  static constexpr bool HAS_RES = true;
   static constexpr int ACT = 1;
   static constexpr float CLIP_LO = 0.0f;
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 128, BN = 32, BK = 64, WARPS_M = 8, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
+  static constexpr bool HAS_SC = true;
+  static constexpr int K_MAIN = 128, SC_C = 256, SC_H = 56, SC_W = 56, SC_SH = 2, SC_SW = 2;
+  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
-  static constexpr bool RES_PREFETCH = true;
-  static constexpr int RES_OFFSET = 81920;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_2d91a43d_wgmma_m128n32p5s1r(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_c07f5ecf_wgmma_m64n64p6s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
-    const __half* __restrict__ res,
+    const __half* __restrict__ xs,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_2d91a43d_wgmma_m128n32p5s1r_p>(x, w, bias, res, y);
+  aotune::conv_wgmma<conv_c07f5ecf_wgmma_m64n64p6s1_p>(x, w, bias, nullptr, xs, y);
 }
 
 // FusedConv task 18bd64069eccc24e: conv2d16, conv2d19, conv2d22
@@ -2168,6 +2179,8 @@ struct conv_18bd6406_mma_m32n32k64w2x2p4s2c_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool HAS_SC = false;
+  static constexpr int K_MAIN = 512, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
@@ -2183,7 +2196,7 @@ extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) c
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_18bd6406_mma_m32n32k64w2x2p4s2c_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_18bd6406_mma_m32n32k64w2x2p4s2c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 48c2d04895761efe: conv2d17, conv2d20, conv2d23
@@ -2206,6 +2219,8 @@ struct conv_48c2d048_wgmma_m64n32p5s3c_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
+  static constexpr bool HAS_SC = false;
+  static constexpr int K_MAIN = 1152, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 3;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
@@ -2221,7 +2236,7 @@ extern "C" __global__ void __cluster_dims__(1, 1, 3) __launch_bounds__(128, 1) c
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_48c2d048_wgmma_m64n32p5s3c_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_48c2d048_wgmma_m64n32p5s3c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 1e32aea3652d773f: conv2d18, conv2d21, conv2d24
@@ -2244,6 +2259,8 @@ struct conv_1e32aea3_wgmma_m64n32p3s1r_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool HAS_SC = false;
+  static constexpr int K_MAIN = 128, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 3, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
@@ -2260,7 +2277,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_1e32aea3_wgmma_m64n32p
     const __half* __restrict__ res,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_1e32aea3_wgmma_m64n32p3s1r_p>(x, w, bias, res, y);
+  aotune::conv_wgmma<conv_1e32aea3_wgmma_m64n32p3s1r_p>(x, w, bias, res, nullptr, y);
 }
 
 // FusedConv task c68ad69f9cf26146: conv2d25
@@ -2283,6 +2300,8 @@ struct conv_c68ad69f_wgmma_m64n32p6s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool HAS_SC = false;
+  static constexpr int K_MAIN = 512, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
@@ -2298,7 +2317,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_c68ad69f_wgmma_m64n32p
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_c68ad69f_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_c68ad69f_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 098434ab2f0443f4: conv2d26
@@ -2321,6 +2340,8 @@ struct conv_098434ab_mma_m32n32k64w2x2p4s4c_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
+  static constexpr bool HAS_SC = false;
+  static constexpr int K_MAIN = 2304, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
@@ -2336,13 +2357,13 @@ extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) c
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_098434ab_mma_m32n32k64w2x2p4s4c_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_098434ab_mma_m32n32k64w2x2p4s4c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
-// FusedConv task 7826e0183aa5ed17: conv2d27
-// k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[1024x256x1x1]:cl:const in2=f32[1024]:const out=f16[1x1024x14x14]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":5,"split_k":1,"epilogue":"direct"}
-struct conv_7826e018_wgmma_m64n32p5s1d_p {
+// FusedConv task e0e12d6fa00b9bd1: conv2d27
+// k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s2x2 precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[1024x768x1x1]:cl:const in2=f32[1024]:const in3=f16[1x512x28x28]:cl out=f16[1x1024x14x14]:cl
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged"}
+struct conv_e0e12d6f_wgmma_m64n32p6s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2351,69 +2372,33 @@ struct conv_7826e018_wgmma_m64n32p5s1d_p {
   static constexpr int N = 1, H = 14, W = 14, C = 256;
   static constexpr int K = 1024, R = 1, S = 1, P = 14, Q = 14, GROUPS = 1;
   static constexpr int SH = 1, SW = 1, PH = 0, PW = 0, DH = 1, DW = 1;
-  static constexpr int GEMM_M = 196, GEMM_N = 1024, GEMM_K = 256;
+  static constexpr int GEMM_M = 196, GEMM_N = 1024, GEMM_K = 768;
   static constexpr bool HAS_BIAS = true;
   static constexpr bool HAS_RES = false;
-  static constexpr int ACT = 0;
-  static constexpr float CLIP_LO = 0.0f;
-  static constexpr float CLIP_HI = 0.0f;
-  static constexpr bool TF32 = false;
-  static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
-  static constexpr bool A_VEC = true;
-  static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = false;
-  static constexpr bool STAGED_EPILOGUE = false;
-  static constexpr int EPI_MI = 1;
-  static constexpr bool RES_PREFETCH = false;
-  static constexpr int RES_OFFSET = 0;
-};
-extern "C" __global__ void __launch_bounds__(128, 1) conv_7826e018_wgmma_m64n32p5s1d(
-    const __half* __restrict__ x,
-    const __half* __restrict__ w,
-    const float* __restrict__ bias,
-    __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_7826e018_wgmma_m64n32p5s1d_p>(x, w, bias, nullptr, y);
-}
-
-// FusedConv task 40da1e13236f75c9: conv2d28
-// k=1x1 s=2x2 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x512x28x28]:cl in1=f16[1024x512x1x1]:cl:const in2=f32[1024]:const in3=f16[1x1024x14x14]:cl out=f16[1x1024x14x14]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged","prefetch_residual":true}
-struct conv_40da1e13_wgmma_m64n32p6s1r_p {
-  typedef __half TIn;
-  typedef __half TW;
-  typedef float TBias;
-  typedef __half TRes;
-  typedef __half TOut;
-  static constexpr int N = 1, H = 28, W = 28, C = 512;
-  static constexpr int K = 1024, R = 1, S = 1, P = 14, Q = 14, GROUPS = 1;
-  static constexpr int SH = 2, SW = 2, PH = 0, PW = 0, DH = 1, DW = 1;
-  static constexpr int GEMM_M = 196, GEMM_N = 1024, GEMM_K = 512;
-  static constexpr bool HAS_BIAS = true;
-  static constexpr bool HAS_RES = true;
   static constexpr int ACT = 1;
   static constexpr float CLIP_LO = 0.0f;
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool HAS_SC = true;
+  static constexpr int K_MAIN = 256, SC_C = 512, SC_H = 28, SC_W = 28, SC_SH = 2, SC_SW = 2;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
-  static constexpr bool RES_PREFETCH = true;
-  static constexpr int RES_OFFSET = 73728;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_40da1e13_wgmma_m64n32p6s1r(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_e0e12d6f_wgmma_m64n32p6s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
-    const __half* __restrict__ res,
+    const __half* __restrict__ xs,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_40da1e13_wgmma_m64n32p6s1r_p>(x, w, bias, res, y);
+  aotune::conv_wgmma<conv_e0e12d6f_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, xs, y);
 }
 
 // FusedConv task 93076c40a191cef4: conv2d29, conv2d32, conv2d35, conv2d38 (+1 more)
@@ -2436,6 +2421,8 @@ struct conv_93076c40_mma_m32n32k64w2x2p4s4c_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool HAS_SC = false;
+  static constexpr int K_MAIN = 1024, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
@@ -2451,7 +2438,7 @@ extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) c
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_93076c40_mma_m32n32k64w2x2p4s4c_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_93076c40_mma_m32n32k64w2x2p4s4c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 48e86b9eea3a159e: conv2d30, conv2d33, conv2d36, conv2d39 (+1 more)
@@ -2474,6 +2461,8 @@ struct conv_48e86b9e_mma_m32n32k64w2x2p4s6c_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
+  static constexpr bool HAS_SC = false;
+  static constexpr int K_MAIN = 2304, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 6;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
@@ -2489,7 +2478,7 @@ extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) c
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_48e86b9e_mma_m32n32k64w2x2p4s6c_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_48e86b9e_mma_m32n32k64w2x2p4s6c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 282f15c5de3a2c49: conv2d31, conv2d34, conv2d37, conv2d40 (+1 more)
@@ -2512,6 +2501,8 @@ struct conv_282f15c5_wgmma_m64n32p6s1r_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool HAS_SC = false;
+  static constexpr int K_MAIN = 256, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
@@ -2528,7 +2519,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_282f15c5_wgmma_m64n32p
     const __half* __restrict__ res,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_282f15c5_wgmma_m64n32p6s1r_p>(x, w, bias, res, y);
+  aotune::conv_wgmma<conv_282f15c5_wgmma_m64n32p6s1r_p>(x, w, bias, res, nullptr, y);
 }
 
 // FusedConv task 6f8ef6f32763abbf: conv2d44
@@ -2551,6 +2542,8 @@ struct conv_6f8ef6f3_wgmma_m64n32p6s2c_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool HAS_SC = false;
+  static constexpr int K_MAIN = 1024, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
@@ -2566,7 +2559,7 @@ extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) c
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_6f8ef6f3_wgmma_m64n32p6s2c_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_6f8ef6f3_wgmma_m64n32p6s2c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task d82ebd66539eae75: conv2d45
@@ -2589,6 +2582,8 @@ struct conv_d82ebd66_mma_m32n32k64w2x2p4s6c_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
+  static constexpr bool HAS_SC = false;
+  static constexpr int K_MAIN = 4608, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 6;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
@@ -2604,13 +2599,13 @@ extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) c
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_d82ebd66_mma_m32n32k64w2x2p4s6c_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_d82ebd66_mma_m32n32k64w2x2p4s6c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
-// FusedConv task 392ada8671c1c22a: conv2d46
-// k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[2048x512x1x1]:cl:const in2=f32[2048]:const out=f16[1x2048x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
-struct conv_392ada86_mma_m32n32k64w2x2p4s1_p {
+// FusedConv task af188f8111142790: conv2d46
+// k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s2x2 precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[2048x1536x1x1]:cl:const in2=f32[2048]:const in3=f16[1x1024x14x14]:cl out=f16[1x2048x7x7]:cl
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":3,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_af188f81_wgmma_m64n32p6s3c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2619,53 +2614,17 @@ struct conv_392ada86_mma_m32n32k64w2x2p4s1_p {
   static constexpr int N = 1, H = 7, W = 7, C = 512;
   static constexpr int K = 2048, R = 1, S = 1, P = 7, Q = 7, GROUPS = 1;
   static constexpr int SH = 1, SW = 1, PH = 0, PW = 0, DH = 1, DW = 1;
-  static constexpr int GEMM_M = 49, GEMM_N = 2048, GEMM_K = 512;
+  static constexpr int GEMM_M = 49, GEMM_N = 2048, GEMM_K = 1536;
   static constexpr bool HAS_BIAS = true;
   static constexpr bool HAS_RES = false;
-  static constexpr int ACT = 0;
-  static constexpr float CLIP_LO = 0.0f;
-  static constexpr float CLIP_HI = 0.0f;
-  static constexpr bool TF32 = false;
-  static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
-  static constexpr bool A_VEC = true;
-  static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = false;
-  static constexpr bool STAGED_EPILOGUE = true;
-  static constexpr int EPI_MI = 1;
-  static constexpr bool RES_PREFETCH = false;
-  static constexpr int RES_OFFSET = 0;
-};
-extern "C" __global__ void __launch_bounds__(128, 1) conv_392ada86_mma_m32n32k64w2x2p4s1(
-    const __half* __restrict__ x,
-    const __half* __restrict__ w,
-    const float* __restrict__ bias,
-    __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_392ada86_mma_m32n32k64w2x2p4s1_p>(x, w, bias, nullptr, y);
-}
-
-// FusedConv task 9b2338813a3b6791: conv2d47
-// k=1x1 s=2x2 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[2048x1024x1x1]:cl:const in2=f32[2048]:const in3=f16[1x2048x7x7]:cl out=f16[1x2048x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":2,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_9b233881_mma_m32n32k64w2x2p4s2c_p {
-  typedef __half TIn;
-  typedef __half TW;
-  typedef float TBias;
-  typedef __half TRes;
-  typedef __half TOut;
-  static constexpr int N = 1, H = 14, W = 14, C = 1024;
-  static constexpr int K = 2048, R = 1, S = 1, P = 7, Q = 7, GROUPS = 1;
-  static constexpr int SH = 2, SW = 2, PH = 0, PW = 0, DH = 1, DW = 1;
-  static constexpr int GEMM_M = 49, GEMM_N = 2048, GEMM_K = 1024;
-  static constexpr bool HAS_BIAS = true;
-  static constexpr bool HAS_RES = true;
   static constexpr int ACT = 1;
   static constexpr float CLIP_LO = 0.0f;
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 2;
+  static constexpr bool HAS_SC = true;
+  static constexpr int K_MAIN = 512, SC_C = 1024, SC_H = 14, SC_W = 14, SC_SH = 2, SC_SW = 2;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 3;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
@@ -2674,14 +2633,14 @@ struct conv_9b233881_mma_m32n32k64w2x2p4s2c_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_9b233881_mma_m32n32k64w2x2p4s2c(
+extern "C" __global__ void __cluster_dims__(1, 1, 3) __launch_bounds__(128, 1) conv_af188f81_wgmma_m64n32p6s3c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
-    const __half* __restrict__ res,
+    const __half* __restrict__ xs,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_9b233881_mma_m32n32k64w2x2p4s2c_p>(x, w, bias, res, y);
+  aotune::conv_wgmma<conv_af188f81_wgmma_m64n32p6s3c_p>(x, w, bias, nullptr, xs, y);
 }
 
 // FusedConv task 510ceff0b9f74501: conv2d48, conv2d51
@@ -2704,6 +2663,8 @@ struct conv_510ceff0_mma_m32n32k64w2x2p4s4cd_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool HAS_SC = false;
+  static constexpr int K_MAIN = 2048, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
@@ -2719,7 +2680,7 @@ extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) c
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_mma<conv_510ceff0_mma_m32n32k64w2x2p4s4cd_p>(x, w, bias, nullptr, y);
+  aotune::conv_mma<conv_510ceff0_mma_m32n32k64w2x2p4s4cd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task c46df034189a77e3: conv2d49, conv2d52
@@ -2742,6 +2703,8 @@ struct conv_c46df034_wgmma_m64n32p6s6cd_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
+  static constexpr bool HAS_SC = false;
+  static constexpr int K_MAIN = 4608, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 6;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
@@ -2757,7 +2720,7 @@ extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) c
     const float* __restrict__ bias,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_c46df034_wgmma_m64n32p6s6cd_p>(x, w, bias, nullptr, y);
+  aotune::conv_wgmma<conv_c46df034_wgmma_m64n32p6s6cd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 3e532f528cbe6711: conv2d50, conv2d53
@@ -2780,6 +2743,8 @@ struct conv_3e532f52_wgmma_m64n32p6s1r_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool HAS_SC = false;
+  static constexpr int K_MAIN = 512, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
@@ -2796,7 +2761,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_3e532f52_wgmma_m64n32p
     const __half* __restrict__ res,
     __half* __restrict__ y) {
   aotune::grid_dependency_sync();
-  aotune::conv_wgmma<conv_3e532f52_wgmma_m64n32p6s1r_p>(x, w, bias, res, y);
+  aotune::conv_wgmma<conv_3e532f52_wgmma_m64n32p6s1r_p>(x, w, bias, res, nullptr, y);
 }
 
 // GlobalAveragePool task 3718bb6d9b6b8e44: globalaveragepool1
@@ -2836,6 +2801,8 @@ struct dense_daa08d99_gemv_w4r1u8_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool HAS_SC = false;
+  static constexpr int K_MAIN = 2048, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int WARPS = 4, ROWS = 1, UNROLL = 8, V = 8;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) dense_daa08d99_gemv_w4r1u8(

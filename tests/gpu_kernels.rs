@@ -604,6 +604,16 @@ fn net_c16() -> Net {
     let s = m.add(&b, &d);
     let s = m.relu(&s);
     m.output(&s);
+    // A downsample block's tail in torchvision's order: the 1×1 s2
+    // projection, then the 1×1 expand over the block's 7×7 grid, added:
+    // one GEMM over both K ranges (a FusedConv with a shortcut), Relu.
+    let r = m.conv(x, 24, 1, 2, NONE, 1, 1, true, 2.0);
+    let r = m.relu(&r);
+    let proj = m.conv(x, 32, 1, 2, NONE, 1, 1, true, 2.0);
+    let main = m.conv(&r, 32, 1, 1, NONE, 1, 1, true, 2.0);
+    let s = m.add(&main, &proj);
+    let s = m.relu(&s);
+    m.output(&s);
     // 1×1 s1, bias, Clip(0, 6) (large gain so the clip bites).
     let c = m.conv(x, 24, 1, 1, NONE, 1, 1, true, 8.0);
     let c = m.clip(&c, 0.0, 6.0);
@@ -695,6 +705,13 @@ fn net_odd() -> Net {
     let d = m.conv(x, 7, 1, 2, NONE, 1, 1, true, 2.0);
     let s = m.add(&c, &d);
     let s = m.relu(&s);
+    m.output(&s);
+    // A stride-1 shortcut over odd channel counts (7 + 5: gathered, not
+    // 16-byte chunks), the projection without a bias.
+    let r = m.conv(x, 7, 1, 1, NONE, 1, 1, true, 2.0);
+    let proj = m.conv(x, 6, 1, 1, NONE, 1, 1, false, 2.0);
+    let main = m.conv(&r, 6, 1, 1, NONE, 1, 1, true, 2.0);
+    let s = m.add(&main, &proj);
     m.output(&s);
     let e = m.conv(x, 5, 3, 1, [2; 4], 2, 1, true, 2.0);
     let e = m.add(&e, x);

@@ -83,10 +83,15 @@ fn structure_plan_and_tasks() {
     let compiled = compile(1, Precision::Fp16);
     let g = &compiled.graph;
     let count = |f: &dyn Fn(&Op) -> bool| g.nodes.iter().filter(|n| f(&n.op)).count();
-    assert_eq!(count(&|op| matches!(op, Op::FusedConv { .. })), 53);
+    // 53 convs: the 4 projection shortcuts join their blocks' last conv.
+    assert_eq!(count(&|op| matches!(op, Op::FusedConv { .. })), 49);
     assert_eq!(
         count(&|op| matches!(op, Op::FusedConv { epilogue, .. } if epilogue.residual)),
-        16
+        12
+    );
+    assert_eq!(
+        count(&|op| matches!(op, Op::FusedConv { shortcut, .. } if shortcut.is_some())),
+        4
     );
     assert_eq!(count(&|op| matches!(op, Op::Dense { .. })), 1);
     assert_eq!(

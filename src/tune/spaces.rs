@@ -87,7 +87,8 @@ mod tests {
             .filter(|t| t.space.op == "FusedConv")
             .map(|t| t.space.weight)
             .sum();
-        assert_eq!(weights, 53, "every conv launch belongs to a tuned task");
+        // ResNet-50's 53 convs, the 4 projection shortcuts fused into their blocks.
+        assert_eq!(weights, 49, "every conv launch belongs to a tuned task");
     }
 
     /// What the tuner's builder does for real candidates: render a few

@@ -154,6 +154,29 @@ impl fmt::Display for Epilogue {
     }
 }
 
+/// A second convolution summed into a [`Op::FusedConv`]'s accumulator: a
+/// 1×1, unpadded, stride-`strides` convolution of the op's last input `xs
+/// [N, Cs, Hs, Ws]` whose weights are the last `Cs` input channels of the
+/// op's weight. The main convolution is then 1×1, stride 1 and unpadded
+/// over `x [N, C, H, W]` with the first `C` input channels, so the weight
+/// is `[K, C + Cs, 1, 1]` and, as a GEMM, the two share one K range:
+///
+/// `y[n,k,p,q] = act(Σ_c x[n,c,p,q]·w[k,c] + Σ_c' xs[n,c',p·sh,q·sw]·w[k,C+c'] + bias[k] + residual)`
+///
+/// [`crate::passes::fuse_shortcut`] builds it from ResNet's downsample
+/// block (the projection shortcut added to the block's last conv), so the
+/// projection's output is never written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Shortcut {
+    pub strides: [usize; 2],
+}
+
+impl fmt::Display for Shortcut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "conv1x1/s{}x{}", self.strides[0], self.strides[1])
+    }
+}
+
 /// Elementwise binary operators with numpy broadcasting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum BinaryOp {
@@ -243,11 +266,14 @@ pub enum Op {
     Softmax {
         axis: usize,
     },
-    /// Convolution with a fused epilogue. Inputs: x, w, [bias], [residual].
-    /// Layouts and dtypes are those of the input and output values.
+    /// Convolution with a fused epilogue. Inputs: x, w, [bias], [residual],
+    /// [shortcut input] ([`Shortcut`]). Layouts and dtypes are those of the
+    /// input and output values.
     FusedConv {
         conv: Conv2d,
         epilogue: Epilogue,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shortcut: Option<Shortcut>,
     },
     /// `y[M,N] = act(x[M,K] · w[N,K]ᵀ + bias + residual)`. Inputs: x, w, [bias], [residual].
     Dense {
@@ -367,7 +393,14 @@ impl Op {
         }
         match self {
             Op::Conv(c) => conv(c),
-            Op::FusedConv { conv: c, epilogue } => format!("{} epilogue={epilogue}", conv(c)),
+            Op::FusedConv {
+                conv: c,
+                epilogue,
+                shortcut,
+            } => match shortcut {
+                None => format!("{} epilogue={epilogue}", conv(c)),
+                Some(sc) => format!("{} epilogue={epilogue} shortcut={sc}", conv(c)),
+            },
             Op::BatchNorm { epsilon } => format!("eps={epsilon:e}"),
             Op::Unary(UnaryOp::Clip { min, max }) => format!("min={min} max={max}"),
             Op::Unary(_) | Op::Binary(_) | Op::Sum | Op::MatMul | Op::Identity | Op::Convert => {

@@ -77,6 +77,52 @@ fn pool_shape(pool: &Pool2d, x: &[usize]) -> Result<Vec<usize>, String> {
     Ok(vec![x[0], x[1], p, q])
 }
 
+/// Output of a FusedConv with a [`super::op::Shortcut`]: the main conv is
+/// 1×1 stride 1 unpadded over `x`'s C channels, the weight `[K, C + Cs, 1,
+/// 1]`, and `xs [N, Cs, Hs, Ws]` subsampled by the shortcut's strides
+/// lands on the same `H × W` grid.
+fn shortcut_conv_shape(
+    conv: &super::op::Conv2d,
+    shortcut: &super::op::Shortcut,
+    x: &[usize],
+    w: &[usize],
+    bias: Option<&[usize]>,
+    xs: &[usize],
+) -> Result<Vec<usize>, String> {
+    let pointwise = super::op::Conv2d {
+        kernel: [1, 1],
+        strides: [1, 1],
+        pads: [0; 4],
+        dilations: [1, 1],
+        groups: 1,
+    };
+    if *conv != pointwise {
+        return Err("a shortcut needs a 1x1, stride-1, unpadded, ungrouped main conv".into());
+    }
+    let (x4, w4, xs4) = (
+        rank4(x, "conv input")?,
+        rank4(w, "conv weight")?,
+        rank4(xs, "shortcut input")?,
+    );
+    let [sh, sw] = shortcut.strides;
+    let lands = |size: usize, stride: usize, out: usize| {
+        stride > 0 && size > 0 && (size - 1) / stride + 1 == out
+    };
+    if xs4[0] != x4[0] || !lands(xs4[2], sh, x4[2]) || !lands(xs4[3], sw, x4[3]) {
+        return Err(format!(
+            "shortcut input {xs:?} at stride {sh}x{sw} does not land on the input {x:?}"
+        ));
+    }
+    if w4[1] != x4[1] + xs4[1] {
+        return Err(format!(
+            "weight {w:?} must have the input's {} plus the shortcut's {} input channels",
+            x4[1], xs4[1]
+        ));
+    }
+    let main_w = [w4[0], x4[1], 1, 1];
+    conv_shape(conv, x, &main_w, bias)
+}
+
 fn conv_shape(
     conv: &super::op::Conv2d,
     x: &[usize],
@@ -183,15 +229,25 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
             arity(inputs, 2, 3)?;
             conv_shape(conv, inputs[0], inputs[1], inputs.get(2).copied())
         }
-        Op::FusedConv { conv, epilogue } => {
-            let want = 2 + epilogue.bias as usize + epilogue.residual as usize;
+        Op::FusedConv {
+            conv,
+            epilogue,
+            shortcut,
+        } => {
+            let res = 2 + epilogue.bias as usize;
+            let want = res + epilogue.residual as usize + shortcut.is_some() as usize;
             arity(inputs, want, want)?;
             let bias = epilogue.bias.then(|| inputs[2]);
-            let out = conv_shape(conv, inputs[0], inputs[1], bias)?;
-            if epilogue.residual && inputs[want - 1] != out.as_slice() {
+            let out = match shortcut {
+                None => conv_shape(conv, inputs[0], inputs[1], bias)?,
+                Some(sc) => {
+                    shortcut_conv_shape(conv, sc, inputs[0], inputs[1], bias, inputs[want - 1])?
+                }
+            };
+            if epilogue.residual && inputs[res] != out.as_slice() {
                 return Err(format!(
                     "residual shape {:?} differs from output {out:?}",
-                    inputs[want - 1]
+                    inputs[res]
                 ));
             }
             Ok(out)

@@ -222,8 +222,36 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
         Op::FusedConv {
             conv: c,
             epilogue: e,
+            shortcut: None,
         } => {
             let y = conv(c, args[0], shapes[0], args[1], shapes[1], out);
+            epilogue(e, y, args, 2, |i| (i / plane(out)) % out[1])
+        }
+        Op::FusedConv {
+            conv: c,
+            epilogue: e,
+            shortcut: Some(sc),
+        } => {
+            // Weight rows [C | Cs]: the main 1×1 conv, then the strided one.
+            let last = args.len() - 1;
+            let (k, cin, cs) = (shapes[1][0], shapes[0][1], shapes[last][1]);
+            let row = |o: usize| &args[1][o * (cin + cs)..(o + 1) * (cin + cs)];
+            let wm: Vec<f32> = (0..k).flat_map(|o| row(o)[..cin].to_vec()).collect();
+            let wsc: Vec<f32> = (0..k).flat_map(|o| row(o)[cin..].to_vec()).collect();
+            let strided = Conv2d {
+                strides: sc.strides,
+                ..*c
+            };
+            let mut y = conv(c, args[0], shapes[0], &wm, &[k, cin, 1, 1], out);
+            let ys = conv(
+                &strided,
+                args[last],
+                shapes[last],
+                &wsc,
+                &[k, cs, 1, 1],
+                out,
+            );
+            y.iter_mut().zip(ys).for_each(|(a, b)| *a += b);
             epilogue(e, y, args, 2, |i| (i / plane(out)) % out[1])
         }
         Op::Dense { epilogue: e } => {

@@ -57,7 +57,11 @@ pub fn fuse_epilogue(graph: &mut Graph) -> Result<PassSummary, PassError> {
             last,
             Node {
                 name: node.name.clone(),
-                op: Op::FusedConv { conv, epilogue },
+                op: Op::FusedConv {
+                    conv,
+                    epilogue,
+                    shortcut: None,
+                },
                 inputs,
                 output: graph.node(last).output,
             },

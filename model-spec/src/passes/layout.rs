@@ -179,9 +179,10 @@ impl Walk<'_> {
             Op::FusedConv { epilogue, .. } => {
                 inputs[0] = self.channels_last(inputs[0]);
                 inputs[1] = self.packed_weight(inputs[1]);
-                if epilogue.residual {
-                    let last = inputs.len() - 1;
-                    inputs[last] = self.channels_last(inputs[last]);
+                // The residual and the shortcut's input, when present, follow
+                // the bias.
+                for input in inputs.iter_mut().skip(2 + usize::from(epilogue.bias)) {
+                    *input = self.channels_last(*input);
                 }
                 out_layout = Layout::ChannelsLast;
             }
@@ -375,6 +376,7 @@ mod tests {
         let fused = Op::FusedConv {
             conv,
             epilogue: Epilogue::NONE,
+            shortcut: None,
         };
         let a = b.node("conv", fused, &[x, w]);
         let s = b.node("sigmoid", Op::Unary(UnaryOp::Sigmoid), &[a]);

@@ -5,6 +5,8 @@
 //! ([`crate::ir::debug_verify`]) and returns a [`PassSummary`] of what it
 //! changed. The order matters: BatchNorm must be folded before the conv
 //! epilogue is fused (the BatchNorm sits between the conv and its bias/ReLU),
+//! a projection shortcut joins its conv once the epilogue has made it that
+//! conv's residual,
 //! the global-pool canonicalization must run before layout assignment (only
 //! pools become channels-last), precision comes after layout so the
 //! input's NHWC `Convert` doubles as its f16/bf16 conversion, and the stem's
@@ -18,6 +20,7 @@ mod dense;
 mod direct_eval;
 mod fold_batch_norm;
 mod fuse_epilogue;
+mod fuse_shortcut;
 mod layout;
 mod pad_channels;
 mod precision;
@@ -29,6 +32,7 @@ pub use dce::dce;
 pub use dense::{canonicalize_global_pool, lower_dense};
 pub use fold_batch_norm::fold_batch_norm;
 pub use fuse_epilogue::fuse_epilogue;
+pub use fuse_shortcut::fuse_shortcut;
 pub use layout::to_channels_last;
 pub use pad_channels::pad_input_channels;
 pub use precision::apply_precision;
@@ -149,7 +153,7 @@ impl fmt::Display for PassReport {
 }
 
 /// Runs every pass in order: dce → fold_batch_norm → canonicalize_global_pool
-/// → fuse_epilogue → lower_dense → to_channels_last (if enabled) →
+/// → fuse_epilogue → fuse_shortcut → lower_dense → to_channels_last (if enabled) →
 /// apply_precision → space_to_depth_input → pad_input_channels → dce. Each
 /// pass verifies the graph it leaves in debug and test builds.
 pub fn optimize(graph: &mut Graph, options: &PassOptions) -> Result<PassReport, PassError> {
@@ -158,6 +162,7 @@ pub fn optimize(graph: &mut Graph, options: &PassOptions) -> Result<PassReport, 
     report.passes.push(fold_batch_norm(graph)?);
     report.passes.push(canonicalize_global_pool(graph)?);
     report.passes.push(fuse_epilogue(graph)?);
+    report.passes.push(fuse_shortcut(graph)?);
     report.passes.push(lower_dense(graph)?);
     if options.channels_last {
         report.passes.push(to_channels_last(graph)?);
@@ -226,7 +231,7 @@ mod tests {
     const RESNET50_OPTIMIZED: [(&str, usize); 5] = [
         ("Dense", 1),
         ("Flatten", 1),
-        ("FusedConv", 53),
+        ("FusedConv", 49),
         ("GlobalAveragePool", 1),
         ("MaxPool", 1),
     ];
@@ -249,15 +254,17 @@ mod tests {
         }
     }
 
-    /// Checks `opt` is exactly the input conversion `convert`, 53 FusedConv
-    /// (16 with a residual; the stem a 4×4 stride-1 one after a
-    /// `SpaceToDepth`), MaxPool, GlobalAveragePool, Flatten, Dense, laid
-    /// out NHWC up to the Flatten.
+    /// Checks `opt` is exactly the input conversion `convert`, 49 FusedConv
+    /// (12 with a residual, 4 with the downsample blocks' projection as a
+    /// shortcut; the stem a 4×4 stride-1 one after a `SpaceToDepth`),
+    /// MaxPool, GlobalAveragePool, Flatten, Dense, laid out NHWC up to the
+    /// Flatten.
     fn check_resnet50(opt: &Graph, convert: &Op) {
         let mut counts = op_counts(opt);
         counts.retain(|&(kind, n)| !(kind == convert.kind() && n == 1));
         assert_eq!(counts, RESNET50_OPTIMIZED);
-        assert_eq!(residual_convs(opt), 16);
+        assert_eq!(residual_convs(opt), 12);
+        assert_eq!(shortcut_convs(opt), 4);
         assert_eq!(opt.nodes[0].op, *convert);
         assert_eq!(opt.nodes[0].inputs, opt.inputs);
         let Op::FusedConv { conv: stem, .. } = opt.nodes[1].op else {
@@ -285,6 +292,22 @@ mod tests {
                     n.op,
                     Op::FusedConv {
                         epilogue: Epilogue { residual: true, .. },
+                        ..
+                    }
+                )
+            })
+            .count()
+    }
+
+    fn shortcut_convs(graph: &Graph) -> usize {
+        graph
+            .nodes
+            .iter()
+            .filter(|n| {
+                matches!(
+                    n.op,
+                    Op::FusedConv {
+                        shortcut: Some(_),
                         ..
                     }
                 )
@@ -351,12 +374,13 @@ mod tests {
                 ("Convert", 1),
                 ("Dense", 1),
                 ("Flatten", 1),
-                ("FusedConv", 8),
+                ("FusedConv", 7),
                 ("GlobalAveragePool", 1),
                 ("MaxPool", 1),
             ]
         );
-        assert_eq!(residual_convs(&opt), 2);
+        assert_eq!(residual_convs(&opt), 1);
+        assert_eq!(shortcut_convs(&opt), 1);
         assert_eq!(opt.nodes[0].op, Op::Convert);
         assert_eq!(opt.nodes[0].inputs, opt.inputs);
         insta::assert_snapshot!(report.to_string(), @r"
@@ -364,8 +388,9 @@ mod tests {
         fold_batch_norm: 8 BatchNormalization folded
         canonicalize_global_pool: no change
         fuse_epilogue: 8 Conv fused, 8 with bias, 2 with residual Add, 7 with activation
+        fuse_shortcut: 1 projection shortcut fused
         dense: 1 Gemm → Dense
-        layout: 10 activations channels-last, 8 weights packed OHWI, 1 Convert to NHWC
+        layout: 9 activations channels-last, 7 weights packed OHWI, 1 Convert to NHWC
         precision: no change
         space_to_depth: no change
         pad_channels: no change
@@ -454,9 +479,10 @@ mod tests {
         fold_batch_norm: 53 BatchNormalization folded
         canonicalize_global_pool: no change
         fuse_epilogue: 53 Conv fused, 53 with bias, 16 with residual Add, 49 with activation
+        fuse_shortcut: 4 projection shortcut fused
         dense: 1 Gemm → Dense
-        layout: 55 activations channels-last, 53 weights packed OHWI, 1 Convert to NHWC
-        precision: 57 activations f16, 54 weights f16
+        layout: 51 activations channels-last, 49 weights packed OHWI, 1 Convert to NHWC
+        precision: 53 activations f16, 50 weights f16
         space_to_depth: 1 input Convert rewritten, 1 SpaceToDepth, 1 convolutions made stride 1, 1 weights rearranged
         pad_channels: no change
         dce: no change

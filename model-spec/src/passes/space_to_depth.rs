@@ -107,6 +107,7 @@ pub fn space_to_depth_input(graph: &mut Graph) -> Result<PassSummary, PassError>
                 let Op::FusedConv {
                     conv: geometry,
                     epilogue,
+                    shortcut,
                 } = conv.op
                 else {
                     continue;
@@ -131,6 +132,7 @@ pub fn space_to_depth_input(graph: &mut Graph) -> Result<PassSummary, PassError>
                         op: Op::FusedConv {
                             conv: folded,
                             epilogue,
+                            shortcut,
                         },
                         inputs,
                         ..conv.clone()

@@ -120,7 +120,12 @@ impl Builder {
             };
             let mut inputs = vec![x, w];
             inputs.extend(residual);
-            self.op(name, Op::FusedConv { conv, epilogue }, &inputs)
+            let op = Op::FusedConv {
+                conv,
+                epilogue,
+                shortcut: None,
+            };
+            self.op(name, op, &inputs)
         } else {
             assert!(residual.is_none(), "unfused convs take no residual");
             let y = self.op(name, Op::Conv(conv), &[x, w]);

@@ -14,7 +14,7 @@ use super::execute::{dims4, input, Ctx, OpError, OpResult, OutSpec, Output, Tens
 use super::gemm::{matmul_into, Operand, OperandMut};
 use super::scalar::Scalar;
 use super::Accumulate;
-use crate::ir::{Activation, Conv2d, Epilogue, Layout};
+use crate::ir::{Activation, Conv2d, Epilogue, Layout, Shortcut};
 use rayon::prelude::*;
 use std::borrow::Cow;
 
@@ -22,12 +22,13 @@ pub(crate) fn conv(
     ctx: &Ctx,
     geometry: &Conv2d,
     epilogue: &Epilogue,
+    shortcut: Option<&Shortcut>,
     inputs: &[Tensor],
     out: &OutSpec,
 ) -> OpResult {
     match ctx.accumulate {
-        Accumulate::F32 => conv_in::<f32>(ctx, geometry, epilogue, inputs, out),
-        Accumulate::F64 => conv_in::<f64>(ctx, geometry, epilogue, inputs, out),
+        Accumulate::F32 => conv_in::<f32>(ctx, geometry, epilogue, shortcut, inputs, out),
+        Accumulate::F64 => conv_in::<f64>(ctx, geometry, epilogue, shortcut, inputs, out),
     }
 }
 
@@ -85,6 +86,7 @@ fn conv_in<T: Scalar>(
     ctx: &Ctx,
     geometry: &Conv2d,
     epilogue: &Epilogue,
+    shortcut: Option<&Shortcut>,
     inputs: &[Tensor],
     out: &OutSpec,
 ) -> OpResult {
@@ -99,7 +101,10 @@ fn conv_in<T: Scalar>(
         false => None,
     };
     let [n, c, h, wd] = dims4(x.shape, "conv input")?;
-    let [k, cg, r, s] = dims4(w.shape, "conv weight")?;
+    let [k, w_channels, r, s] = dims4(w.shape, "conv weight")?;
+    // With a shortcut the weight's first C input channels are the main
+    // conv's (1×1, so both layouts store it as [K][C + Cs] rows).
+    let cg = if shortcut.is_some() { c } else { w_channels };
     let [_, _, p, q] = dims4(out.shape, "conv output")?;
     let groups = geometry.groups;
     if groups == 0 || cg * groups != c || k % groups != 0 {
@@ -128,13 +133,27 @@ fn conv_in<T: Scalar>(
     // Compute in the input's physical order; the weight follows it.
     let layout = x.layout;
     let xs = T::operand(Cow::Borrowed(&x.data), ctx.tf32);
-    let ws = T::operand(w.in_layout(layout), ctx.tf32);
+    let mut ws = T::operand(w.in_layout(layout), ctx.tf32);
+    let mut short = None;
+    if let Some(shortcut) = shortcut {
+        let xs_slot = 2 + usize::from(epilogue.bias) + usize::from(epilogue.residual);
+        let (main_w, short_w) = split_rows(&ws, k, c);
+        let xs_in = input(inputs, xs_slot)?;
+        short = Some(shortcut_gemm(ctx, &d, shortcut, xs_in, layout, &short_w)?);
+        ws = Cow::Owned(main_w);
+    }
     let mut acc = vec![T::ZERO; n * k * p * q];
     match (layout, cg == 1 && groups > 1) {
         (Layout::ChannelsLast, true) => depthwise_nhwc(&d, &xs, &ws, &mut acc),
         (Layout::RowMajor, true) => depthwise_nchw(&d, &xs, &ws, &mut acc),
         (Layout::ChannelsLast, false) => gemm_nhwc(&d, &xs, &ws, &mut acc)?,
         (Layout::RowMajor, false) => gemm_nchw(&d, &xs, &ws, &mut acc)?,
+    }
+    if let Some(short) = short {
+        acc.par_iter_mut()
+            .zip(short.par_iter())
+            .with_min_len(1 << 12)
+            .for_each(|(a, b)| *a += *b);
     }
     let residual = residual.map(|t| t.in_layout(layout));
     let bias = bias.map(|t| &*t.data);
@@ -149,6 +168,57 @@ fn conv_in<T: Scalar>(
     let mut data = T::into_f32(acc);
     activate(&mut data, epilogue.activation);
     Ok(Output { data, layout })
+}
+
+/// `[K][C + Cs]` weight rows split into `[K][C]` and `[K][Cs]`.
+fn split_rows<T: Scalar>(w: &[T], k: usize, c: usize) -> (Vec<T>, Vec<T>) {
+    let row = w.len() / k.max(1);
+    let (mut main, mut short) = (
+        Vec::with_capacity(k * c),
+        Vec::with_capacity(w.len() - k * c),
+    );
+    for r in w.chunks_exact(row.max(1)) {
+        main.extend_from_slice(&r[..c]);
+        short.extend_from_slice(&r[c..]);
+    }
+    (main, short)
+}
+
+/// The shortcut's strided 1×1 conv of `xs` onto the main conv's output
+/// grid `d`, in `layout` (the accumulator the main conv then adds to).
+fn shortcut_gemm<T: Scalar>(
+    ctx: &Ctx,
+    d: &Dims,
+    shortcut: &Shortcut,
+    xs: &Tensor,
+    layout: Layout,
+    w: &[T],
+) -> Result<Vec<T>, OpError> {
+    let [n, cs, hs, ws] = dims4(xs.shape, "shortcut input")?;
+    let ds = Dims {
+        n,
+        c: cs,
+        h: hs,
+        w: ws,
+        k: d.k,
+        cg: cs,
+        kg: d.k,
+        r: 1,
+        s: 1,
+        p: d.p,
+        q: d.q,
+        groups: 1,
+        stride: shortcut.strides,
+        dilation: [1, 1],
+        pad: [0, 0],
+    };
+    let x = T::operand(xs.in_layout(layout), ctx.tf32);
+    let mut acc = vec![T::ZERO; d.n * d.k * d.p * d.q];
+    match layout {
+        Layout::ChannelsLast => gemm_nhwc(&ds, &x, w, &mut acc)?,
+        Layout::RowMajor => gemm_nchw(&ds, &x, w, &mut acc)?,
+    }
+    Ok(acc)
 }
 
 /// `acc = (acc + bias) + residual`, in the accumulation type.
@@ -429,6 +499,7 @@ mod tests {
                 Op::FusedConv {
                     conv: case.geometry,
                     epilogue: e,
+                    shortcut: None,
                 }
             }
         };

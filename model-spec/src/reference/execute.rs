@@ -264,12 +264,13 @@ fn run_op(ctx: &Ctx, op: &Op, inputs: &[Tensor], out: &OutSpec) -> OpResult {
                 bias: inputs.len() == 3,
                 ..Epilogue::NONE
             };
-            conv::conv(ctx, geometry, &epilogue, inputs, out)
+            conv::conv(ctx, geometry, &epilogue, None, inputs, out)
         }
         Op::FusedConv {
             conv: geometry,
             epilogue,
-        } => conv::conv(ctx, geometry, epilogue, inputs, out),
+            shortcut,
+        } => conv::conv(ctx, geometry, epilogue, shortcut.as_ref(), inputs, out),
         Op::BatchNorm { epsilon } => elementwise::batch_norm(ctx, *epsilon, inputs),
         Op::Unary(unary) => elementwise::unary(*unary, inputs),
         Op::Binary(binary) => elementwise::binary(*binary, inputs, out),

@@ -1,6 +1,7 @@
 //! A synthetic ResNet-50 (v1.5: stride on the 3×3 conv) built directly in the
-//! optimized form the passes produce: 53 FusedConvs with bias / residual /
-//! ReLU epilogues, max pool, global average pool, flatten, dense. Built in
+//! fused form `fuse_epilogue` produces: 53 FusedConvs with bias / residual /
+//! ReLU epilogues (the projection shortcuts kept as convs of their own),
+//! max pool, global average pool, flatten, dense. Built in
 //! NHWC (channels-last activations, OHWI weights) or NCHW. A small variant
 //! checks that the two layouts and the arena agree; the full-size one times
 //! the executor (`cargo test --release -p aotune-spec reference::perf --
@@ -58,6 +59,7 @@ impl Net {
                     Activation::None
                 },
             },
+            shortcut: None,
         };
         let y = self.b.node(op, &inputs);
         self.b.set(y, self.layout, DType::F32);

@@ -88,6 +88,7 @@ pub(crate) fn conv_shape(batch: usize, layer: usize, dtype: DType) -> ConvShape 
         out_dtype: dtype,
         bias: Some(DType::F32),
         activation: Activation::Relu,
+        shortcut: None,
         precision: if dtype == DType::F16 {
             Precision::Fp16
         } else {

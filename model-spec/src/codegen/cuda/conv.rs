@@ -23,7 +23,7 @@
 //! SIMT where neither applies.
 //! Below, what that rule picks for zoo ResNet-50 on the H200 (132 SMs): one
 //! line per kernel (`convN xK`: first layer using it, number of layers),
-//! GEMM M × N × K, config tag (`m`/`n`/`k` tile, `w` warps or `t` thread
+//! GEMM M × N × K (K counting a projection shortcut's channels too), config tag (`m`/`n`/`k` tile, `w` warps or `t` thread
 //! tile, `p` stages, `s` split-K, a trailing `d` for the direct epilogue
 //! instead of the staged one), CTAs per launch. At batch 1, M·N tiles alone
 //! would leave most SMs idle in layers 3 and 4 (M = 196 and 49), so the
@@ -40,123 +40,111 @@
 //! conv1        12544 x   64 x  256  mma_m128n64k32w4x2p4s1d      98 CTAs x 256 threads
 //! conv2         3136 x   64 x   64  mma_m32n64k64w2x4p4s1d       98 CTAs x 256 threads
 //! conv3 x3      3136 x   64 x  576  mma_m32n64k64w2x4p4s1d       98 CTAs x 256 threads
-//! conv4         3136 x  256 x   64  mma_m64n128k32w2x4p4s1d      98 CTAs x 256 threads
-//! conv5 x3      3136 x  256 x   64  mma_m64n128k32w2x4p4s1       98 CTAs x 256 threads
+//! conv5         3136 x  256 x  128  mma_m64n128k32w2x4p4s1d      98 CTAs x 256 threads
 //! conv6 x2      3136 x   64 x  256  mma_m32n64k64w2x4p4s1d       98 CTAs x 256 threads
+//! conv8 x2      3136 x  256 x   64  mma_m64n128k32w2x4p4s1       98 CTAs x 256 threads
 //! conv12        3136 x  128 x  256  mma_m64n64k64w2x4p3s1d       98 CTAs x 256 threads
 //! conv13         784 x  128 x 1152  mma_m32n64k64w2x4p4s2d      100 CTAs x 256 threads
-//! conv14         784 x  512 x  128  mma_m64n64k64w2x4p3s1d      104 CTAs x 256 threads
-//! conv15         784 x  512 x  256  mma_m64n64k64w2x4p3s1       104 CTAs x 256 threads
+//! conv14         784 x  512 x  384  mma_m64n64k64w2x4p3s1d      104 CTAs x 256 threads
 //! conv16 x3      784 x  128 x  512  mma_m32n64k64w2x4p4s2d      100 CTAs x 256 threads
 //! conv17 x3      784 x  128 x 1152  mma_m32n64k64w2x4p4s2d      100 CTAs x 256 threads
 //! conv18 x3      784 x  512 x  128  mma_m64n64k64w2x4p3s1       104 CTAs x 256 threads
 //! conv25         784 x  256 x  512  mma_m32n64k64w2x4p4s1d      100 CTAs x 256 threads
 //! conv26         196 x  256 x 2304  mma_m32n64k64w2x4p4s4d      112 CTAs x 256 threads
-//! conv27         196 x 1024 x  256  mma_m32n64k64w2x4p4s1d      112 CTAs x 256 threads
-//! conv28         196 x 1024 x  512  mma_m32n64k64w2x4p4s1       112 CTAs x 256 threads
+//! conv27         196 x 1024 x  768  mma_m32n64k64w2x4p4s1d      112 CTAs x 256 threads
 //! conv29 x5      196 x  256 x 1024  mma_m32n64k64w2x4p4s4d      112 CTAs x 256 threads
 //! conv30 x5      196 x  256 x 2304  mma_m32n64k64w2x4p4s4d      112 CTAs x 256 threads
 //! conv31 x5      196 x 1024 x  256  mma_m32n64k64w2x4p4s1       112 CTAs x 256 threads
 //! conv44         196 x  512 x 1024  mma_m32n64k64w2x4p4s2d      112 CTAs x 256 threads
 //! conv45          49 x  512 x 4608  mma_m32n64k64w2x4p4s6d       96 CTAs x 256 threads
-//! conv46          49 x 2048 x  512  mma_m32n64k64w2x4p4s1d       64 CTAs x 256 threads
-//! conv47          49 x 2048 x 1024  mma_m32n64k64w2x4p4s2       128 CTAs x 256 threads
+//! conv46          49 x 2048 x 1536  mma_m64n64k64w2x4p3s4       128 CTAs x 256 threads
 //! conv48 x2       49 x  512 x 2048  mma_m32n64k64w2x4p4s6d       96 CTAs x 256 threads
 //! conv49 x2       49 x  512 x 4608  mma_m32n64k64w2x4p4s6d       96 CTAs x 256 threads
 //! conv50 x2       49 x 2048 x  512  mma_m32n64k64w2x4p4s1d       64 CTAs x 256 threads
-//! 53 launches, 5424 CTAs, 27 distinct kernels
+//! 49 launches, 5046 CTAs, 24 distinct kernels
 //! batch 1, tf32: tensor cores (m16n8k8, f32 data rounded to tf32)
 //! conv1        12544 x   64 x  147  mma_m128n64k16w4x2p4s1d      98 CTAs x 256 threads
 //! conv2         3136 x   64 x   64  mma_m32n64k32w2x4p4s1d       98 CTAs x 256 threads
 //! conv3 x3      3136 x   64 x  576  mma_m32n64k32w2x4p4s1d       98 CTAs x 256 threads
-//! conv4         3136 x  256 x   64  mma_m64n128k16w2x4p4s1d      98 CTAs x 256 threads
-//! conv5 x3      3136 x  256 x   64  mma_m64n128k16w2x4p4s1d      98 CTAs x 256 threads
+//! conv5         3136 x  256 x  128  mma_m64n128k16w2x4p4s1d      98 CTAs x 256 threads
 //! conv6 x2      3136 x   64 x  256  mma_m32n64k32w2x4p4s1d       98 CTAs x 256 threads
+//! conv8 x2      3136 x  256 x   64  mma_m64n128k16w2x4p4s1d      98 CTAs x 256 threads
 //! conv12        3136 x  128 x  256  mma_m64n64k32w2x4p3s1d       98 CTAs x 256 threads
 //! conv13         784 x  128 x 1152  mma_m64n64k32w2x4p3s4d      104 CTAs x 256 threads
-//! conv14         784 x  512 x  128  mma_m64n64k32w2x4p3s1d      104 CTAs x 256 threads
-//! conv15         784 x  512 x  256  mma_m64n64k32w2x4p3s1d      104 CTAs x 256 threads
+//! conv14         784 x  512 x  384  mma_m64n64k32w2x4p3s1d      104 CTAs x 256 threads
 //! conv16 x3      784 x  128 x  512  mma_m32n64k32w2x4p4s2d      100 CTAs x 256 threads
 //! conv17 x3      784 x  128 x 1152  mma_m64n64k32w2x4p3s4d      104 CTAs x 256 threads
 //! conv18 x3      784 x  512 x  128  mma_m64n64k32w2x4p3s1d      104 CTAs x 256 threads
 //! conv25         784 x  256 x  512  mma_m32n64k32w2x4p4s1d      100 CTAs x 256 threads
 //! conv26         196 x  256 x 2304  mma_m32n64k32w2x4p4s4d      112 CTAs x 256 threads
-//! conv27         196 x 1024 x  256  mma_m32n64k32w2x4p4s1d      112 CTAs x 256 threads
-//! conv28         196 x 1024 x  512  mma_m32n64k32w2x4p4s1d      112 CTAs x 256 threads
+//! conv27         196 x 1024 x  768  mma_m64n128k16w2x4p4s3d      96 CTAs x 256 threads
 //! conv29 x5      196 x  256 x 1024  mma_m32n64k32w2x4p4s4d      112 CTAs x 256 threads
 //! conv30 x5      196 x  256 x 2304  mma_m32n64k32w2x4p4s4d      112 CTAs x 256 threads
 //! conv31 x5      196 x 1024 x  256  mma_m32n64k32w2x4p4s1d      112 CTAs x 256 threads
 //! conv44         196 x  512 x 1024  mma_m64n64k32w2x4p3s4d      128 CTAs x 256 threads
 //! conv45          49 x  512 x 4608  mma_m64n64k32w2x4p3s12d      96 CTAs x 256 threads
-//! conv46          49 x 2048 x  512  mma_m64n64k32w2x4p3s4d      128 CTAs x 256 threads
-//! conv47          49 x 2048 x 1024  mma_m64n64k32w2x4p3s4d      128 CTAs x 256 threads
+//! conv46          49 x 2048 x 1536  mma_m64n64k32w2x4p3s4d      128 CTAs x 256 threads
 //! conv48 x2       49 x  512 x 2048  mma_m32n64k32w2x4p4s6d       96 CTAs x 256 threads
 //! conv49 x2       49 x  512 x 4608  mma_m64n64k32w2x4p3s12d      96 CTAs x 256 threads
 //! conv50 x2       49 x 2048 x  512  mma_m32n64k32w2x4p4s2d      128 CTAs x 256 threads
-//! 53 launches, 5648 CTAs, 27 distinct kernels
+//! 49 launches, 5190 CTAs, 24 distinct kernels
 //! batch 1, fp32: SIMT (strict FFMA)
 //! conv1        12544 x   64 x  147  simt_m64n64k8t4x4s2         392 CTAs x 256 threads
 //! conv2         3136 x   64 x   64  simt_m32n32k16t4x4s4        784 CTAs x  64 threads
 //! conv3 x3      3136 x   64 x  576  simt_m32n32k16t4x4s6       1176 CTAs x  64 threads
-//! conv4         3136 x  256 x   64  simt_m64n128k32t4x4s1        98 CTAs x 512 threads
-//! conv5 x3      3136 x  256 x   64  simt_m64n128k32t4x4s1        98 CTAs x 512 threads
+//! conv5         3136 x  256 x  128  simt_m64n128k32t4x4s1        98 CTAs x 512 threads
 //! conv6 x2      3136 x   64 x  256  simt_m32n64k16t4x4s4        392 CTAs x 128 threads
+//! conv8 x2      3136 x  256 x   64  simt_m64n128k32t4x4s1        98 CTAs x 512 threads
 //! conv12        3136 x  128 x  256  simt_m32n64k16t4x4s4        784 CTAs x 128 threads
 //! conv13         784 x  128 x 1152  simt_m32n32k16t4x4s12      1200 CTAs x  64 threads
-//! conv14         784 x  512 x  128  simt_m64n128k32t4x4s2       104 CTAs x 512 threads
-//! conv15         784 x  512 x  256  simt_m64n128k32t4x4s2       104 CTAs x 512 threads
+//! conv14         784 x  512 x  384  simt_m32n64k16t4x4s3        600 CTAs x 128 threads
 //! conv16 x3      784 x  128 x  512  simt_m32n32k16t4x4s8        800 CTAs x  64 threads
 //! conv17 x3      784 x  128 x 1152  simt_m32n32k16t4x4s12      1200 CTAs x  64 threads
 //! conv18 x3      784 x  512 x  128  simt_m64n128k32t4x4s2       104 CTAs x 512 threads
 //! conv25         784 x  256 x  512  simt_m64n128k32t4x4s4       104 CTAs x 512 threads
 //! conv26         196 x  256 x 2304  simt_m32n32k16t4x4s16       896 CTAs x  64 threads
-//! conv27         196 x 1024 x  256  simt_m32n32k16t4x4s4        896 CTAs x  64 threads
-//! conv28         196 x 1024 x  512  simt_m32n32k16t4x4s4        896 CTAs x  64 threads
+//! conv27         196 x 1024 x  768  simt_m64n64k16t4x4s4        256 CTAs x 256 threads
 //! conv29 x5      196 x  256 x 1024  simt_m32n32k16t4x4s16       896 CTAs x  64 threads
 //! conv30 x5      196 x  256 x 2304  simt_m32n32k16t4x4s16       896 CTAs x  64 threads
 //! conv31 x5      196 x 1024 x  256  simt_m32n32k16t4x4s4        896 CTAs x  64 threads
 //! conv44         196 x  512 x 1024  simt_m32n32k16t4x4s8        896 CTAs x  64 threads
 //! conv45          49 x  512 x 4608  simt_m32n64k16t4x4s16       256 CTAs x 128 threads
-//! conv46          49 x 2048 x  512  simt_m32n32k16t4x4s8       1024 CTAs x  64 threads
-//! conv47          49 x 2048 x 1024  simt_m32n64k16t4x4s8        512 CTAs x 128 threads
+//! conv46          49 x 2048 x 1536  simt_m32n64k16t4x4s8        512 CTAs x 128 threads
 //! conv48 x2       49 x  512 x 2048  simt_m32n32k16t4x4s16       512 CTAs x  64 threads
 //! conv49 x2       49 x  512 x 4608  simt_m32n64k16t4x4s16       256 CTAs x 128 threads
 //! conv50 x2       49 x 2048 x  512  simt_m32n32k16t4x4s8       1024 CTAs x  64 threads
-//! 53 launches, 36888 CTAs, 27 distinct kernels
+//! 49 launches, 34622 CTAs, 24 distinct kernels
 //! batch 256, fp16: wgmma (sm_90a)
 //! conv1      3211264 x   64 x  256  wgmma_m192n64p3s1         16726 CTAs x 384 threads
 //! conv2       802816 x   64 x   64  wgmma_m256n64p3s1          3136 CTAs x 512 threads
 //! conv3 x3    802816 x   64 x  576  wgmma_m192n64p3s1          4182 CTAs x 384 threads
-//! conv4       802816 x  256 x   64  wgmma_m192n128p3s1         8364 CTAs x 384 threads
-//! conv5 x3    802816 x  256 x   64  wgmma_m192n128p3s1         8364 CTAs x 384 threads
+//! conv5       802816 x  256 x  128  wgmma_m192n128p3s1         8364 CTAs x 384 threads
 //! conv6 x2    802816 x   64 x  256  wgmma_m192n64p3s1          4182 CTAs x 384 threads
+//! conv8 x2    802816 x  256 x   64  wgmma_m192n128p3s1         8364 CTAs x 384 threads
 //! conv12      802816 x  128 x  256  wgmma_m128n128p3s1         6272 CTAs x 256 threads
 //! conv13      200704 x  128 x 1152  wgmma_m128n128p3s1         1568 CTAs x 256 threads
-//! conv14      200704 x  512 x  128  wgmma_m192n128p3s1         4184 CTAs x 384 threads
-//! conv15      200704 x  512 x  256  wgmma_m128n128p3s1         6272 CTAs x 256 threads
+//! conv14      200704 x  512 x  384  wgmma_m128n128p3s1         6272 CTAs x 256 threads
 //! conv16 x3   200704 x  128 x  512  wgmma_m128n128p3s1         1568 CTAs x 256 threads
 //! conv17 x3   200704 x  128 x 1152  wgmma_m128n128p3s1         1568 CTAs x 256 threads
 //! conv18 x3   200704 x  512 x  128  wgmma_m192n128p3s1         4184 CTAs x 384 threads
 //! conv25      200704 x  256 x  512  wgmma_m128n128p3s1         3136 CTAs x 256 threads
 //! conv26       50176 x  256 x 2304  wgmma_m128n128p3s1          784 CTAs x 256 threads
-//! conv27       50176 x 1024 x  256  wgmma_m128n128p3s1         3136 CTAs x 256 threads
-//! conv28       50176 x 1024 x  512  wgmma_m128n128p3s1         3136 CTAs x 256 threads
+//! conv27       50176 x 1024 x  768  wgmma_m128n128p3s1         3136 CTAs x 256 threads
 //! conv29 x5    50176 x  256 x 1024  wgmma_m128n128p3s1          784 CTAs x 256 threads
 //! conv30 x5    50176 x  256 x 2304  wgmma_m128n128p3s1          784 CTAs x 256 threads
 //! conv31 x5    50176 x 1024 x  256  wgmma_m128n128p3s1         3136 CTAs x 256 threads
 //! conv44       50176 x  512 x 1024  wgmma_m128n128p3s1         1568 CTAs x 256 threads
 //! conv45       12544 x  512 x 4608  wgmma_m128n128p3s1          392 CTAs x 256 threads
-//! conv46       12544 x 2048 x  512  wgmma_m128n128p3s1         1568 CTAs x 256 threads
-//! conv47       12544 x 2048 x 1024  wgmma_m128n128p3s1         1568 CTAs x 256 threads
+//! conv46       12544 x 2048 x 1536  wgmma_m128n128p3s1         1568 CTAs x 256 threads
 //! conv48 x2    12544 x  512 x 2048  wgmma_m128n128p3s1          392 CTAs x 256 threads
 //! conv49 x2    12544 x  512 x 4608  wgmma_m128n128p3s1          392 CTAs x 256 threads
 //! conv50 x2    12544 x 2048 x  512  wgmma_m128n128p3s1         1568 CTAs x 256 threads
-//! 53 launches, 157996 CTAs, 27 distinct kernels
+//! 49 launches, 140744 CTAs, 24 distinct kernels
 //! ```
 
 use super::config::{KernelConfig, LinearConfig, LinearShape};
 use super::cost_model;
-use super::implicit_gemm::{cheapest, ConvShape, MmaConfig, SimtConfig};
+use super::implicit_gemm::{cheapest, ConvShape, MmaConfig, ShortcutShape, SimtConfig};
 use super::index_map::same_order;
 use super::mma_config::SplitReduce;
 use super::source::{
@@ -248,6 +236,9 @@ impl KernelConfig for ConvConfig {
             ConvConfig::Simt(c) => c.validate(shape),
             ConvConfig::Mma(c) => c.validate(shape),
             ConvConfig::Wgmma(c) => c.validate(shape),
+            ConvConfig::Direct(_) if shape.shortcut.is_some() => {
+                Err("the direct kernel has no shortcut input".into())
+            }
             ConvConfig::Direct(c) => c.validate(&direct_items(shape)),
         }
     }
@@ -418,11 +409,19 @@ fn channels_last_bytes(shape: &[usize], layout: Layout) -> bool {
 /// The [`ConvShape`] of a `FusedConv` or `Conv` node.
 pub fn conv_shape(graph: &Graph, node: NodeId) -> Result<ConvShape, String> {
     let n = graph.node(node);
-    let (geometry, bias, residual, activation) = match &n.op {
-        Op::FusedConv { conv, epilogue } => {
-            (conv, epilogue.bias, epilogue.residual, epilogue.activation)
-        }
-        Op::Conv(conv) => (conv, n.inputs.len() == 3, false, Activation::None),
+    let (geometry, bias, residual, activation, shortcut) = match &n.op {
+        Op::FusedConv {
+            conv,
+            epilogue,
+            shortcut,
+        } => (
+            conv,
+            epilogue.bias,
+            epilogue.residual,
+            epilogue.activation,
+            *shortcut,
+        ),
+        Op::Conv(conv) => (conv, n.inputs.len() == 3, false, Activation::None, None),
         other => return Err(format!("{} is not a convolution", other.kind())),
     };
     let value = |i: usize| {
@@ -437,10 +436,15 @@ pub fn conv_shape(graph: &Graph, node: NodeId) -> Result<ConvShape, String> {
     } else {
         None
     };
+    let xs = match shortcut {
+        Some(_) => Some(value(2 + usize::from(bias) + usize::from(residual))?),
+        None => None,
+    };
     let bias = if bias { Some(value(2)?) } else { None };
     for (what, v) in [("input", x), ("weight", w), ("output", y)]
         .into_iter()
         .chain(res.map(|r| ("residual", r)))
+        .chain(xs.map(|v| ("shortcut input", v)))
     {
         if !channels_last_bytes(&v.shape, v.layout) {
             return Err(format!(
@@ -475,6 +479,13 @@ pub fn conv_shape(graph: &Graph, node: NodeId) -> Result<ConvShape, String> {
         bias: bias.map(|v| v.dtype),
         activation,
         precision: graph.precision,
+        shortcut: shortcut.zip(xs).map(|(sc, v)| ShortcutShape {
+            c: v.shape[1],
+            h: v.shape[2],
+            w: v.shape[3],
+            stride: sc.strides,
+            dtype: v.dtype,
+        }),
     })
 }
 
@@ -507,20 +518,17 @@ pub fn instantiate(shape: &ConvShape, config: &ConvConfig, symbol: &str) -> Inst
     if let Some(dtype) = shape.residual {
         args.push(Arg::input("res", dtype));
     }
+    if let Some(sc) = shape.shortcut {
+        args.push(Arg::input("xs", sc.dtype));
+    }
     args.push(Arg::output("y", shape.out_dtype));
+    let or_null = |present: bool, name: &'static str| if present { name } else { "nullptr" };
     let call = format!(
-        "aotune::{function}<{}>(x, w, {}, {}, y)",
+        "aotune::{function}<{}>(x, w, {}, {}, {}, y)",
         p.name(),
-        if shape.bias.is_some() {
-            "bias"
-        } else {
-            "nullptr"
-        },
-        if shape.residual.is_some() {
-            "res"
-        } else {
-            "nullptr"
-        },
+        or_null(shape.bias.is_some(), "bias"),
+        or_null(shape.residual.is_some(), "res"),
+        or_null(shape.shortcut.is_some(), "xs"),
     );
     let geometry = config.geometry(shape);
     let threads = geometry.block[0];

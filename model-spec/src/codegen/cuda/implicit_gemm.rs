@@ -39,6 +39,19 @@ pub fn register_cap(threads: usize) -> usize {
 /// Split-K factors the search spaces offer.
 pub const SPLITS: [u32; 8] = [1, 2, 3, 4, 6, 8, 12, 16];
 
+/// The strided 1×1 convolution a [`crate::ir::Shortcut`] adds to a
+/// [`ConvShape`]'s GEMM: its NHWC input `[N, H, W, C]` (the conv's output
+/// pixel `(p, q)` reads pixel `(p·SH, q·SW)`), whose C channels extend the
+/// GEMM's K range past the main conv's `R·S·C`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ShortcutShape {
+    pub c: usize,
+    pub h: usize,
+    pub w: usize,
+    pub stride: [usize; 2],
+    pub dtype: DType,
+}
+
 /// A convolution as the tiled templates see it (groups = 1 for those).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ConvShape {
@@ -65,6 +78,9 @@ pub struct ConvShape {
     pub bias: Option<DType>,
     pub activation: Activation,
     pub precision: Precision,
+    /// A second, strided 1×1 conv summed into the same accumulators (its
+    /// weights are the last `shortcut.c` columns of each weight row).
+    pub shortcut: Option<ShortcutShape>,
 }
 
 impl ConvShape {
@@ -103,6 +119,7 @@ impl ConvShape {
             bias,
             activation,
             precision,
+            shortcut: None,
         }
     }
 
@@ -115,6 +132,12 @@ impl ConvShape {
     }
 
     pub fn gemm_k(&self) -> usize {
+        self.main_k() + self.shortcut.map_or(0, |sc| sc.c)
+    }
+
+    /// The main conv's part of the K range, `R·S·C/g` (all of it without a
+    /// shortcut).
+    pub fn main_k(&self) -> usize {
         self.r * self.s * (self.c / self.groups.max(1))
     }
 
@@ -145,7 +168,11 @@ impl ConvShape {
         let weights = self.gemm_n() * self.gemm_k() * self.w_dtype.size();
         let out = self.gemm_m() * self.gemm_n();
         let res = out * self.residual.map_or(0, |d| d.size());
-        (input + weights + out * self.out_dtype.size() + res) as f64
+        // The shortcut reads one pixel per output pixel.
+        let short = self
+            .shortcut
+            .map_or(0, |sc| self.gemm_m() * sc.c * sc.dtype.size());
+        (input + weights + out * self.out_dtype.size() + res + short) as f64
     }
 
     /// Renders the shape, dtypes and epilogue constants every conv template
@@ -195,6 +222,23 @@ impl ConvShape {
             .float("CLIP_HI", hi)
             .boolean("TF32", self.precision == Precision::Tf32)
             .boolean("A_BOUNDS", self.needs_bounds());
+        let sc = self.shortcut;
+        p.boolean("HAS_SC", sc.is_some()).ints(&[
+            ("K_MAIN", self.main_k() as i64),
+            ("SC_C", sc.map_or(0, |s| s.c) as i64),
+            ("SC_H", sc.map_or(0, |s| s.h) as i64),
+            ("SC_W", sc.map_or(0, |s| s.w) as i64),
+            ("SC_SH", sc.map_or(1, |s| s.stride[0]) as i64),
+            ("SC_SW", sc.map_or(1, |s| s.stride[1]) as i64),
+        ]);
+    }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
     }
 }
 
@@ -256,7 +300,9 @@ impl SimtConfig {
     }
 
     pub fn vec_a(&self, shape: &ConvShape) -> usize {
-        vector_width(shape.c, self.block_k as usize, shape.x_dtype.size())
+        // A vector never straddles a pixel of either input.
+        let channels = shape.shortcut.map_or(shape.c, |sc| gcd(shape.c, sc.c));
+        vector_width(channels, self.block_k as usize, shape.x_dtype.size())
     }
 
     pub fn vec_b(&self, shape: &ConvShape) -> usize {
@@ -506,6 +552,7 @@ pub(super) mod tests {
                 DType::F16 => Precision::Fp16,
                 DType::BF16 => Precision::Bf16,
             },
+            shortcut: None,
         }
     }
 

@@ -249,9 +249,11 @@ impl MmaConfig {
             )
     }
 
-    /// C is a multiple of one 16-byte chunk: A moves by cp.async.
+    /// C (and a shortcut's C) is a multiple of one 16-byte chunk: A moves
+    /// by cp.async.
     pub fn a_vectorized(shape: &ConvShape) -> bool {
-        shape.c % (16 / Self::operands(shape).element_bytes()) == 0
+        let chunk = 16 / Self::operands(shape).element_bytes();
+        shape.c % chunk == 0 && shape.shortcut.is_none_or(|sc| sc.c % chunk == 0)
     }
 
     /// R·S·C is a multiple of one 16-byte chunk: B moves by cp.async.

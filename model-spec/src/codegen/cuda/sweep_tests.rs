@@ -12,7 +12,7 @@ use super::test_graphs::{one_op, In};
 use super::*;
 use crate::ir::{
     Activation, BinaryOp, Conv2d, DType, Epilogue, Graph, Layout, NodeId, Op, Pool2d, Precision,
-    UnaryOp,
+    Shortcut, UnaryOp,
 };
 use serde::Serialize;
 
@@ -166,13 +166,52 @@ pub(crate) fn conv_graph(
         inputs.push(In::act(&[n, k, p, q], s, cl));
     }
     one_op(
-        Op::FusedConv { conv, epilogue },
+        Op::FusedConv {
+            conv,
+            epilogue,
+            shortcut: None,
+        },
         &inputs,
         out_dtype,
         cl,
         precision,
     )
     .0
+}
+
+/// A FusedConv with a shortcut: a 1×1 conv over NHWC `x [n, c, hw, hw]`
+/// plus a 1×1 stride-`stride` conv over `xs [n, cs, hw·stride, hw·stride]`
+/// (weight `[k, c + cs, 1, 1]`), bias and Relu.
+pub(crate) fn shortcut_graph(
+    n: usize,
+    [c, cs]: [usize; 2],
+    hw: usize,
+    stride: usize,
+    k: usize,
+    precision: Precision,
+) -> Graph {
+    let s = dtypes(precision);
+    let cl = Layout::ChannelsLast;
+    let size = (hw - 1) * stride + 1;
+    let inputs = [
+        In::act(&[n, c, hw, hw], s, cl),
+        In::constant(&[k, c + cs, 1, 1], s, cl, 1),
+        In::constant(&[k], DType::F32, Layout::RowMajor, 2),
+        In::act(&[n, cs, size, size], s, cl),
+    ];
+    let epilogue = Epilogue {
+        bias: true,
+        residual: false,
+        activation: Activation::Relu,
+    };
+    let op = Op::FusedConv {
+        conv: geometry(1, 1, [0; 4], 1, 1),
+        epilogue,
+        shortcut: Some(Shortcut {
+            strides: [stride; 2],
+        }),
+    };
+    one_op(op, &inputs, s, cl, precision).0
 }
 
 pub(crate) fn geometry(
@@ -283,6 +322,17 @@ pub(crate) fn conv_cases(precision: Precision) -> Vec<(String, Graph)> {
                 precision,
                 s,
             ),
+        ),
+        // A projection shortcut at stride 2 (ResNet's downsample block:
+        // 16-byte chunks from both inputs), and one over odd channel counts
+        // at stride 1 (gathered element by element).
+        (
+            "shortcut".into(),
+            shortcut_graph(2, [64, 32], 7, 2, 128, precision),
+        ),
+        (
+            "shortcut_odd".into(),
+            shortcut_graph(1, [12, 5], 6, 1, 24, precision),
         ),
         // Grouped and depthwise: the direct template.
         (

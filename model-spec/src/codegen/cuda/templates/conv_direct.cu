@@ -14,7 +14,9 @@ __device__ __forceinline__ void conv_direct(const typename P::TIn* __restrict__ 
                                             const typename P::TW* __restrict__ wgt,
                                             const typename P::TBias* __restrict__ bias,
                                             const typename P::TRes* __restrict__ res,
+                                            const typename P::TIn* __restrict__ xs,
                                             typename P::TOut* __restrict__ y) {
+  static_assert(!P::HAS_SC, "grouped convolutions have no shortcut");
   constexpr int TOTAL = P::GEMM_M * P::GEMM_N;
   constexpr int CG = P::C / P::GROUPS, KG = P::K / P::GROUPS;
   for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < TOTAL; j += gridDim.x * blockDim.x) {

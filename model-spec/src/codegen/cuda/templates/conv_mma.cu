@@ -285,6 +285,11 @@ struct TileLoader {
   static constexpr int ROW_STEP = T / KC;
   static_assert(T % KC == 0, "one chunk column per thread");
   static_assert(!P::A_VEC || P::C % CE == 0, "16-byte A chunks stay inside one pixel");
+  // A shortcut (P::HAS_SC) extends K past K_MAIN with the channels of a
+  // second input, read at pixel (p * SC_SH, q * SC_SW); its main conv is
+  // 1x1, stride 1, unpadded, so rows past M are the only ones to skip.
+  static_assert(!P::HAS_SC || (!P::A_BOUNDS && (!P::A_VEC || P::SC_C % CE == 0)),
+                "shortcut: pointwise main conv, whole chunks per shortcut pixel");
   static_assert(!P::B_VEC || GK % CE == 0, "16-byte B chunks stay inside one row");
   // Rows past M read nothing: a_h is far below 0 (A_BOUNDS) or a_pix is -1
   // (no bounds, where valid offsets are >= 0).
@@ -292,14 +297,16 @@ struct TileLoader {
 
   const TE* __restrict__ x;
   const TE* __restrict__ wgt;
+  const TE* __restrict__ xs;
   int chunk, row0, n0;
   // Per A row: the element offset of its window's top-left input pixel
-  // (negative past the top or left edge), and with A_BOUNDS that pixel's h
-  // and w.
+  // (negative past the top or left edge), with A_BOUNDS that pixel's h
+  // and w, and with a shortcut the offset of its pixel in the second input.
   int a_pix[LA], a_h[P::A_BOUNDS ? LA : 1], a_w[P::A_BOUNDS ? LA : 1];
+  int s_pix[P::HAS_SC ? LA : 1];
 
-  __device__ __forceinline__ TileLoader(const TE* x_, const TE* w_, int m0, int n0_)
-      : x(x_), wgt(w_), chunk(threadIdx.x % KC), row0(threadIdx.x / KC), n0(n0_) {
+  __device__ __forceinline__ TileLoader(const TE* x_, const TE* w_, const TE* xs_, int m0, int n0_)
+      : x(x_), wgt(w_), xs(xs_), chunk(threadIdx.x % KC), row0(threadIdx.x / KC), n0(n0_) {
 #pragma unroll
     for (int l = 0; l < LA; ++l) {
       const int m = m0 + row0 + l * ROW_STEP;
@@ -308,6 +315,11 @@ struct TileLoader {
       const int img = mm / PQ, pq = mm % PQ;
       const int h = (pq / P::Q) * P::SH - P::PH, w = (pq % P::Q) * P::SW - P::PW;
       a_pix[l] = img * (P::H * P::W * P::C) + (h * P::W + w) * P::C;
+      if (P::HAS_SC) {
+        s_pix[P::HAS_SC ? l : 0] =
+            img * (P::SC_H * P::SC_W * P::SC_C) +
+            ((pq / P::Q) * P::SC_SH * P::SC_W + (pq % P::Q) * P::SC_SW) * P::SC_C;
+      }
       if (P::A_BOUNDS) {
         a_h[l] = live ? h : NO_ROW;
         a_w[l] = w;
@@ -331,7 +343,18 @@ struct TileLoader {
     const E* we = reinterpret_cast<const E*>(wgt);
     const int k = kt * BK + chunk * CE;
     const bool k_ok = GK % BK == 0 || k < GK;
-    if (P::A_VEC) {
+    if (P::HAS_SC && P::A_VEC && k >= P::K_MAIN) {
+      // The shortcut's channel k - K_MAIN of each row's pixel (rows past M
+      // have a_pix < 0: no bounds without padding).
+#pragma unroll
+      for (int l = 0; l < LA; ++l) {
+        const int row = row0 + l * ROW_STEP;
+        if (CA % T != 0 && row >= BM) continue;
+        const bool ok = k_ok && a_pix[l] >= 0;
+        cp_async_16<true>(as + row * ROW + swizzle<KC>(row, chunk) * 16,
+                          ok ? xs + s_pix[P::HAS_SC ? l : 0] + (k - P::K_MAIN) : xs, ok);
+      }
+    } else if (P::A_VEC) {
       // One window tap and channel offset for all of this thread's rows.
       const int r = k / SC, s = (k % SC) / P::C, c = k % P::C;
       const int tap = (r * P::DH * P::W + s * P::DW) * P::C + c;
@@ -350,6 +373,11 @@ struct TileLoader {
         if (CA % T != 0 && row >= BM) continue;
         gather_chunk<E, CE>(as + row * ROW + swizzle<KC>(row, chunk) * 16, [&](int e) {
           const int ke = k + e;
+          if (P::HAS_SC && ke >= P::K_MAIN) {
+            const E* se = reinterpret_cast<const E*>(xs);
+            const bool ok = ke < GK && a_pix[l] >= 0;
+            return ok ? se[s_pix[P::HAS_SC ? l : 0] + ke - P::K_MAIN] : (E)0;
+          }
           const int r = ke / SC, s = (ke % SC) / P::C, c = ke % P::C;
           const bool ok = ke < GK && a_inside(l, r, s);
           return ok ? xe[a_pix[l] + (r * P::DH * P::W + s * P::DW) * P::C + c] : (E)0;
@@ -394,6 +422,7 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
                                          const typename P::TW* __restrict__ wgt,
                                          const typename P::TBias* __restrict__ bias,
                                          const typename P::TRes* __restrict__ res,
+                                         const typename P::TIn* __restrict__ xs,
                                          typename P::TOut* __restrict__ y) {
   typedef typename P::TIn TE;
   constexpr int CE = 16 / (int)sizeof(TE);  // elements per 16-byte chunk
@@ -421,7 +450,7 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
   const int m0 = (blockIdx.x / N_TILES) * BM, n0 = (blockIdx.x % N_TILES) * BN;
   const int kt_begin = blockIdx.z * KT_SPLIT;
   const int kt_end = min(KT, kt_begin + KT_SPLIT);
-  const TileLoader<P, BM, BN, BK, T> loader(x, wgt, m0, n0);
+  const TileLoader<P, BM, BN, BK, T> loader(x, wgt, xs, m0, n0);
   auto load_stage = [&](int stage, int kt) {
     loader.load(As + stage * A_STAGE, Bs + stage * B_STAGE, kt);
   };

@@ -22,6 +22,7 @@ __device__ __forceinline__ void conv_simt(const typename P::TIn* __restrict__ x,
                                           const typename P::TW* __restrict__ wgt,
                                           const typename P::TBias* __restrict__ bias,
                                           const typename P::TRes* __restrict__ res,
+                                          const typename P::TIn* __restrict__ xs,
                                           typename P::TOut* __restrict__ y) {
   constexpr int BM = P::BM, BN = P::BN, BK = P::BK, TM = P::TM, TN = P::TN;
   constexpr int TX = BN / TN, TY = BM / TM, T = TX * TY;
@@ -36,6 +37,10 @@ __device__ __forceinline__ void conv_simt(const typename P::TIn* __restrict__ x,
   static_assert(TM % 4 == 0 && TN % 4 == 0, "thread tiles are float4 groups");
   static_assert(BK % VA == 0 && BK % VB == 0, "vectors never straddle a k tile");
   static_assert(P::C % VA == 0 && GK % VB == 0, "vectors never straddle a pixel or a row");
+  // A shortcut (P::HAS_SC) extends K past K_MAIN with the channels of a
+  // second input at pixel (p * SC_SH, q * SC_SW) behind a pointwise conv.
+  static_assert(!P::HAS_SC || (!P::A_BOUNDS && P::SC_C % VA == 0 && P::K_MAIN % VA == 0),
+                "shortcut: pointwise main conv, whole vectors per shortcut pixel");
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   float* As = reinterpret_cast<float*>(smem_raw);  // [2][BK][BM]
@@ -49,6 +54,7 @@ __device__ __forceinline__ void conv_simt(const typename P::TIn* __restrict__ x,
 
   // Rows of A this thread loads: image offset and top-left input pixel.
   int a_img[LA], a_h[LA], a_w[LA];
+  int s_pix[P::HAS_SC ? LA : 1];
   bool a_row[LA];
 #pragma unroll
   for (int l = 0; l < LA; ++l) {
@@ -60,6 +66,11 @@ __device__ __forceinline__ void conv_simt(const typename P::TIn* __restrict__ x,
     a_img[l] = img * (P::H * P::W * P::C);
     a_h[l] = (pq / P::Q) * P::SH - P::PH;
     a_w[l] = (pq % P::Q) * P::SW - P::PW;
+    if (P::HAS_SC) {
+      s_pix[P::HAS_SC ? l : 0] =
+          img * (P::SC_H * P::SC_W * P::SC_C) +
+          ((pq / P::Q) * P::SC_SH * P::SC_W + (pq % P::Q) * P::SC_SW) * P::SC_C;
+    }
   }
 
   float ra[LA][VA], rb[LB][VB];
@@ -73,7 +84,9 @@ __device__ __forceinline__ void conv_simt(const typename P::TIn* __restrict__ x,
       const int h = a_h[l] + r * P::DH, w = a_w[l] + s * P::DW;
       bool ok = a_row[l] && (GK % BK == 0 || k < GK);
       if (P::A_BOUNDS) ok = ok && h >= 0 && h < P::H && w >= 0 && w < P::W;
-      if (ok) {
+      if (P::HAS_SC && ok && k >= P::K_MAIN) {
+        load_f32<VA>(xs + s_pix[P::HAS_SC ? l : 0] + (k - P::K_MAIN), ra[l]);
+      } else if (ok) {
         load_f32<VA>(x + a_img[l] + (h * P::W + w) * P::C + c, ra[l]);
       } else {
 #pragma unroll

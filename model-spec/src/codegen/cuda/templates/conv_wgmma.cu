@@ -117,6 +117,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
                                            const typename P::TW* __restrict__ wgt,
                                            const typename P::TBias* __restrict__ bias,
                                            const typename P::TRes* __restrict__ res,
+                                           const typename P::TIn* __restrict__ xs,
                                            typename P::TOut* __restrict__ y) {
   typedef typename P::TIn TE;
   constexpr int BM = P::BM, BN = P::BN, BK = P::BK, STAGES = P::STAGES;
@@ -147,7 +148,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   const int m0 = (blockIdx.x / N_TILES) * BM, n0 = (blockIdx.x % N_TILES) * BN;
   const int kt_begin = blockIdx.z * KT_SPLIT;
   const int kt_end = min(KT, kt_begin + KT_SPLIT);
-  const TileLoader<P, BM, BN, BK, T> loader(x, wgt, m0, n0);
+  const TileLoader<P, BM, BN, BK, T> loader(x, wgt, xs, m0, n0);
   auto load_stage = [&](int stage, int kt) {
     loader.load(As + stage * A_STAGE, Bs + stage * B_STAGE, kt);
   };
