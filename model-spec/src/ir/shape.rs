@@ -478,6 +478,48 @@ mod tests {
     }
 
     #[test]
+    fn a_shortcut_lands_on_the_main_grid_and_owns_the_weights_last_channels() {
+        use crate::ir::{Conv2d, Epilogue, Shortcut};
+        let pointwise = Conv2d {
+            kernel: [1, 1],
+            strides: [1, 1],
+            pads: [0; 4],
+            dilations: [1, 1],
+            groups: 1,
+        };
+        let op = |conv: Conv2d| Op::FusedConv {
+            conv,
+            epilogue: Epilogue {
+                bias: true,
+                ..Epilogue::NONE
+            },
+            shortcut: Some(Shortcut { strides: [2, 2] }),
+        };
+        let (x, bias, xs): (&[usize], &[usize], &[usize]) =
+            (&[2, 64, 7, 7], &[256], &[2, 32, 14, 14]);
+        let w: &[usize] = &[256, 96, 1, 1];
+        assert_eq!(
+            infer_shape(&op(pointwise), &[x, w, bias, xs]),
+            Ok(vec![2, 256, 7, 7])
+        );
+        // 13 rows at stride 2 land on 7 too; 15 do not.
+        assert!(infer_shape(&op(pointwise), &[x, w, bias, &[2, 32, 13, 13]]).is_ok());
+        let err = infer_shape(&op(pointwise), &[x, w, bias, &[2, 32, 15, 14]]).unwrap_err();
+        assert!(err.contains("does not land"), "{err}");
+        let err = infer_shape(&op(pointwise), &[x, &[256, 64, 1, 1], bias, xs]).unwrap_err();
+        assert!(err.contains("plus the shortcut's 32"), "{err}");
+        let err = infer_shape(&op(pointwise), &[x, w, bias]).unwrap_err();
+        assert!(err.contains("inputs"), "{err}");
+        let three = Conv2d {
+            kernel: [3, 3],
+            pads: [1; 4],
+            ..pointwise
+        };
+        let err = infer_shape(&op(three), &[x, &[256, 96, 3, 3], bias, xs]).unwrap_err();
+        assert!(err.contains("1x1, stride-1"), "{err}");
+    }
+
+    #[test]
     fn pad_channels_grows_only_the_channel_axis() {
         let pad = Op::PadChannels { channels: 8 };
         assert_eq!(infer_shape(&pad, &[&[2, 3, 5, 7]]), Ok(vec![2, 8, 5, 7]));
