@@ -42,7 +42,7 @@ pub fn fuse_shortcut(graph: &mut Graph) -> Result<PassSummary, PassError> {
         let adder = graph.node(id);
         let weight = patch.add_value(concat_weights(graph, main, proj));
         let mut inputs = vec![main.inputs[0], weight];
-        let bias = sum_biases(graph, main, proj);
+        let bias = sum_biases(graph, &pair.biases);
         let has_bias = bias.is_some();
         if let Some(bias) = bias {
             inputs.push(patch.add_value(bias));
@@ -97,6 +97,8 @@ struct Pair {
     shortcut: NodeId,
     strides: [usize; 2],
     activation: Activation,
+    /// The biases the two convs have (none, either or both).
+    biases: Vec<ValueId>,
 }
 
 /// The pair node `id` (a FusedConv with a residual) and its residual's
@@ -139,11 +141,14 @@ fn pair_of(
     };
     let plain = !pepi.residual && pepi.activation == Activation::None;
     let sole = uses.sole_user(residual) == Some(id);
-    let constants = [main_weight(node), main_weight(producer)]
+    let biases: Vec<ValueId> = bias_of(node, &epilogue)
         .into_iter()
-        .chain(bias_of(node, &epilogue))
         .chain(bias_of(producer, &pepi))
-        .all(|v| row_major_constant(graph, v));
+        .collect();
+    let constants = [main_weight(node), main_weight(producer)]
+        .iter()
+        .chain(&biases)
+        .all(|&v| row_major_constant(graph, v));
     if !(strided(conv) && strided(pconv) && plain && sole && constants) {
         return None;
     }
@@ -159,6 +164,7 @@ fn pair_of(
         shortcut,
         strides,
         activation: epilogue.activation,
+        biases,
     })
 }
 
@@ -207,30 +213,22 @@ fn concat_weights(graph: &Graph, main: &Node, proj: &Node) -> Value {
     }
 }
 
-/// The sum of the two biases (either alone when the other conv has none).
-fn sum_biases(graph: &Graph, main: &Node, proj: &Node) -> Option<Value> {
-    let epilogue = |n: &Node| match n.op {
-        Op::FusedConv { epilogue, .. } => epilogue,
-        _ => Epilogue::NONE,
-    };
-    let (bm, bp) = (
-        bias_of(main, &epilogue(main)),
-        bias_of(proj, &epilogue(proj)),
-    );
-    let template = graph.value(bm.or(bp)?);
-    let k = graph.value(main_weight(main)).shape[0];
-    let mut sum = vec![0.0f32; k];
-    for b in [bm, bp].into_iter().flatten() {
+/// The sum of `biases` (a copy of the one there is when only one conv has
+/// a bias), or `None` when neither has.
+fn sum_biases(graph: &Graph, biases: &[ValueId]) -> Option<Value> {
+    let template = graph.value(*biases.first()?);
+    let mut sum = vec![0.0f32; template.shape[0]];
+    for &b in biases {
         for (s, v) in sum.iter_mut().zip(data(graph, b)) {
             *s += v;
         }
     }
-    let name = match (bm, bp) {
-        (Some(a), Some(b)) => format!("{}+{}", graph.value(a).name, graph.value(b).name),
-        _ => template.name.clone(),
-    };
+    let names: Vec<&str> = biases
+        .iter()
+        .map(|&b| graph.value(b).name.as_str())
+        .collect();
     Some(Value {
-        name,
+        name: names.join("+"),
         kind: ValueKind::Constant(Arc::new(sum)),
         ..template.clone()
     })
