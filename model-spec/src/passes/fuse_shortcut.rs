@@ -141,7 +141,7 @@ fn pair_of(
     };
     let plain = !pepi.residual && pepi.activation == Activation::None;
     let sole = uses.sole_user(residual) == Some(id);
-    let biases: Vec<ValueId> = bias_of(node, &epilogue)
+    let mut biases: Vec<ValueId> = bias_of(node, &epilogue)
         .into_iter()
         .chain(bias_of(producer, &pepi))
         .collect();
@@ -159,6 +159,10 @@ fn pair_of(
     } else {
         return None;
     };
+    if main != id {
+        // The main conv's bias first, as its weight is first.
+        biases.reverse();
+    }
     Some(Pair {
         main,
         shortcut,
