@@ -1,33 +1,50 @@
 #!/usr/bin/env python3
-"""Writes a tuning log (best.json) that forces one config on every
-convolution (and dense) task of a model, for A/B probes of a template on the
-GPU: `aotune verify|bench --tuning <out>` then builds every such task with it.
+"""Writes a tuning log (best.json) that forces one config on the convolution
+(and dense) tasks of a model, for A/B probes of a template on the GPU:
+`aotune verify|bench --tuning <out>` then builds every such task with it.
 
   aotune dump MODEL --section tasks --batch B --precision P > tasks.txt
   force_configs.py tasks.txt '{"kernel":"wgmma","block_m":128,"block_n":256,
       "stages":3,"split_k":1,"epilogue":"staged"}' out.best.json
+      [--match REGEX] [--base BEST.json]
+
+`--match` forces the config only on tasks whose key matches REGEX (e.g.
+'in1=f16\\[64x' for the layers with 64 output channels); `--base` starts
+from an existing log (e.g. the committed one), whose records for the forced
+tasks are replaced and all others kept, so the rest of the model runs as
+tuned.
 
 `block_n` is capped at the task's N (rounded up to a multiple of 32) so narrow
 layers keep a valid tile; configs the build finds invalid fall back to the
 default with a note, so check the kernel names it prints.
 """
+import argparse
 import json
 import re
-import sys
 
-tasks, config, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
-records = []
-for line in open(tasks):
+ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+ap.add_argument("tasks", help="`aotune dump --section tasks` output")
+ap.add_argument("config", help="the config, as JSON")
+ap.add_argument("out", help="the best.json to write")
+ap.add_argument("--match", help="force only tasks whose key matches this regex")
+ap.add_argument("--base", help="a best.json whose other records are kept")
+args = ap.parse_args()
+config = json.loads(args.config)
+
+forced = []
+for line in open(args.tasks):
     parts = line.split()
     if len(parts) < 6 or parts[1] not in ("FusedConv", "Dense"):
         continue
     key = line.split(None, 5)[5].strip()
+    if args.match and not re.search(args.match, key):
+        continue
     w = re.search(r"in1=\w+\[(\d+)x", key)
     c = dict(config)
     if w and "block_n" in c:
         n = int(w.group(1))
         c["block_n"] = min(c["block_n"], max(32, -(-n // 32) * 32))
-    records.append({
+    forced.append({
         "task": parts[0],
         "op": parts[1],
         "key": key,
@@ -36,5 +53,10 @@ for line in open(tasks):
         "median_us": 0.0,
         "target": {"gpu": "NVIDIA H200", "sm": "sm_90", "driver": "13.0", "cuda": "13.0"},
     })
-json.dump({"format": "aotune-best/1", "records": records}, open(out, "w"), indent=1)
-print(f"{out}: {len(records)} tasks")
+records = forced
+if args.base:
+    mine = {r["task"] for r in forced}
+    kept = [r for r in json.load(open(args.base))["records"] if r["task"] not in mine]
+    records = sorted(kept + forced, key=lambda r: r["task"])
+json.dump({"format": "aotune-best/1", "records": records}, open(args.out, "w"), indent=1)
+print(f"{args.out}: {len(forced)} tasks forced, {len(records)} records")

@@ -14,6 +14,7 @@
 # ${TRIALS:-128}` since resumed trials count towards the cap. TRIALS alone sets
 # `--trials-per-task` of every run (e.g. TRIALS=256 for the search-quality pair
 # `1:fp16:1:q1 1:fp16:4:q4`, so that neither stops at the default cap of 64).
+# TUNE_ARGS adds flags to every run (e.g. TUNE_ARGS=--compile-processes).
 set -u
 . "$(dirname "$0")/device_env.sh"
 mkdir -p /tmp/records
@@ -35,7 +36,7 @@ for spec in "$@"; do
   fi
   start=$(date +%s)
   $B tune /tmp/r50.onnx --batch "$b" --precision "$p" --budget-minutes "$m" \
-    --log "$records" --best "$best" "${resume[@]}" > "$log" 2>&1
+    --log "$records" --best "$best" "${resume[@]}" ${TUNE_ARGS:-} > "$log" 2>&1
   rc=$?
   echo "== tune b$b $p ${m} min ${name}: rc=$rc, $(( $(date +%s) - start )) s wall"
   grep -vE "^(ptxas|note)" "$log" | tail -n 6

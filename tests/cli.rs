@@ -1,6 +1,6 @@
 //! The `aotune` binary: its subcommands on a zoo model, and its errors.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn aotune(args: &[&str]) -> (bool, String, String) {
@@ -134,8 +134,132 @@ fn tune_explains_what_it_needs() {
         "--resume",
         "--log",
         "--best",
+        "--compile-processes",
     ] {
         assert!(out.contains(flag), "help mentions {flag}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `tune --compile-processes`: a candidate compiled in an `aotune
+/// nvrtc-compile` child gives the cubin and report the in-process compiler
+/// gives, and its errors read the same; a child past its deadline is
+/// killed, and one that cannot start or answers nothing is a compile
+/// failure saying so. Skipped, saying why, without libnvrtc.
+#[test]
+fn candidates_compile_in_child_processes_as_on_threads() {
+    use aotune::tune::compile_process::compile_in_process;
+    use aotune::tune::nvrtc::{compile_all, setup, CompileFailure, CompileIn, Job};
+    use std::time::{Duration, Instant};
+    let include = match setup() {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("skipping: {e}");
+            return;
+        }
+    };
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_aotune"));
+    let good = "#include <cuda_fp16.h>\n\
+                extern \"C\" __global__ void k(__half* y) { y[threadIdx.x] = __float2half(2.0f); }\n";
+    let bad = "extern \"C\" __global__ void k(float* y) { y[0] = undefined_name; }\n";
+    let jobs = || {
+        [good, bad]
+            .iter()
+            .enumerate()
+            .map(|(tag, s)| Job {
+                tag,
+                name: format!("job{tag}.cu"),
+                source: s.to_string(),
+            })
+            .collect::<Vec<_>>()
+    };
+    let run = |how: CompileIn| {
+        let mut out = vec![None, None];
+        compile_all(
+            jobs(),
+            2,
+            Duration::from_secs(120),
+            &include,
+            &how,
+            |t, r| out[t] = Some(r),
+        );
+        out.into_iter().map(Option::unwrap).collect::<Vec<_>>()
+    };
+    let threads = run(CompileIn::Threads);
+    let processes = run(CompileIn::Processes(exe.clone()));
+    let (a, b) = (
+        threads[0].as_ref().expect("compiles on a thread"),
+        processes[0].as_ref().expect("compiles in a process"),
+    );
+    assert_eq!(&b.image[..4], b"\x7fELF");
+    assert_eq!(a.image, b.image, "the same cubin");
+    assert_eq!(a.report, b.report);
+    assert!(b.report.registers > 0);
+    for r in [&threads[1], &processes[1]] {
+        match r {
+            Err(CompileFailure::Error(log)) => {
+                assert!(log.contains("undefined_name"), "{log}");
+                assert!(!log.contains("NVRTC: NVRTC"), "{log}");
+            }
+            other => panic!("expected a compile error, got {other:?}"),
+        }
+    }
+
+    let start = Instant::now();
+    let late = compile_in_process(&exe, good, "late.cu", &include, Duration::from_millis(1));
+    assert_eq!(
+        late.unwrap_err(),
+        CompileFailure::Timeout(Duration::from_millis(1))
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "killed, not waited for"
+    );
+
+    let missing = Path::new("/no/such/aotune");
+    match compile_in_process(missing, good, "x.cu", &include, Duration::from_secs(60)) {
+        Err(CompileFailure::Error(e)) => assert!(e.contains("cannot start"), "{e}"),
+        other => panic!("{other:?}"),
+    }
+    // A binary that answers nothing (here `true`, which ignores its input).
+    let mute = Path::new("/bin/true");
+    if mute.exists() {
+        match compile_in_process(mute, good, "x.cu", &include, Duration::from_secs(60)) {
+            Err(CompileFailure::Error(e)) => assert!(e.contains("compiler process died"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+/// The child's side of that protocol answers a request it cannot parse
+/// with an error reply, not a panic.
+#[test]
+fn the_compiler_process_answers_a_bad_request_with_an_error() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_aotune"))
+        .arg("nvrtc-compile")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starts");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"not json\n__global__ void k() {}\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let reply: serde_json::Value =
+        serde_json::from_str(text.lines().next().expect("a reply line")).unwrap();
+    assert!(
+        reply["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("does not parse")),
+        "{text}"
+    );
+    assert_eq!(reply["cubin_bytes"], 0);
 }

@@ -48,6 +48,9 @@ pub enum Command {
     /// The measuring process `tune` starts (internal).
     #[command(hide = true)]
     TuneWorker,
+    /// Compiles one candidate for `tune --compile-processes` (internal).
+    #[command(hide = true, name = "nvrtc-compile")]
+    NvrtcCompile,
 }
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
@@ -61,6 +64,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Classify(args) => classify::classify(args),
         Command::Tune(args) => tune::tune_command(args),
         Command::TuneWorker => tune::worker(),
+        Command::NvrtcCompile => tune::nvrtc_compile(),
     }
 }
 

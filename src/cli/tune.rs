@@ -50,6 +50,12 @@ pub struct TuneArgs {
     /// NVRTC compile threads [default: every core].
     #[arg(long)]
     pub compile_threads: Option<usize>,
+    /// Compile each candidate in its own `aotune nvrtc-compile` process
+    /// instead of on a thread: a compiler crash then costs only that
+    /// candidate and a hung compile is killed at its deadline. Which is
+    /// faster depends on the machine (bench/nvrtc_scaling.sh).
+    #[arg(long)]
+    pub compile_processes: bool,
     /// Skip the closing end-to-end comparison (default vs tuned build, which
     /// needs nvcc).
     #[arg(long)]
@@ -92,6 +98,7 @@ pub fn tune_command(args: TuneArgs) -> anyhow::Result<()> {
     if let Some(n) = args.compile_threads {
         settings.compile_threads = n.max(1);
     }
+    settings.compile_processes = args.compile_processes;
     let scratch = std::env::temp_dir().join(format!("aotune-tune-{}", std::process::id()));
     let exe = std::env::current_exe().context("locating the aotune binary for the worker")?;
     let mut measurer = GpuMeasurer::new(&compiled.graph, nodes, exe, scratch.clone(), settings)
@@ -208,4 +215,10 @@ fn end_to_end(args: &TuneArgs) -> anyhow::Result<()> {
 /// `aotune tune-worker` (hidden): the measuring process `tune` starts.
 pub fn worker() -> anyhow::Result<()> {
     aotune::tune::worker_main().context("the tune worker's pipes failed")
+}
+
+/// `aotune nvrtc-compile` (hidden): compiles one candidate for `tune
+/// --compile-processes` (request and source on stdin, cubin on stdout).
+pub fn nvrtc_compile() -> anyhow::Result<()> {
+    aotune::tune::compile_child_main().context("the compiler process's pipes failed")
 }

@@ -8,7 +8,7 @@
 //! task's heuristic default is measured first in each worker session as the
 //! reference every candidate's output is checked against.
 
-use super::nvrtc::{self, CompileFailure, Cubin, Job};
+use super::nvrtc::{self, CompileFailure, CompileIn, Cubin, Job};
 use super::protocol::{ArgSpec, Failure, Repeats, Reply, Request, Role};
 use super::runner::{Runner, WorkerError};
 use aotune_spec::codegen::cuda::candidate::{render_candidate, CandidateKernel};
@@ -26,6 +26,9 @@ const REGISTERS_PER_SM: u64 = 65536;
 #[derive(Debug, Clone)]
 pub struct MeasureSettings {
     pub compile_threads: usize,
+    /// Compile each candidate in a child process of the worker's binary
+    /// (`aotune nvrtc-compile`) instead of on a thread of this one.
+    pub compile_processes: bool,
     pub compile_timeout: Duration,
     /// Longest a worker may take to answer one request.
     pub run_timeout: Duration,
@@ -42,6 +45,7 @@ impl MeasureSettings {
             compile_threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(4),
+            compile_processes: false,
             compile_timeout: Duration::from_secs(60),
             run_timeout: Duration::from_secs(30),
             repeats: Repeats::default(),
@@ -84,6 +88,7 @@ pub struct GpuMeasurer<'g> {
     nodes: HashMap<String, NodeId>,
     runner: Runner,
     include: PathBuf,
+    compile_in: CompileIn,
     dir: PathBuf,
     settings: MeasureSettings,
     /// The task the worker is set up for, and whether its reference ran.
@@ -113,6 +118,11 @@ impl<'g> GpuMeasurer<'g> {
             dir: dir.display().to_string(),
             source,
         })?;
+        let compile_in = if settings.compile_processes {
+            CompileIn::Processes(worker_exe.clone())
+        } else {
+            CompileIn::Threads
+        };
         let mut runner = Runner::new(worker_exe);
         let probe = Request::Setup {
             args: vec![ArgSpec {
@@ -138,6 +148,7 @@ impl<'g> GpuMeasurer<'g> {
             nodes,
             runner,
             include,
+            compile_in,
             dir,
             settings,
             session: None,
@@ -184,6 +195,7 @@ impl<'g> GpuMeasurer<'g> {
             self.settings.compile_threads,
             self.settings.compile_timeout,
             &self.include,
+            &self.compile_in,
             |tag, r| {
                 out.insert(tag, r);
             },

@@ -3,6 +3,7 @@
 //! to the search in [`aotune_spec::tune`].
 
 mod compare;
+pub mod compile_process;
 mod gpu_measurer;
 pub mod nvrtc;
 pub mod protocol;
@@ -10,6 +11,7 @@ mod runner;
 mod spaces;
 mod worker;
 
+pub use compile_process::compile_child_main;
 pub use gpu_measurer::{median, tolerance, GpuMeasurer, MeasureSettings, MeasurerError};
 pub use runner::{Runner, WorkerError};
 pub use spaces::{tunable_tasks, TunableTask};

@@ -29,7 +29,7 @@ pub enum NvrtcSetupError {
 }
 
 /// ptxas's resource report for one kernel.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PtxasReport {
     pub registers: u32,
     pub spill_store_bytes: u32,
@@ -262,15 +262,27 @@ pub struct Job {
     pub source: String,
 }
 
+/// Where [`compile_all`] runs NVRTC.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CompileIn {
+    /// On the pool's threads, in this process.
+    Threads,
+    /// One `aotune nvrtc-compile` child process per job, started from this
+    /// binary (`super::compile_process`), each on one of the pool's threads.
+    Processes(PathBuf),
+}
+
 /// Compiles `jobs` on `threads` threads; each result comes back with its
 /// tag as soon as it is ready (through `done`), in completion order. A job
-/// still running at its deadline is reported as a timeout and abandoned
-/// (NVRTC cannot be interrupted; its thread finishes in the background).
+/// still running at its deadline is reported as a timeout; in-process NVRTC
+/// cannot be interrupted, so its thread finishes in the background, while a
+/// child process is killed.
 pub fn compile_all(
     jobs: Vec<Job>,
     threads: usize,
     timeout: Duration,
     include: &Path,
+    how: &CompileIn,
     mut done: impl FnMut(usize, Result<Cubin, CompileFailure>),
 ) {
     let total = jobs.len();
@@ -281,6 +293,7 @@ pub fn compile_all(
         let queue = Arc::clone(&queue);
         let tx = tx.clone();
         let include = include.to_path_buf();
+        let how = how.clone();
         std::thread::spawn(move || loop {
             let job = match queue.lock() {
                 Ok(mut q) => q.pop(),
@@ -291,7 +304,16 @@ pub fn compile_all(
             if tx.send((job.tag, None)).is_err() {
                 break;
             }
-            let r = compile(&job.source, &job.name, &include);
+            let r = match &how {
+                CompileIn::Threads => compile(&job.source, &job.name, &include),
+                CompileIn::Processes(exe) => super::compile_process::compile_in_process(
+                    exe,
+                    &job.source,
+                    &job.name,
+                    &include,
+                    timeout,
+                ),
+            };
             if tx.send((job.tag, Some(r))).is_err() {
                 break;
             }
@@ -381,9 +403,14 @@ mod tests {
             },
         ];
         let mut results: Vec<(usize, Result<Cubin, CompileFailure>)> = Vec::new();
-        compile_all(jobs, 2, Duration::from_secs(120), &include, |t, r| {
-            results.push((t, r))
-        });
+        compile_all(
+            jobs,
+            2,
+            Duration::from_secs(120),
+            &include,
+            &CompileIn::Threads,
+            |t, r| results.push((t, r)),
+        );
         results.sort_by_key(|(t, _)| *t);
         assert_eq!(results.len(), 2);
         let cubin = results[0].1.as_ref().expect("good compiles");

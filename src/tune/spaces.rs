@@ -148,6 +148,7 @@ mod tests {
             2,
             std::time::Duration::from_secs(300),
             &include,
+            &crate::tune::nvrtc::CompileIn::Threads,
             |tag, r| {
                 let c = r.unwrap_or_else(|e| panic!("candidate {tag} failed: {e}"));
                 assert!(c.report.registers > 0);
