@@ -99,6 +99,8 @@ pub fn tune_command(args: TuneArgs) -> anyhow::Result<()> {
         settings.compile_threads = n.max(1);
     }
     settings.compile_processes = args.compile_processes;
+    let (compile_threads, compile_processes) =
+        (settings.compile_threads, settings.compile_processes);
     let scratch = std::env::temp_dir().join(format!("aotune-tune-{}", std::process::id()));
     let exe = std::env::current_exe().context("locating the aotune binary for the worker")?;
     let mut measurer = GpuMeasurer::new(&compiled.graph, nodes, exe, scratch.clone(), settings)
@@ -106,7 +108,8 @@ pub fn tune_command(args: TuneArgs) -> anyhow::Result<()> {
     let target = measurer.target().clone();
     let batch = compiled.batch.unwrap_or(1);
     eprintln!(
-        "tuning {} (batch {batch}, {}) on {} ({}, driver {}, CUDA {}): {} tasks, {} configs in their spaces",
+        "tuning {} (batch {batch}, {}) on {} ({}, driver {}, CUDA {}): {} tasks, {} configs in their \
+         spaces; NVRTC on {} threads{}",
         args.model.model.display(),
         args.model.precision,
         target.gpu,
@@ -114,7 +117,13 @@ pub fn tune_command(args: TuneArgs) -> anyhow::Result<()> {
         target.driver,
         target.cuda,
         spaces.len(),
-        spaces.iter().map(|s| s.configs.len()).sum::<usize>()
+        spaces.iter().map(|s| s.configs.len()).sum::<usize>(),
+        compile_threads,
+        if compile_processes {
+            ", a child process per candidate"
+        } else {
+            ""
+        }
     );
     let previous = if args.resume && args.log.exists() {
         read_records(&args.log)?
