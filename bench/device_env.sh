@@ -6,6 +6,6 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export NVCC=/usr/local/cuda/bin/nvcc
 export AOTUNE_CACHE=/tmp/aotune-cache
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-B=.device/aotune
+B=${B:-.device/aotune}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 [ -f /tmp/r50.onnx ] || $B zoo resnet50 -o /tmp/r50.onnx >/dev/null

@@ -9,12 +9,16 @@
 #     then `bench --per-layer` at batch 256, next to the committed log's
 #     bench from the same binary.
 # Logs under $OUT; the closing table compares the four layers' µs.
+# Only the patched binaries travel (the tracked tree is ~38 MB of the 64 MiB
+# carry): the committed log's bench runs on the patched CLI too, whose
+# unswapped kernels are main's.
 set -u
-. "$(dirname "$0")/device_env.sh"
 S=.device/aotune-swap
+B=$S
+. "$(dirname "$0")/device_env.sh"
 export AOTUNE_NO_EMBED=1
 echo "== gpu_kernels (swap patch), fp16 + bf16 samples"
-AOTUNE_SWEEP_FILTER=${SWEEP_FILTER:-f16} timeout "${TEST_TIMEOUT:-240}" .device/gpu_kernels-swap \
+AOTUNE_SWEEP_FILTER=${SWEEP_FILTER:-"16 b"} timeout "${TEST_TIMEOUT:-240}" .device/gpu_kernels-swap \
   --test-threads 1 c16_convs_pools_and_head odd_channels_c5_k7 space_to_depth_stems \
   > "$OUT/gpu_kernels_swap.log" 2>&1
 echo "rc=$? $(grep -E '^test result' "$OUT/gpu_kernels_swap.log")"
