@@ -180,9 +180,14 @@ pub fn tune_command(args: TuneArgs) -> anyhow::Result<()> {
     let report = outcome.report();
     println!("{report}");
     println!(
-        "wall time {:.1} s (compile + measure); {} kernels compiled, {} pruned by ptxas's report, \
+        "wall time {:.1} s: compiling {:.1} s, running candidates {:.1} s, the rest (search, \
+         setup, records) {:.1} s; {} kernels compiled, {} pruned by ptxas's report, \
          {} duplicate cubins reused, {} worker restarts",
         wall.as_secs_f64(),
+        measurer.compile_wall.as_secs_f64(),
+        measurer.run_wall.as_secs_f64(),
+        wall.saturating_sub(measurer.compile_wall + measurer.run_wall)
+            .as_secs_f64(),
         measurer.compiled,
         measurer.pruned,
         measurer.duplicates,

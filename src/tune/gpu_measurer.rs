@@ -17,7 +17,7 @@ use aotune_spec::schedule::Target;
 use aotune_spec::tune::{FailStage, Measurer, TaskSpace, Trial, TrialOutcome};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Registers one SM has; a block needs `registers × threads` of them.
 const REGISTERS_PER_SM: u64 = 65536;
@@ -101,6 +101,11 @@ pub struct GpuMeasurer<'g> {
     pub compiled: usize,
     pub pruned: usize,
     pub duplicates: usize,
+    /// Wall time spent compiling rounds (the whole pool, start to last
+    /// result) and running candidates in the worker (their measure
+    /// requests; worker setups count as neither).
+    pub compile_wall: Duration,
+    pub run_wall: Duration,
 }
 
 impl<'g> GpuMeasurer<'g> {
@@ -158,6 +163,8 @@ impl<'g> GpuMeasurer<'g> {
             compiled: 0,
             pruned: 0,
             duplicates: 0,
+            compile_wall: Duration::ZERO,
+            run_wall: Duration::ZERO,
         })
     }
 
@@ -190,6 +197,7 @@ impl<'g> GpuMeasurer<'g> {
             })
             .collect();
         let mut out = HashMap::new();
+        let start = Instant::now();
         nvrtc::compile_all(
             jobs,
             self.settings.compile_threads,
@@ -200,6 +208,7 @@ impl<'g> GpuMeasurer<'g> {
                 out.insert(tag, r);
             },
         );
+        self.compile_wall += start.elapsed();
         self.compiled += out.values().filter(|r| r.is_ok()).count();
         out
     }
@@ -240,6 +249,20 @@ impl<'g> GpuMeasurer<'g> {
 
     /// Runs one compiled candidate in the worker.
     fn run(
+        &mut self,
+        space: &TaskSpace,
+        index: usize,
+        kernel: &CandidateKernel,
+        cubin: &Cubin,
+        role: Role,
+    ) -> TrialOutcome {
+        let start = Instant::now();
+        let outcome = self.run_uncounted(space, index, kernel, cubin, role);
+        self.run_wall += start.elapsed();
+        outcome
+    }
+
+    fn run_uncounted(
         &mut self,
         space: &TaskSpace,
         index: usize,
