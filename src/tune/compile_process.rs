@@ -116,15 +116,7 @@ pub fn compile_in_process(
             "the compiler process has no pipes".into(),
         ));
     };
-    let drain = |mut pipe: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = pipe.read_to_end(&mut buf);
-            buf
-        })
-    };
-    let stdout = drain(Box::new(stdout));
-    let stderr = drain(Box::new(stderr));
+    let (stdout, stderr) = (drain(stdout), drain(stderr));
     let request = CompileRequest {
         name: name.to_string(),
         include: include.to_path_buf(),
@@ -179,5 +171,15 @@ pub fn compile_in_process(
         image: image.to_vec(),
         report: reply.report,
         compile_time: start.elapsed(),
+    })
+}
+
+/// Reads `pipe` to its end on a thread of its own (a child blocks when a
+/// pipe it writes fills up).
+fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = pipe.read_to_end(&mut buf);
+        buf
     })
 }

@@ -256,20 +256,6 @@ impl<'g> GpuMeasurer<'g> {
         cubin: &Cubin,
         role: Role,
     ) -> TrialOutcome {
-        let start = Instant::now();
-        let outcome = self.run_uncounted(space, index, kernel, cubin, role);
-        self.run_wall += start.elapsed();
-        outcome
-    }
-
-    fn run_uncounted(
-        &mut self,
-        space: &TaskSpace,
-        index: usize,
-        kernel: &CandidateKernel,
-        cubin: &Cubin,
-        role: Role,
-    ) -> TrialOutcome {
         let path = self.dir.join(format!("{}_{index}.cubin", space.task));
         if let Err(e) = std::fs::write(&path, &cubin.image) {
             return TrialOutcome::Failed {
@@ -287,7 +273,9 @@ impl<'g> GpuMeasurer<'g> {
             tolerance: self.settings.tolerance,
             repeats: self.settings.repeats,
         };
+        let start = Instant::now();
         let reply = self.runner.send(&req, self.settings.run_timeout);
+        self.run_wall += start.elapsed();
         let _ = std::fs::remove_file(&path);
         match reply {
             Ok(Reply::Measured { repeats_us, .. }) => {

@@ -141,17 +141,6 @@ fn pair_of(
     };
     let plain = !pepi.residual && pepi.activation == Activation::None;
     let sole = uses.sole_user(residual) == Some(id);
-    let mut biases: Vec<ValueId> = bias_of(node, &epilogue)
-        .into_iter()
-        .chain(bias_of(producer, &pepi))
-        .collect();
-    let constants = [main_weight(node), main_weight(producer)]
-        .iter()
-        .chain(&biases)
-        .all(|&v| row_major_constant(graph, v));
-    if !(strided(conv) && strided(pconv) && plain && sole && constants) {
-        return None;
-    }
     let (main, shortcut, strides) = if conv == POINTWISE {
         (id, other, pconv.strides)
     } else if pconv == POINTWISE {
@@ -159,9 +148,22 @@ fn pair_of(
     } else {
         return None;
     };
-    if main != id {
-        // The main conv's bias first, as its weight is first.
-        biases.reverse();
+    // The main conv's bias first, as its weight is first.
+    let (first, second) = if main == id {
+        ((node, &epilogue), (producer, &pepi))
+    } else {
+        ((producer, &pepi), (node, &epilogue))
+    };
+    let biases: Vec<ValueId> = bias_of(first.0, first.1)
+        .into_iter()
+        .chain(bias_of(second.0, second.1))
+        .collect();
+    let constants = [main_weight(node), main_weight(producer)]
+        .iter()
+        .chain(&biases)
+        .all(|&v| row_major_constant(graph, v));
+    if !(strided(conv) && strided(pconv) && plain && sole && constants) {
+        return None;
     }
     Some(Pair {
         main,
