@@ -413,7 +413,12 @@ fn conv_instances(precision: Precision, per_case: usize) -> Vec<Instance> {
             .collect();
         let wgmma: Vec<ConvConfig> = space
             .iter()
-            .filter(|c| matches!(c, ConvConfig::Wgmma(_)))
+            .filter(|c| matches!(c, ConvConfig::Wgmma(w) if !w.swap_ab))
+            .copied()
+            .collect();
+        let swapped: Vec<ConvConfig> = space
+            .iter()
+            .filter(|c| matches!(c, ConvConfig::Wgmma(w) if w.swap_ab))
             .copied()
             .collect();
         let other: Vec<ConvConfig> = space
@@ -423,6 +428,7 @@ fn conv_instances(precision: Precision, per_case: usize) -> Vec<Instance> {
             .collect();
         let mut configs = sample(&mma, per_case);
         configs.extend(sample(&wgmma, per_case));
+        configs.extend(sample(&swapped, per_case));
         configs.extend(sample(&other, per_case));
         configs.extend(mma_coverage(&shape));
         configs.push(ConvConfig::default_for(&shape));

@@ -30,6 +30,9 @@ pub const BLOCK_NS: [u32; 6] = [32, 64, 96, 128, 192, 256];
 /// Floats of padding per staged epilogue row (as the mma.sync template).
 const EPILOGUE_PAD: usize = 8;
 
+/// Widest GEMM N whose search space holds swapped-operand tiles.
+pub const SWAP_MAX_N: usize = 128;
+
 /// Resident CTAs per SM a config may ask ptxas for.
 pub const MIN_BLOCKS: [u32; 4] = [1, 2, 3, 4];
 
@@ -58,6 +61,16 @@ pub struct WgmmaConfig {
     /// false.
     #[serde(default, skip_serializing_if = "is_false")]
     pub prefetch_residual: bool,
+    /// The wgmma multiplies the weights by the pixels instead of the
+    /// pixels by the weights: each warpgroup takes 64 output channels of
+    /// the tile (`block_n / 64` warpgroups) and all `block_m` pixels as the
+    /// instruction's N (m64n`block_m`k16), so a layer with 64 output
+    /// channels still runs wide instructions (m64n64k16 reads 4 KiB of
+    /// shared memory per 64·64·16 MACs, m64n256k16 10 KiB per 4× the work).
+    /// Staged epilogue only (it transposes the tile through shared
+    /// memory). Absent from the JSON when false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub swap_ab: bool,
 }
 
 fn one() -> u32 {
@@ -74,7 +87,26 @@ fn is_false(v: &bool) -> bool {
 
 impl WgmmaConfig {
     pub fn warpgroups(&self) -> usize {
-        (self.block_m / 64).max(1) as usize
+        let rows = if self.swap_ab {
+            self.block_n
+        } else {
+            self.block_m
+        };
+        (rows / 64).max(1) as usize
+    }
+
+    /// The wgmma's N: `block_n`, or `block_m` with [`Self::swap_ab`].
+    pub fn instruction_n(&self) -> u32 {
+        if self.swap_ab {
+            self.block_m
+        } else {
+            self.block_n
+        }
+    }
+
+    /// f32 accumulators per thread: half the wgmma's N.
+    fn accumulators(&self) -> usize {
+        self.instruction_n() as usize / 2
     }
 
     pub fn threads(&self) -> usize {
@@ -153,7 +185,7 @@ impl WgmmaConfig {
         } else {
             10
         };
-        let accumulators = self.block_n as usize / 2;
+        let accumulators = self.accumulators();
         let split = match (self.split_k > 1, accumulators) {
             (false, _) => 0,
             (true, 128..) => 48,
@@ -209,6 +241,9 @@ impl WgmmaConfig {
         if self.prefetch_residual {
             self.check_prefetch_residual(shape)?;
         }
+        if self.swap_ab {
+            self.check_swap_ab()?;
+        }
         mma_grid(shape, self.block_m, self.block_n, self.split_k).map(|_| ())
     }
 
@@ -241,11 +276,11 @@ impl WgmmaConfig {
         // The wgmma's accumulators are live across the whole k loop: below
         // them plus descriptors and addresses ptxas cannot compile it at
         // all ("insufficient registers", m192n128 at a cap of 80).
-        if cap < self.block_n as usize / 2 + 32 {
+        if cap < self.accumulators() + 32 {
             return Err(format!(
                 "min_blocks {} caps registers at {cap}, below the {} accumulators' needs",
                 self.min_blocks,
-                self.block_n / 2
+                self.accumulators()
             ));
         }
         if regs * 4 > cap * 7 {
@@ -253,6 +288,27 @@ impl WgmmaConfig {
                 "min_blocks {} caps registers at {cap}, far below the about {regs} needed",
                 self.min_blocks
             ));
+        }
+        Ok(())
+    }
+
+    /// A swapped tile has whole warpgroups of 64 output channels and
+    /// transposes its accumulators through the staged epilogue; it reduces
+    /// split-K slices through the global workspace and loads its residual
+    /// there.
+    fn check_swap_ab(&self) -> Result<(), String> {
+        if self.block_n % 64 != 0 {
+            return Err(
+                "swap_ab needs block_n a multiple of 64 (64 channels per warpgroup)".into(),
+            );
+        }
+        if self.epilogue != MmaEpilogue::Staged || !self.split_reduce.is_global() {
+            return Err(
+                "swap_ab needs the staged epilogue and the global split-K reduction".into(),
+            );
+        }
+        if self.prefetch_residual {
+            return Err("swap_ab does not prefetch the residual".into());
         }
         Ok(())
     }
@@ -276,10 +332,21 @@ impl WgmmaConfig {
     }
 
     /// Every block_m (1..4 warpgroups) × block_n × 2..6 stages × split-K ×
-    /// epilogue × min_blocks × residual prefetch that validates.
+    /// epilogue × min_blocks × residual prefetch × swapped operands (for N
+    /// ≤ [`SWAP_MAX_N`]) that validates.
     pub fn search_space(shape: &ConvShape) -> Vec<Self> {
         let mut out = Vec::new();
         let prefetch: &[bool] = if shape.residual.is_some() {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        // Swapped operands only where N is narrow (ResNet's 64- and 128-channel
+        // layers): elsewhere the unswapped tiles already run wide
+        // instructions, and the larger space cost the simulated tuner search
+        // quality (`four_times_the_budget_buys_only_a_few_percent`: 3.65%
+        // with swapped configs on every task).
+        let swaps: &[bool] = if shape.gemm_n() <= SWAP_MAX_N {
             &[false, true]
         } else {
             &[false]
@@ -290,18 +357,21 @@ impl WgmmaConfig {
                     for (split_k, epilogue, split_reduce) in split_and_epilogue() {
                         for min_blocks in MIN_BLOCKS {
                             for &prefetch_residual in prefetch {
-                                let c = WgmmaConfig {
-                                    block_m,
-                                    block_n,
-                                    stages,
-                                    split_k,
-                                    epilogue,
-                                    split_reduce,
-                                    min_blocks,
-                                    prefetch_residual,
-                                };
-                                if !c.redundant_stages(shape) && c.validate(shape).is_ok() {
-                                    out.push(c);
+                                for &swap_ab in swaps {
+                                    let c = WgmmaConfig {
+                                        block_m,
+                                        block_n,
+                                        stages,
+                                        split_k,
+                                        epilogue,
+                                        split_reduce,
+                                        min_blocks,
+                                        prefetch_residual,
+                                        swap_ab,
+                                    };
+                                    if !c.redundant_stages(shape) && c.validate(shape).is_ok() {
+                                        out.push(c);
+                                    }
                                 }
                             }
                         }
@@ -342,14 +412,15 @@ impl WgmmaConfig {
             && self.split_reduce.is_global()
             && self.min_blocks == 1
             && !self.prefetch_residual
+            && !self.swap_ab
     }
 
     /// `wgmma_m128n256p4s1`, then `c` for the cluster split-K reduction,
-    /// `d` for the direct epilogue, `r` for the prefetched residual and
-    /// `b3` for `min_blocks` 3.
+    /// `d` for the direct epilogue, `r` for the prefetched residual,
+    /// `b3` for `min_blocks` 3 and `x` for swapped operands.
     pub fn tag(&self) -> String {
         format!(
-            "wgmma_m{}n{}p{}s{}{}{}{}{}",
+            "wgmma_m{}n{}p{}s{}{}{}{}{}{}",
             self.block_m,
             self.block_n,
             self.stages,
@@ -364,7 +435,8 @@ impl WgmmaConfig {
                 format!("b{}", self.min_blocks)
             } else {
                 String::new()
-            }
+            },
+            if self.swap_ab { "x" } else { "" }
         )
     }
 
@@ -394,7 +466,7 @@ impl WgmmaConfig {
     }
 
     pub fn model(&self, shape: &ConvShape) -> TileModel {
-        let n = f64::from(self.block_n);
+        let n = f64::from(self.instruction_n());
         // Per m64nNk16: tensor work (64·N·16 MACs at 2048 per clock per
         // SM) vs the shared-memory bytes it reads (A 2 KiB + B 32·N B at
         // 128 B per clock); N ≤ 64 is bound by the latter.
@@ -455,6 +527,7 @@ impl WgmmaConfig {
             residual_offset: self.prefetch_residual.then(|| self.residual_offset(shape)),
         }
         .render(p, shape);
+        p.boolean("SWAP_AB", self.swap_ab);
     }
 }
 
@@ -513,6 +586,7 @@ mod tests {
             split_reduce: SplitReduce::Global,
             min_blocks: 1,
             prefetch_residual: false,
+            swap_ab: false,
         }
     }
 
@@ -755,6 +829,54 @@ mod tests {
             serde_json::to_string(&c).unwrap(),
             r#"{"block_m":128,"block_n":64,"stages":2,"split_k":1,"epilogue":"staged"}"#
         );
+    }
+
+    #[test]
+    fn swapped_tiles_put_the_pixels_on_the_instructions_n() {
+        // Layer 1's 3×3 at batch 256: N = 64 output channels.
+        let shape = conv(256, 64, 56, 64, 3, 1, DType::F16);
+        // 192 pixels for one warpgroup (256 would need about 264 registers:
+        // 16 A chunks per thread and 128 accumulators).
+        let swapped = WgmmaConfig {
+            block_m: 192,
+            block_n: 64,
+            stages: 3,
+            swap_ab: true,
+            ..base()
+        };
+        assert_eq!(swapped.validate(&shape), Ok(()));
+        assert_eq!((swapped.warpgroups(), swapped.instruction_n()), (1, 192));
+        assert_eq!(swapped.tag(), "wgmma_m192n64p3s1x");
+        assert!(!swapped.default_candidate());
+        let json = serde_json::to_string(&swapped).unwrap();
+        assert!(json.contains("\"swap_ab\":true"), "{json}");
+        assert_eq!(serde_json::from_str::<WgmmaConfig>(&json).unwrap(), swapped);
+        assert!(!serde_json::to_string(&base()).unwrap().contains("swap_ab"));
+        let space = WgmmaConfig::search_space(&shape);
+        assert!(space.contains(&swapped), "the tuner's space holds it");
+        assert!(space
+            .iter()
+            .filter(|c| c.swap_ab)
+            .all(|c| c.block_n % 64 == 0
+                && c.epilogue == MmaEpilogue::Staged
+                && c.split_reduce.is_global()
+                && !c.prefetch_residual));
+        let thin = WgmmaConfig {
+            block_n: 32,
+            ..swapped
+        };
+        assert!(thin
+            .validate(&shape)
+            .unwrap_err()
+            .contains("multiple of 64"));
+        let direct = WgmmaConfig {
+            epilogue: MmaEpilogue::Direct,
+            ..swapped
+        };
+        assert!(direct
+            .validate(&shape)
+            .unwrap_err()
+            .contains("staged epilogue"));
     }
 
     #[test]

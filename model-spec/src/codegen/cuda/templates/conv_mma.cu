@@ -130,6 +130,59 @@ __device__ __forceinline__ void gather_chunk(unsigned char* dst, F element) {
   *reinterpret_cast<uint4*>(dst) = pack;
 }
 
+// One 16-byte output chunk's V staged floats at `src`, read as float4s in
+// the order rotated by `rot` (lanes 4-7 of every 8 start at another float4,
+// so the 8 lanes of a 128-bit shared-load phase cover all 32 banks).
+template <int V>
+__device__ __forceinline__ void read_staged_chunk(const float* src, int rot, float (&v)[V]) {
+  constexpr int Q = V / 4;
+  float4 p[Q];
+#pragma unroll
+  for (int i = 0; i < Q; ++i) p[i] = *reinterpret_cast<const float4*>(src + ((i + rot) % Q) * 4);
+#pragma unroll
+  for (int j = 0; j < Q; ++j) {
+    float4 u = p[0];
+#pragma unroll
+    for (int i = 1; i < Q; ++i) {
+      if ((i + rot) % Q == j) u = p[i];
+    }
+    v[4 * j] = u.x;
+    v[4 * j + 1] = u.y;
+    v[4 * j + 2] = u.z;
+    v[4 * j + 3] = u.w;
+  }
+}
+
+// Finishes ROWS staged rows of BN + 8 floats at `cs`, row r being output
+// pixel m0 + r, in 16-byte chunks spread over T threads (the swapped wgmma
+// tile's epilogue, conv_wgmma.cu).
+template <class P, int ROWS, int T>
+__device__ __forceinline__ void finish_staged_rows(const float* __restrict__ cs, int m0, int n0,
+                                                   typename P::TOut* __restrict__ y,
+                                                   const typename P::TBias* __restrict__ bias,
+                                                   const typename P::TRes* __restrict__ res) {
+  constexpr int V = 16 / (int)sizeof(typename P::TOut);
+  constexpr int BN = P::BN, M = P::GEMM_M, N = P::GEMM_N, PITCH = BN + 8, CPR = BN / V;
+  constexpr int CHUNKS = ROWS * CPR, L = (CHUNKS + T - 1) / T;
+  static_assert(BN % V == 0, "whole chunks per tile row");
+  const int rot = (threadIdx.x / 4) % (V / 4);
+#pragma unroll
+  for (int l = 0; l < L; ++l) {
+    const int idx = threadIdx.x + l * T;
+    if (CHUNKS % T != 0 && idx >= CHUNKS) break;
+    const int row = idx / CPR, chunk = idx % CPR;
+    const int m = m0 + row, n = n0 + chunk * V;
+    if (m >= M || n >= N) continue;
+    float v[V];
+    read_staged_chunk<V>(cs + row * PITCH + chunk * V, rot, v);
+    if (N % V == 0) {
+      epilogue_store<P, V>(y, bias, res, m, n, v);
+    } else {
+      epilogue_store_checked<P, V>(y, bias, res, m, n, v);
+    }
+  }
+}
+
 // The staged epilogue (see the header): the CTA's accumulators pass
 // through `cs` (shared, at least WARPS_M * EPI_MI * 16 rows of BN + 8
 // floats) in MI / EPI_MI passes; each pass stages mma rows
@@ -181,23 +234,8 @@ __device__ __forceinline__ void staged_epilogue(float* __restrict__ cs, const fl
       const int m = m0 + (row / WROWS) * WTM + pass * WROWS + row % WROWS;
       const int n = n0 + chunk * V;
       if (m >= M || n >= N) continue;
-      const float* src = cs + row * PITCH + chunk * V;
-      float4 p[Q];
-#pragma unroll
-      for (int i = 0; i < Q; ++i) p[i] = *reinterpret_cast<const float4*>(src + ((i + rot) % Q) * 4);
       float v[V];
-#pragma unroll
-      for (int j = 0; j < Q; ++j) {
-        float4 u = p[0];
-#pragma unroll
-        for (int i = 1; i < Q; ++i) {
-          if ((i + rot) % Q == j) u = p[i];
-        }
-        v[4 * j] = u.x;
-        v[4 * j + 1] = u.y;
-        v[4 * j + 2] = u.z;
-        v[4 * j + 3] = u.w;
-      }
+      read_staged_chunk<V>(cs + row * PITCH + chunk * V, rot, v);
       if (P::RES_PREFETCH) {
         // Chunk idx of the tile, copied by this thread (prefetch_residual_tile).
         float r[V];

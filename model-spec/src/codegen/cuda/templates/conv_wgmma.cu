@@ -112,6 +112,33 @@ template <int R> __device__ __forceinline__ void fence_operands(float (&d)[R]) {
 // register).
 template <int BN, class T> struct Wgmma;
 
+// The epilogue of a swapped tile (P::SWAP_AB): warpgroup wg's wgmma
+// result is D[channel][pixel] for channels 64 wg .. 64 wg + 63 of the tile
+// and its BM pixels, thread `lane` of the group's warp w holding channels
+// 16 w + lane / 4 (+ 8) at pixels 8 j + 2 (lane % 4) (+ 1), in acc[4 j + 2 h
+// + e]. The tile is staged transposed, one pixel per row of BN + 8 floats,
+// then finished row by row as the unswapped staged epilogue's (row r is
+// output pixel m0 + r).
+template <class P, int T>
+__device__ __forceinline__ void swapped_epilogue(float* __restrict__ cs, const float* acc, int wg,
+                                                 int w, int g, int t4, int m0, int n0,
+                                                 typename P::TOut* __restrict__ y,
+                                                 const typename P::TBias* __restrict__ bias,
+                                                 const typename P::TRes* __restrict__ res) {
+  constexpr int BM = P::BM, BN = P::BN, PITCH = BN + 8;
+  const int ch = wg * 64 + w * 16 + g;
+#pragma unroll
+  for (int j = 0; j < BM / 8; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) cs[(8 * j + 2 * t4 + e) * PITCH + ch + 8 * h] = acc[4 * j + 2 * h + e];
+    }
+  }
+  __syncthreads();
+  finish_staged_rows<P, BM, T>(cs, m0, n0, y, bias, res);
+}
+
 template <class P>
 __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x,
                                            const typename P::TW* __restrict__ wgt,
@@ -121,7 +148,10 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
                                            typename P::TOut* __restrict__ y) {
   typedef typename P::TIn TE;
   constexpr int BM = P::BM, BN = P::BN, BK = P::BK, STAGES = P::STAGES;
-  constexpr int WGS = BM / 64, T = 128 * WGS;
+  // P::SWAP_AB: each warpgroup multiplies 64 weight rows (output
+  // channels) by all BM pixel rows, D = m64 x nBM (see swapped_epilogue).
+  constexpr bool SWAP = P::SWAP_AB;
+  constexpr int WGS = (SWAP ? BN : BM) / 64, T = 128 * WGS;
   constexpr int ROW = BK * (int)sizeof(TE);  // 128 bytes
   constexpr int A_STAGE = BM * ROW, B_STAGE = BN * ROW;
   constexpr int KSTEPS = BK / 16;
@@ -129,10 +159,13 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   constexpr int KT = (GK + BK - 1) / BK;
   constexpr int KT_SPLIT = (KT + P::SPLIT_K - 1) / P::SPLIT_K;
   constexpr int N_TILES = (P::GEMM_N + BN - 1) / BN;
-  constexpr int NI = BN / 8, R = BN / 2;  // n8 tiles, accumulators per thread
+  constexpr int NI = BN / 8, R = (SWAP ? BM : BN) / 2;  // n8 tiles, accumulators per thread
   static_assert(sizeof(TE) == 2 && ROW == 128, "16-bit operands, 128-byte tile rows");
   static_assert(BM % 64 == 0 && P::WARPS_M == BM / 16 && P::WARPS_N == 1, "warpgroup rows");
   static_assert(A_STAGE % 1024 == 0 && B_STAGE % 1024 == 0, "stages of whole swizzle atoms");
+  static_assert(!SWAP || (BN % 64 == 0 && P::STAGED_EPILOGUE && !P::RES_PREFETCH &&
+                          !P::CLUSTER_SPLIT),
+                "swapped tiles: 64 channels per warpgroup, staged epilogue, global split-K");
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // The launch asks 1 KiB more than the stages need, for this alignment.
@@ -152,7 +185,9 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   auto load_stage = [&](int stage, int kt) {
     loader.load(As + stage * A_STAGE, Bs + stage * B_STAGE, kt);
   };
-  const unsigned int a_base = smem_addr(As) + wg * 64 * ROW, b_base = smem_addr(Bs);
+  // This warpgroup's rows: 64 pixels of A, or with SWAP 64 channels of B.
+  const unsigned int a_base = smem_addr(As) + (SWAP ? 0 : wg * 64 * ROW);
+  const unsigned int b_base = smem_addr(Bs) + (SWAP ? wg * 64 * ROW : 0);
 
   float acc[R];
 #pragma unroll
@@ -198,7 +233,11 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
 #pragma unroll
     for (int kk = 0; kk < KSTEPS; ++kk) {
       // 16 k = 32 bytes along the swizzled rows.
-      Wgmma<BN, TE>::run(acc, wgmma_desc(a + kk * 32), wgmma_desc(b + kk * 32));
+      if constexpr (SWAP) {
+        Wgmma<BM, TE>::run(acc, wgmma_desc(b + kk * 32), wgmma_desc(a + kk * 32));
+      } else {
+        Wgmma<BN, TE>::run(acc, wgmma_desc(a + kk * 32), wgmma_desc(b + kk * 32));
+      }
     }
     wgmma_commit();
     wgmma_wait<MMAS_IN_FLIGHT>();  // leaves tile i's wgmmas in flight (4+ stages)
@@ -213,7 +252,11 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   if (!reduce_split_k<P, R, T>(acc, smem)) return;
 
   const int g = lane / 4, t4 = lane % 4;
-  if (P::STAGED_EPILOGUE) {
+  if constexpr (SWAP) {
+    __syncthreads();
+    swapped_epilogue<P, T>(reinterpret_cast<float*>(smem), acc, wg, warp % 4, g, t4, m0, n0, y,
+                           bias, res);
+  } else if (P::STAGED_EPILOGUE) {
     // Every warpgroup is done with the pipeline buffers before they hold C.
     __syncthreads();
     staged_epilogue<P, 1, NI, 16, BN, T>(reinterpret_cast<float*>(smem), acc, warp, 0, g, t4, m0,
