@@ -14,7 +14,7 @@
 # ${TRIALS:-128}` since resumed trials count towards the cap. TRIALS alone sets
 # `--trials-per-task` of every run (e.g. TRIALS=256 for the search-quality pair
 # `1:fp16:1:q1 1:fp16:4:q4`, so that neither stops at the default cap of 64).
-# TUNE_ARGS adds flags to every run (e.g. TUNE_ARGS=--compile-processes).
+# TUNE_ARGS adds flags to every run (e.g. TUNE_ARGS="--compile-in threads").
 set -u
 . "$(dirname "$0")/device_env.sh"
 mkdir -p /tmp/records

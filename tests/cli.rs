@@ -134,14 +134,14 @@ fn tune_explains_what_it_needs() {
         "--resume",
         "--log",
         "--best",
-        "--compile-processes",
+        "--compile-in",
     ] {
         assert!(out.contains(flag), "help mentions {flag}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `tune --compile-processes`: a candidate compiled in an `aotune
+/// `tune --compile-in processes`: a candidate compiled in an `aotune
 /// nvrtc-compile` child gives the cubin and report the in-process compiler
 /// gives, and its errors read the same; a child past its deadline is
 /// killed, and one that cannot start or answers nothing is a compile

@@ -48,7 +48,7 @@ pub enum Command {
     /// The measuring process `tune` starts (internal).
     #[command(hide = true)]
     TuneWorker,
-    /// Compiles one candidate for `tune --compile-processes` (internal).
+    /// Compiles one candidate for `tune --compile-in processes` (internal).
     #[command(hide = true, name = "nvrtc-compile")]
     NvrtcCompile,
 }

@@ -1,9 +1,11 @@
 //! Compiling one candidate in a child process (`aotune nvrtc-compile`)
 //! instead of on a thread of the tuner: a compiler that crashes takes only
 //! that process down, and one that hangs is killed at its deadline (a
-//! thread running NVRTC can only be abandoned). Whether it is also faster
-//! depends on the machine (`bench/nvrtc_scaling.sh` times threads against
-//! processes); `aotune tune --compile-processes` turns it on.
+//! thread running NVRTC can only be abandoned). It is also faster: NVRTC
+//! serializes the threads of one process (16.7 compiles/s with 1, 4, 8 or
+//! 16 threads on the H200 machine, against 50.7 with 16 processes;
+//! `bench/nvrtc_scaling.sh`, session 8), so this is `aotune tune`'s
+//! default (`--compile-in processes`).
 //!
 //! The protocol is one request per process. Stdin: a JSON line
 //! ([`CompileRequest`]), then the source until end of file. Stdout: a JSON

@@ -45,7 +45,8 @@ impl MeasureSettings {
             compile_threads: std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(4),
-            compile_processes: false,
+            // NVRTC serializes one process's threads (bench/nvrtc_scaling.sh).
+            compile_processes: true,
             compile_timeout: Duration::from_secs(60),
             run_timeout: Duration::from_secs(30),
             repeats: Repeats::default(),

@@ -186,13 +186,16 @@ impl TaskSearch {
     }
 
     /// True when the last `early_stopping` trials (after the first round)
-    /// improved the best by less than `min_improvement`.
+    /// improved the best by less than `min_improvement`. A resumed task
+    /// first gets one window of trials of this run: the records may come
+    /// from a smaller space (a template that gained configs) or a stopped
+    /// run, and `--resume` with a larger trial cap asks for more search.
     fn stalled(&self, options: &TuneOptions) -> bool {
         let Some(window) = options.early_stopping.filter(|&w| w > 0) else {
             return false;
         };
         let t = self.trials();
-        if self.exhaustive || t < window + options.batch() {
+        if self.exhaustive || t < window + options.batch() || t - self.resumed < window {
             return false;
         }
         let (before, now) = (self.best_trace[t - 1 - window], self.best_trace[t - 1]);
@@ -486,6 +489,32 @@ mod tests {
             assert_eq!(search.check_finished(&s, &options), None, "trial {i}");
         }
         search.notify(11, Some(10.0));
+        assert_eq!(
+            search.check_finished(&s, &options),
+            Some(FinishReason::EarlyStopped)
+        );
+    }
+
+    #[test]
+    fn a_resumed_task_gets_a_window_of_fresh_trials_before_it_stops_early() {
+        let s = space(100);
+        let options = TuneOptions {
+            batch_size: 4,
+            early_stopping: Some(8),
+            exhaustive_threshold: Some(0),
+            ..TuneOptions::default()
+        };
+        let mut search = TaskSearch::new(&s, &options, 0);
+        // Twenty flat records: stalled had they been measured in this run.
+        for i in 0..20 {
+            search.resume(i, Some(10.0));
+        }
+        for i in 20..27 {
+            assert_eq!(search.check_finished(&s, &options), None, "trial {i}");
+            search.notify(i, Some(10.0));
+        }
+        assert_eq!(search.check_finished(&s, &options), None);
+        search.notify(27, Some(10.0));
         assert_eq!(
             search.check_finished(&s, &options),
             Some(FinishReason::EarlyStopped)
