@@ -402,6 +402,59 @@ __device__ __forceinline__ void gather_chunk(unsigned char* dst, F element) {
   *reinterpret_cast<uint4*>(dst) = pack;
 }
 
+// One 16-byte output chunk's V staged floats at `src`, read as float4s in
+// the order rotated by `rot` (lanes 4-7 of every 8 start at another float4,
+// so the 8 lanes of a 128-bit shared-load phase cover all 32 banks).
+template <int V>
+__device__ __forceinline__ void read_staged_chunk(const float* src, int rot, float (&v)[V]) {
+  constexpr int Q = V / 4;
+  float4 p[Q];
+#pragma unroll
+  for (int i = 0; i < Q; ++i) p[i] = *reinterpret_cast<const float4*>(src + ((i + rot) % Q) * 4);
+#pragma unroll
+  for (int j = 0; j < Q; ++j) {
+    float4 u = p[0];
+#pragma unroll
+    for (int i = 1; i < Q; ++i) {
+      if ((i + rot) % Q == j) u = p[i];
+    }
+    v[4 * j] = u.x;
+    v[4 * j + 1] = u.y;
+    v[4 * j + 2] = u.z;
+    v[4 * j + 3] = u.w;
+  }
+}
+
+// Finishes ROWS staged rows of BN + 8 floats at `cs`, row r being output
+// pixel m0 + r, in 16-byte chunks spread over T threads (the swapped wgmma
+// tile's epilogue, conv_wgmma.cu).
+template <class P, int ROWS, int T>
+__device__ __forceinline__ void finish_staged_rows(const float* __restrict__ cs, int m0, int n0,
+                                                   typename P::TOut* __restrict__ y,
+                                                   const typename P::TBias* __restrict__ bias,
+                                                   const typename P::TRes* __restrict__ res) {
+  constexpr int V = 16 / (int)sizeof(typename P::TOut);
+  constexpr int BN = P::BN, M = P::GEMM_M, N = P::GEMM_N, PITCH = BN + 8, CPR = BN / V;
+  constexpr int CHUNKS = ROWS * CPR, L = (CHUNKS + T - 1) / T;
+  static_assert(BN % V == 0, "whole chunks per tile row");
+  const int rot = (threadIdx.x / 4) % (V / 4);
+#pragma unroll
+  for (int l = 0; l < L; ++l) {
+    const int idx = threadIdx.x + l * T;
+    if (CHUNKS % T != 0 && idx >= CHUNKS) break;
+    const int row = idx / CPR, chunk = idx % CPR;
+    const int m = m0 + row, n = n0 + chunk * V;
+    if (m >= M || n >= N) continue;
+    float v[V];
+    read_staged_chunk<V>(cs + row * PITCH + chunk * V, rot, v);
+    if (N % V == 0) {
+      epilogue_store<P, V>(y, bias, res, m, n, v);
+    } else {
+      epilogue_store_checked<P, V>(y, bias, res, m, n, v);
+    }
+  }
+}
+
 // The staged epilogue (see the header): the CTA's accumulators pass
 // through `cs` (shared, at least WARPS_M * EPI_MI * 16 rows of BN + 8
 // floats) in MI / EPI_MI passes; each pass stages mma rows
@@ -453,23 +506,8 @@ __device__ __forceinline__ void staged_epilogue(float* __restrict__ cs, const fl
       const int m = m0 + (row / WROWS) * WTM + pass * WROWS + row % WROWS;
       const int n = n0 + chunk * V;
       if (m >= M || n >= N) continue;
-      const float* src = cs + row * PITCH + chunk * V;
-      float4 p[Q];
-#pragma unroll
-      for (int i = 0; i < Q; ++i) p[i] = *reinterpret_cast<const float4*>(src + ((i + rot) % Q) * 4);
       float v[V];
-#pragma unroll
-      for (int j = 0; j < Q; ++j) {
-        float4 u = p[0];
-#pragma unroll
-        for (int i = 1; i < Q; ++i) {
-          if ((i + rot) % Q == j) u = p[i];
-        }
-        v[4 * j] = u.x;
-        v[4 * j + 1] = u.y;
-        v[4 * j + 2] = u.z;
-        v[4 * j + 3] = u.w;
-      }
+      read_staged_chunk<V>(cs + row * PITCH + chunk * V, rot, v);
       if (P::RES_PREFETCH) {
         // Chunk idx of the tile, copied by this thread (prefetch_residual_tile).
         float r[V];
@@ -913,6 +951,33 @@ template <int R> __device__ __forceinline__ void fence_operands(float (&d)[R]) {
 // register).
 template <int BN, class T> struct Wgmma;
 
+// The epilogue of a swapped tile (P::SWAP_AB): warpgroup wg's wgmma
+// result is D[channel][pixel] for channels 64 wg .. 64 wg + 63 of the tile
+// and its BM pixels, thread `lane` of the group's warp w holding channels
+// 16 w + lane / 4 (+ 8) at pixels 8 j + 2 (lane % 4) (+ 1), in acc[4 j + 2 h
+// + e]. The tile is staged transposed, one pixel per row of BN + 8 floats,
+// then finished row by row as the unswapped staged epilogue's (row r is
+// output pixel m0 + r).
+template <class P, int T>
+__device__ __forceinline__ void swapped_epilogue(float* __restrict__ cs, const float* acc, int wg,
+                                                 int w, int g, int t4, int m0, int n0,
+                                                 typename P::TOut* __restrict__ y,
+                                                 const typename P::TBias* __restrict__ bias,
+                                                 const typename P::TRes* __restrict__ res) {
+  constexpr int BM = P::BM, BN = P::BN, PITCH = BN + 8;
+  const int ch = wg * 64 + w * 16 + g;
+#pragma unroll
+  for (int j = 0; j < BM / 8; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) cs[(8 * j + 2 * t4 + e) * PITCH + ch + 8 * h] = acc[4 * j + 2 * h + e];
+    }
+  }
+  __syncthreads();
+  finish_staged_rows<P, BM, T>(cs, m0, n0, y, bias, res);
+}
+
 template <class P>
 __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x,
                                            const typename P::TW* __restrict__ wgt,
@@ -922,7 +987,10 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
                                            typename P::TOut* __restrict__ y) {
   typedef typename P::TIn TE;
   constexpr int BM = P::BM, BN = P::BN, BK = P::BK, STAGES = P::STAGES;
-  constexpr int WGS = BM / 64, T = 128 * WGS;
+  // P::SWAP_AB: each warpgroup multiplies 64 weight rows (output
+  // channels) by all BM pixel rows, D = m64 x nBM (see swapped_epilogue).
+  constexpr bool SWAP = P::SWAP_AB;
+  constexpr int WGS = (SWAP ? BN : BM) / 64, T = 128 * WGS;
   constexpr int ROW = BK * (int)sizeof(TE);  // 128 bytes
   constexpr int A_STAGE = BM * ROW, B_STAGE = BN * ROW;
   constexpr int KSTEPS = BK / 16;
@@ -930,10 +998,13 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   constexpr int KT = (GK + BK - 1) / BK;
   constexpr int KT_SPLIT = (KT + P::SPLIT_K - 1) / P::SPLIT_K;
   constexpr int N_TILES = (P::GEMM_N + BN - 1) / BN;
-  constexpr int NI = BN / 8, R = BN / 2;  // n8 tiles, accumulators per thread
+  constexpr int NI = BN / 8, R = (SWAP ? BM : BN) / 2;  // n8 tiles, accumulators per thread
   static_assert(sizeof(TE) == 2 && ROW == 128, "16-bit operands, 128-byte tile rows");
   static_assert(BM % 64 == 0 && P::WARPS_M == BM / 16 && P::WARPS_N == 1, "warpgroup rows");
   static_assert(A_STAGE % 1024 == 0 && B_STAGE % 1024 == 0, "stages of whole swizzle atoms");
+  static_assert(!SWAP || (BN % 64 == 0 && P::STAGED_EPILOGUE && !P::RES_PREFETCH &&
+                          !P::CLUSTER_SPLIT),
+                "swapped tiles: 64 channels per warpgroup, staged epilogue, global split-K");
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // The launch asks 1 KiB more than the stages need, for this alignment.
@@ -953,7 +1024,9 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   auto load_stage = [&](int stage, int kt) {
     loader.load(As + stage * A_STAGE, Bs + stage * B_STAGE, kt);
   };
-  const unsigned int a_base = smem_addr(As) + wg * 64 * ROW, b_base = smem_addr(Bs);
+  // This warpgroup's rows: 64 pixels of A, or with SWAP 64 channels of B.
+  const unsigned int a_base = smem_addr(As) + (SWAP ? 0 : wg * 64 * ROW);
+  const unsigned int b_base = smem_addr(Bs) + (SWAP ? wg * 64 * ROW : 0);
 
   float acc[R];
 #pragma unroll
@@ -999,7 +1072,11 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
 #pragma unroll
     for (int kk = 0; kk < KSTEPS; ++kk) {
       // 16 k = 32 bytes along the swizzled rows.
-      Wgmma<BN, TE>::run(acc, wgmma_desc(a + kk * 32), wgmma_desc(b + kk * 32));
+      if constexpr (SWAP) {
+        Wgmma<BM, TE>::run(acc, wgmma_desc(b + kk * 32), wgmma_desc(a + kk * 32));
+      } else {
+        Wgmma<BN, TE>::run(acc, wgmma_desc(a + kk * 32), wgmma_desc(b + kk * 32));
+      }
     }
     wgmma_commit();
     wgmma_wait<MMAS_IN_FLIGHT>();  // leaves tile i's wgmmas in flight (4+ stages)
@@ -1014,7 +1091,11 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   if (!reduce_split_k<P, R, T>(acc, smem)) return;
 
   const int g = lane / 4, t4 = lane % 4;
-  if (P::STAGED_EPILOGUE) {
+  if constexpr (SWAP) {
+    __syncthreads();
+    swapped_epilogue<P, T>(reinterpret_cast<float*>(smem), acc, wg, warp % 4, g, t4, m0, n0, y,
+                           bias, res);
+  } else if (P::STAGED_EPILOGUE) {
     // Every warpgroup is done with the pipeline buffers before they hold C.
     __syncthreads();
     staged_epilogue<P, 1, NI, 16, BN, T>(reinterpret_cast<float*>(smem), acc, warp, 0, g, t4, m0,
@@ -1805,6 +1886,7 @@ struct conv_973f3cf9_wgmma_m64n32p5s1_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_973f3cf9_wgmma_m64n32p5s1(
     const __half* __restrict__ x,
@@ -1906,6 +1988,7 @@ struct conv_63fe5adf_wgmma_m64n32p6s1_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_63fe5adf_wgmma_m64n32p6s1(
     const __half* __restrict__ x,
@@ -1946,6 +2029,7 @@ struct conv_7e9866df_wgmma_m64n32p6s1_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_7e9866df_wgmma_m64n32p6s1(
     const __half* __restrict__ x,
@@ -1987,6 +2071,7 @@ struct conv_a108646c_wgmma_m64n32p6s1_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_a108646c_wgmma_m64n32p6s1(
     const __half* __restrict__ x,
@@ -2027,6 +2112,7 @@ struct conv_75aac976_wgmma_m64n32p2s1r_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;
   static constexpr int RES_OFFSET = 12288;
+  static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_75aac976_wgmma_m64n32p2s1r(
     const __half* __restrict__ x,
@@ -2068,6 +2154,7 @@ struct conv_0f655a00_wgmma_m64n64p6s1d_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_wgmma_m64n64p6s1d(
     const __half* __restrict__ x,
@@ -2108,6 +2195,7 @@ struct conv_44c505d7_wgmma_m64n32p6s2c_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_44c505d7_wgmma_m64n32p6s2c(
     const __half* __restrict__ x,
@@ -2148,6 +2236,7 @@ struct conv_c07f5ecf_wgmma_m64n64p6s1_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_c07f5ecf_wgmma_m64n64p6s1(
     const __half* __restrict__ x,
@@ -2229,6 +2318,7 @@ struct conv_48c2d048_wgmma_m64n32p5s3c_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 3) __launch_bounds__(128, 1) conv_48c2d048_wgmma_m64n32p5s3c(
     const __half* __restrict__ x,
@@ -2269,6 +2359,7 @@ struct conv_1e32aea3_wgmma_m64n32p3s1r_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;
   static constexpr int RES_OFFSET = 24576;
+  static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_1e32aea3_wgmma_m64n32p3s1r(
     const __half* __restrict__ x,
@@ -2310,6 +2401,7 @@ struct conv_c68ad69f_wgmma_m64n32p6s1_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_c68ad69f_wgmma_m64n32p6s1(
     const __half* __restrict__ x,
@@ -2390,6 +2482,7 @@ struct conv_e0e12d6f_wgmma_m64n32p6s1_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_e0e12d6f_wgmma_m64n32p6s1(
     const __half* __restrict__ x,
@@ -2511,6 +2604,7 @@ struct conv_282f15c5_wgmma_m64n32p6s1r_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;
   static constexpr int RES_OFFSET = 49152;
+  static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_282f15c5_wgmma_m64n32p6s1r(
     const __half* __restrict__ x,
@@ -2552,6 +2646,7 @@ struct conv_6f8ef6f3_wgmma_m64n32p6s2c_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_6f8ef6f3_wgmma_m64n32p6s2c(
     const __half* __restrict__ x,
@@ -2632,6 +2727,7 @@ struct conv_af188f81_wgmma_m64n32p6s3c_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 3) __launch_bounds__(128, 1) conv_af188f81_wgmma_m64n32p6s3c(
     const __half* __restrict__ x,
@@ -2713,6 +2809,7 @@ struct conv_c46df034_wgmma_m64n32p6s6cd_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) conv_c46df034_wgmma_m64n32p6s6cd(
     const __half* __restrict__ x,
@@ -2753,6 +2850,7 @@ struct conv_3e532f52_wgmma_m64n32p6s1r_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;
   static constexpr int RES_OFFSET = 73728;
+  static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_3e532f52_wgmma_m64n32p6s1r(
     const __half* __restrict__ x,
