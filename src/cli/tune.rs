@@ -198,11 +198,13 @@ pub fn tune_command(args: TuneArgs) -> anyhow::Result<()> {
     let report = outcome.report();
     println!("{report}");
     println!(
-        "wall time {:.1} s: compiling {:.1} s, running candidates {:.1} s, the rest (search, \
-         setup, records) {:.1} s; {} kernels compiled, {} pruned by ptxas's report, \
-         {} duplicate cubins reused, {} worker restarts",
+        "wall time {:.1} s: waiting for compiles {:.1} s (the pool busy {:.1} s, the rest of it \
+         behind the runs), running candidates {:.1} s, the rest (search, setup, records) {:.1} s; \
+         {} kernels compiled, {} pruned by ptxas's report, {} duplicate cubins reused, {} worker \
+         restarts",
         wall.as_secs_f64(),
         measurer.compile_wall.as_secs_f64(),
+        measurer.compile_busy.as_secs_f64(),
         measurer.run_wall.as_secs_f64(),
         wall.saturating_sub(measurer.compile_wall + measurer.run_wall)
             .as_secs_f64(),

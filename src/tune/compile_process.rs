@@ -44,6 +44,7 @@ pub struct CompileReply {
 /// not parse or an NVRTC that cannot be loaded is answered as a compile
 /// error; only broken pipes are errors here.
 pub fn compile_child_main() -> io::Result<()> {
+    lowest_cpu_priority();
     let mut input = BufReader::new(io::stdin().lock());
     let mut header = String::new();
     input.read_line(&mut header)?;
@@ -184,4 +185,16 @@ fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8
         let _ = pipe.read_to_end(&mut buf);
         buf
     })
+}
+
+/// Puts this compiler process at the lowest CPU priority (nice 19): the
+/// tuner measures candidates while the rest of a round compiles, and the
+/// worker's launches between timed repeats must not wait for a core.
+/// Failing to lower it only costs that protection, so errors are ignored.
+fn lowest_cpu_priority() {
+    #[cfg(unix)]
+    // SAFETY: setpriority takes plain integers and touches no memory of ours.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+    }
 }

@@ -2,9 +2,10 @@
 //!
 //! For one batch of configs of one task: render each as a stand-alone
 //! kernel (the build's own code generator), compile them all at once with
-//! NVRTC on every core, prune what ptxas says cannot run well (spills, more
-//! registers than a block can have), skip duplicates (an identical cubin is
-//! measured once), and time the rest one by one in the worker process. The
+//! NVRTC on every core, and, as each cubin comes back, prune what ptxas says
+//! cannot run well (spills, more registers than a block can have), skip
+//! duplicates (an identical cubin is measured once), or time it in the
+//! worker process while the rest still compile. The
 //! task's heuristic default is measured first in each worker session as the
 //! reference every candidate's output is checked against.
 
@@ -15,8 +16,9 @@ use aotune_spec::codegen::cuda::candidate::{render_candidate, CandidateKernel};
 use aotune_spec::ir::{Graph, NodeId, Precision};
 use aotune_spec::schedule::Target;
 use aotune_spec::tune::{FailStage, Measurer, TaskSpace, Trial, TrialOutcome};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// Registers one SM has; a block needs `registers × threads` of them.
@@ -102,10 +104,13 @@ pub struct GpuMeasurer<'g> {
     pub compiled: usize,
     pub pruned: usize,
     pub duplicates: usize,
-    /// Wall time spent compiling rounds (the whole pool, start to last
-    /// result) and running candidates in the worker (their measure
-    /// requests; worker setups count as neither).
+    /// Wall time spent waiting on compiles (not hidden behind runs) and
+    /// running candidates in the worker (their measure requests; worker
+    /// setups count as neither): with the rest, these add up to the wall
+    /// time. `compile_busy` is the pool's own time, start to last result,
+    /// summed over rounds (it overlaps the runs).
     pub compile_wall: Duration,
+    pub compile_busy: Duration,
     pub run_wall: Duration,
 }
 
@@ -165,6 +170,7 @@ impl<'g> GpuMeasurer<'g> {
             pruned: 0,
             duplicates: 0,
             compile_wall: Duration::ZERO,
+            compile_busy: Duration::ZERO,
             run_wall: Duration::ZERO,
         })
     }
@@ -183,13 +189,16 @@ impl<'g> GpuMeasurer<'g> {
         self.nodes.get(&space.task).copied()
     }
 
-    /// Compiles `kernels` (index → kernel) in parallel.
-    fn compile(
-        &mut self,
+    /// Starts compiling `kernels` (index → kernel) on the pool in the
+    /// background; results come through the returned channel in completion
+    /// order, so the caller can measure each as soon as it is ready.
+    fn start_compiles<'s>(
+        &self,
+        scope: &'s std::thread::Scope<'s, '_>,
         task: &str,
         kernels: &[(usize, CandidateKernel)],
-    ) -> HashMap<usize, Result<Cubin, CompileFailure>> {
-        let jobs = kernels
+    ) -> (Compiles, std::thread::ScopedJoinHandle<'s, Duration>) {
+        let jobs: Vec<Job> = kernels
             .iter()
             .map(|(i, k)| Job {
                 tag: *i,
@@ -197,21 +206,22 @@ impl<'g> GpuMeasurer<'g> {
                 source: k.source.clone(),
             })
             .collect();
-        let mut out = HashMap::new();
-        let start = Instant::now();
-        nvrtc::compile_all(
-            jobs,
-            self.settings.compile_threads,
-            self.settings.compile_timeout,
-            &self.include,
-            &self.compile_in,
-            |tag, r| {
-                out.insert(tag, r);
-            },
-        );
-        self.compile_wall += start.elapsed();
-        self.compiled += out.values().filter(|r| r.is_ok()).count();
-        out
+        let (tx, rx) = mpsc::channel();
+        let (threads, timeout) = (self.settings.compile_threads, self.settings.compile_timeout);
+        let (include, how) = (self.include.clone(), self.compile_in.clone());
+        let pool = scope.spawn(move || {
+            let start = Instant::now();
+            nvrtc::compile_all(jobs, threads, timeout, &include, &how, |tag, r| {
+                let _ = tx.send((tag, r));
+            });
+            start.elapsed()
+        });
+        let compiles = Compiles {
+            rx,
+            early: BTreeMap::new(),
+            waited: Duration::ZERO,
+        };
+        (compiles, pool)
     }
 
     /// Sets the worker up for `space`'s task (buffers sized from `kernel`)
@@ -436,24 +446,119 @@ impl GpuMeasurer<'_> {
     }
 }
 
+impl GpuMeasurer<'_> {
+    /// The trial of config `i` from its compile result: pruned, a duplicate
+    /// of a cubin measured before, or run in the worker. The default is the
+    /// reference: its run (when the worker session needs one) is its trial.
+    fn trial(
+        &mut self,
+        space: &TaskSpace,
+        i: usize,
+        kernel: &CandidateKernel,
+        result: Result<Cubin, CompileFailure>,
+    ) -> Trial {
+        let ms = result
+            .as_ref()
+            .map_or(0.0, |c| c.compile_time.as_secs_f64() * 1e3);
+        let trial = |outcome| Trial {
+            config: i,
+            outcome,
+            compile_ms: ms,
+        };
+        let failed = |stage, reason| TrialOutcome::Failed { stage, reason };
+        if i == space.default {
+            let outcome = match self.ensure_ready(space) {
+                Ok(Some(o)) => o,
+                Ok(None) => match &result {
+                    Ok(c) => self.run(space, i, kernel, c, Role::Candidate),
+                    Err(f) => failed(FailStage::Compile, f.to_string()),
+                },
+                Err(reason) => failed(FailStage::WorkerCrash, reason),
+            };
+            return trial(outcome);
+        }
+        let cubin = match result {
+            Ok(c) => c,
+            Err(f) => return trial(failed(FailStage::Compile, f.to_string())),
+        };
+        if let Some((stage, reason)) = Self::prune_reason(kernel, &cubin) {
+            self.pruned += 1;
+            return trial(failed(stage, reason));
+        }
+        let h = hash_bytes(&cubin.image);
+        if let Some(o) = self.seen.get(&space.task).and_then(|m| m.get(&h)).cloned() {
+            self.duplicates += 1;
+            return trial(o);
+        }
+        match self.ensure_ready(space) {
+            Err(reason) => trial(failed(FailStage::WorkerCrash, reason)),
+            Ok(_) => {
+                let o = self.run(space, i, kernel, &cubin, Role::Candidate);
+                self.seen
+                    .entry(space.task.clone())
+                    .or_default()
+                    .insert(h, o.clone());
+                trial(o)
+            }
+        }
+    }
+}
+
+/// One round's compile results as the pool delivers them.
+struct Compiles {
+    rx: mpsc::Receiver<(usize, Result<Cubin, CompileFailure>)>,
+    /// Results that arrived while another one was awaited.
+    early: BTreeMap<usize, Result<Cubin, CompileFailure>>,
+    /// Time spent blocked on the pool: compiling not hidden behind runs.
+    waited: Duration,
+}
+
+impl Compiles {
+    fn recv(&mut self) -> Option<(usize, Result<Cubin, CompileFailure>)> {
+        let start = Instant::now();
+        let r = self.rx.recv().ok();
+        self.waited += start.elapsed();
+        r
+    }
+
+    /// The result for `tag`, waiting for it; `None` if the pool ended
+    /// without one.
+    fn take(&mut self, tag: usize) -> Option<Result<Cubin, CompileFailure>> {
+        if let Some(r) = self.early.remove(&tag) {
+            return Some(r);
+        }
+        while let Some((t, r)) = self.recv() {
+            if t == tag {
+                return Some(r);
+            }
+            self.early.insert(t, r);
+        }
+        None
+    }
+
+    /// A result that arrived early, else the next one the pool finishes.
+    fn next(&mut self) -> Option<(usize, Result<Cubin, CompileFailure>)> {
+        self.early.pop_first().or_else(|| self.recv())
+    }
+}
+
 impl Measurer for GpuMeasurer<'_> {
+    /// Compiles the round on the pool and measures each candidate as soon as
+    /// its cubin is ready (the default first when it is the reference), so
+    /// the GPU runs while the rest compile. The compiler children run at the
+    /// lowest CPU priority (`compile_process`), so they do not delay the
+    /// worker's launches between timed repeats.
     fn measure(&mut self, space: &TaskSpace, configs: &[usize]) -> Vec<Trial> {
-        let failed = |config: usize, stage: FailStage, reason: String, compile_ms: f64| Trial {
+        let failed = |config: usize, stage: FailStage, reason: String| Trial {
             config,
             outcome: TrialOutcome::Failed { stage, reason },
-            compile_ms,
+            compile_ms: 0.0,
         };
         let Some(node) = self.node(space) else {
+            let reason = format!("task {} is not in the model", space.task);
             return configs
                 .iter()
-                .map(|&i| {
-                    failed(
-                        i,
-                        FailStage::Compile,
-                        format!("task {} is not in the model", space.task),
-                        0.0,
-                    )
-                })
+                .map(|&i| failed(i, FailStage::Compile, reason.clone()))
                 .collect();
         };
         let have_reference = self
@@ -473,105 +578,66 @@ impl Measurer for GpuMeasurer<'_> {
             match render_candidate(self.graph, node, config) {
                 Ok(k) => kernels.push((i, k)),
                 Err(e) => {
-                    trials.insert(i, failed(i, FailStage::Compile, e.to_string(), 0.0));
+                    trials.insert(i, failed(i, FailStage::Compile, e.to_string()));
                 }
             }
         }
-        let mut cubins = self.compile(&space.task, &kernels);
-        let mut reference_ms = 0.0;
-        if !have_reference {
-            let default = kernels.iter().position(|(i, _)| *i == space.default);
-            let cubin = default.and_then(|k| cubins.get(&kernels[k].0));
-            match (default, cubin) {
-                (Some(k), Some(Ok(c))) => {
-                    reference_ms = c.compile_time.as_secs_f64() * 1e3;
-                    self.reference = Some((space.task.clone(), kernels[k].1.clone(), c.clone()));
-                    self.session = None;
-                }
-                (_, other) => {
-                    let why = match other {
-                        Some(Err(f)) => f.to_string(),
-                        _ => "it did not render".into(),
-                    };
-                    let reason =
-                        format!("the default config (the reference) does not compile: {why}");
-                    return configs
-                        .iter()
-                        .map(|&i| failed(i, FailStage::Compile, reason.clone(), 0.0))
-                        .collect();
-                }
-            }
-        }
-        for (i, kernel) in &kernels {
-            let i = *i;
-            if i == space.default {
-                // The reference run is the default's measurement.
-                let outcome = match self.ensure_ready(space) {
-                    Ok(Some(o)) => o,
-                    Ok(None) => match cubins.get(&i) {
-                        Some(Ok(c)) => {
-                            let c = c.clone();
-                            self.run(space, i, kernel, &c, Role::Candidate)
-                        }
-                        _ => TrialOutcome::Failed {
-                            stage: FailStage::Compile,
-                            reason: "no compile result".into(),
-                        },
-                    },
-                    Err(reason) => TrialOutcome::Failed {
-                        stage: FailStage::WorkerCrash,
-                        reason,
-                    },
-                };
-                trials.insert(
-                    i,
-                    Trial {
-                        config: i,
-                        outcome,
-                        compile_ms: reference_ms,
-                    },
-                );
-                continue;
-            }
-            let trial = match cubins.remove(&i) {
-                None => failed(i, FailStage::Compile, "no compile result".into(), 0.0),
-                Some(Err(f)) => failed(i, FailStage::Compile, f.to_string(), 0.0),
-                Some(Ok(cubin)) => {
-                    let ms = cubin.compile_time.as_secs_f64() * 1e3;
-                    let h = hash_bytes(&cubin.image);
-                    if let Some((stage, reason)) = Self::prune_reason(kernel, &cubin) {
-                        self.pruned += 1;
-                        failed(i, stage, reason, ms)
-                    } else if let Some(o) =
-                        self.seen.get(&space.task).and_then(|m| m.get(&h)).cloned()
-                    {
-                        self.duplicates += 1;
-                        Trial {
-                            config: i,
-                            outcome: o,
-                            compile_ms: ms,
-                        }
-                    } else {
-                        match self.ensure_ready(space) {
-                            Err(reason) => failed(i, FailStage::WorkerCrash, reason, ms),
-                            Ok(_) => {
-                                let o = self.run(space, i, kernel, &cubin, Role::Candidate);
-                                self.seen
-                                    .entry(space.task.clone())
-                                    .or_default()
-                                    .insert(h, o.clone());
-                                Trial {
-                                    config: i,
-                                    outcome: o,
-                                    compile_ms: ms,
-                                }
-                            }
-                        }
+        let by_index: HashMap<usize, &CandidateKernel> =
+            kernels.iter().map(|(i, k)| (*i, k)).collect();
+        let reference_failure = std::thread::scope(|scope| {
+            let (mut compiles, pool) = self.start_compiles(scope, &space.task, &kernels);
+            let mut reference_failure = None;
+            if !have_reference {
+                let result = by_index
+                    .contains_key(&space.default)
+                    .then(|| compiles.take(space.default))
+                    .flatten();
+                match (by_index.get(&space.default), result) {
+                    (Some(&kernel), Some(Ok(c))) => {
+                        self.compiled += 1;
+                        self.reference = Some((space.task.clone(), kernel.clone(), c.clone()));
+                        self.session = None;
+                        let t = self.trial(space, space.default, kernel, Ok(c));
+                        trials.insert(space.default, t);
+                    }
+                    (_, other) => {
+                        let why = match other {
+                            Some(Err(f)) => f.to_string(),
+                            _ => "it did not render".into(),
+                        };
+                        reference_failure = Some(format!(
+                            "the default config (the reference) does not compile: {why}"
+                        ));
                     }
                 }
-            };
-            trials.insert(i, trial);
+            }
+            while reference_failure.is_none() {
+                let Some((i, result)) = compiles.next() else {
+                    break;
+                };
+                self.compiled += usize::from(result.is_ok());
+                if let Some(&kernel) = by_index.get(&i) {
+                    let t = self.trial(space, i, kernel, result);
+                    trials.insert(i, t);
+                }
+            }
+            // On a failed reference the rest of the round compiles for
+            // nothing: dropping the receiver lets the pool finish unheard.
+            let waited = compiles.waited;
+            drop(compiles);
+            let busy = pool.join().unwrap_or_default();
+            self.compile_wall += waited;
+            self.compile_busy += busy;
+            reference_failure
+        });
+        if let Some(reason) = reference_failure {
+            return configs
+                .iter()
+                .map(|&i| failed(i, FailStage::Compile, reason.clone()))
+                .collect();
         }
+        // A config without a trial (no result from the pool) is lost; the
+        // search then never proposes it again.
         configs.iter().filter_map(|i| trials.remove(i)).collect()
     }
 }
@@ -585,6 +651,49 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
         assert!(median(&[]).is_nan());
+    }
+
+    #[test]
+    fn compile_results_come_in_completion_order_with_the_awaited_one_first() {
+        let (tx, rx) = mpsc::channel();
+        let mut compiles = Compiles {
+            rx,
+            early: BTreeMap::new(),
+            waited: Duration::ZERO,
+        };
+        for tag in [7, 3, 5] {
+            tx.send((tag, Err(CompileFailure::Error(format!("job {tag}")))))
+                .unwrap();
+        }
+        assert!(matches!(
+            compiles.take(5),
+            Some(Err(CompileFailure::Error(log))) if log == "job 5"
+        ));
+        // What came before the awaited one is handed out first, in tag order.
+        let order: Vec<usize> = std::iter::from_fn(|| {
+            if compiles.early.is_empty() {
+                None
+            } else {
+                compiles.next().map(|(t, _)| t)
+            }
+        })
+        .collect();
+        assert_eq!(order, [3, 7]);
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            tx.send((9, Err(CompileFailure::Timeout(Duration::from_secs(1)))))
+                .unwrap();
+        });
+        assert_eq!(compiles.next().map(|(t, _)| t), Some(9));
+        late.join().unwrap();
+        assert!(
+            compiles.waited >= Duration::from_millis(20),
+            "{:?}",
+            compiles.waited
+        );
+        // The pool ended (its sender dropped): nothing more, and no hang.
+        assert!(compiles.take(11).is_none());
+        assert!(compiles.next().is_none());
     }
 
     #[test]
