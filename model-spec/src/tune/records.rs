@@ -58,7 +58,10 @@ pub struct TuneRecord {
     pub precision: String,
     #[serde(default)]
     pub compiler: String,
-    /// Every repeat, µs (empty when it failed).
+    /// Every repeat, µs (empty when it failed); written to the nanosecond,
+    /// finer than CUDA events resolve (32 ns steps on the H200), so the
+    /// committed histories carry no float noise.
+    #[serde(serialize_with = "to_the_nanosecond")]
     pub repeats_us: Vec<f64>,
     /// Median of the repeats, µs; `None` when it failed.
     pub median_us: Option<f64>,
@@ -67,6 +70,16 @@ pub struct TuneRecord {
     pub failure: Option<RecordFailure>,
     /// When it was measured, RFC 3339 UTC.
     pub timestamp: String,
+}
+
+/// Writes µs values rounded to 0.001 (one nanosecond).
+fn to_the_nanosecond<S: serde::Serializer>(v: &[f64], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = s.serialize_seq(Some(v.len()))?;
+    for x in v {
+        seq.serialize_element(&((x * 1e3).round() / 1e3))?;
+    }
+    seq.end()
 }
 
 impl TuneRecord {
@@ -429,6 +442,27 @@ mod tests {
         assert_eq!(text.lines().count(), 2);
         assert!(text.ends_with('\n'));
         let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn repeats_are_written_to_the_nanosecond() {
+        let trial = Trial {
+            config: 0,
+            outcome: TrialOutcome::Ok {
+                // f32 milliseconds from CUDA events, widened: float noise.
+                repeats_us: vec![5.504000000655651, 6.0800001956522465, 393.47200095653534],
+                median_us: 6.0800001956522465,
+            },
+            compile_ms: 1.0,
+        };
+        let r = TuneRecord::new(&space(), &trial, &setup());
+        let line = serde_json::to_string(&r).unwrap();
+        assert!(
+            line.contains(r#""repeats_us":[5.504,6.08,393.472]"#),
+            "{line}"
+        );
+        // The median is kept as measured: the best log and resume read it.
+        assert!(line.contains(r#""median_us":6.0800001956522465"#), "{line}");
     }
 
     #[test]
