@@ -25,13 +25,21 @@ static double now(void) {
   return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-// The tuner's options (src/tune/nvrtc.rs).
+// The tuner's options (src/tune/nvrtc.rs), then NVRTC_EXTRA's
+// (space-separated, e.g. "-pch --pch-dir=/tmp/pch").
 static void compile_once(void) {
-  const char* opts[] = {"--gpu-architecture=sm_90a", "-std=c++17", "--ptxas-options=-v",
-                        include_opt};
+  const char* opts[16] = {"--gpu-architecture=sm_90a", "-std=c++17", "--ptxas-options=-v",
+                          include_opt};
+  int n_opts = 4;
+  static char extra[1024];
+  const char* env = getenv("NVRTC_EXTRA");
+  if (env) {
+    strncpy(extra, env, sizeof extra - 1);
+    for (char* t = strtok(extra, " "); t && n_opts < 16; t = strtok(NULL, " ")) opts[n_opts++] = t;
+  }
   nvrtcProgram p;
   nvrtcCreateProgram(&p, source, "candidate.cu", 0, NULL, NULL);
-  nvrtcResult r = nvrtcCompileProgram(p, 4, opts);
+  nvrtcResult r = nvrtcCompileProgram(p, n_opts, opts);
   if (r != NVRTC_SUCCESS) {
     size_t n;
     nvrtcGetProgramLogSize(p, &n);
@@ -42,6 +50,17 @@ static void compile_once(void) {
   }
   size_t cubin;
   nvrtcGetCUBINSize(p, &cubin);
+  const char* dump = getenv("NVRTC_DUMP");  // write the cubin, to compare option sets
+  if (dump) {
+    char* image = malloc(cubin);
+    nvrtcGetCUBIN(p, image);
+    FILE* out = fopen(dump, "wb");
+    if (out) {
+      fwrite(image, 1, cubin, out);
+      fclose(out);
+    }
+    free(image);
+  }
   nvrtcDestroyProgram(&p);
 }
 
