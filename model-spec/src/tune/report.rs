@@ -185,6 +185,11 @@ impl fmt::Display for Report {
             write!(f, " (plus {} resumed)", self.resumed)?;
         }
         match self.converged {
+            Some(c) if c.trials == 0 && self.resumed > 0 => writeln!(
+                f,
+                "; the resumed records were already within {:.0}% of the final estimate",
+                CONVERGED_WITHIN * 100.0
+            )?,
             Some(c) => writeln!(
                 f,
                 "; within {:.0}% of the final estimate after {} trials, {:.1} s",
@@ -275,5 +280,32 @@ mod tests {
             "{text}"
         );
         assert!(text.lines().nth(1).unwrap().starts_with("a "), "{text}");
+    }
+
+    #[test]
+    fn a_resume_that_started_converged_says_so() {
+        let mut t = task("a", 1, Some(10.0), Some(5.0));
+        t.resumed = 40;
+        t.resumed_best_us = Some(5.1);
+        let outcome = TuneOutcome {
+            tasks: vec![t],
+            records: vec![],
+            trace: vec![TracePoint {
+                trials: 16,
+                elapsed: Duration::from_secs(3),
+                task: 0,
+                best_us: Some(5.0),
+            }],
+            trials: 16,
+            elapsed: Duration::from_secs(3),
+            notes: vec![],
+        };
+        let text = outcome.report().to_string();
+        assert!(text.contains("(plus 40 resumed)"), "{text}");
+        assert!(
+            text.contains("the resumed records were already within 5% of the final estimate"),
+            "{text}"
+        );
+        assert!(!text.contains("after 0 trials"), "{text}");
     }
 }
