@@ -474,15 +474,19 @@ mod tests {
         assert_eq!(search.best().map(|b| b.0), Some(9));
     }
 
-    #[test]
-    fn early_stopping_waits_for_the_window_after_the_first_round() {
-        let s = space(100);
-        let options = TuneOptions {
+    /// Rounds of 4, early stopping after 8 trials without a gain, guided.
+    fn windowed() -> TuneOptions {
+        TuneOptions {
             batch_size: 4,
             early_stopping: Some(8),
             exhaustive_threshold: Some(0),
             ..TuneOptions::default()
-        };
+        }
+    }
+
+    #[test]
+    fn early_stopping_waits_for_the_window_after_the_first_round() {
+        let (s, options) = (space(100), windowed());
         let mut search = TaskSearch::new(&s, &options, 0);
         for i in 0..11 {
             search.notify(i, Some(10.0));
@@ -497,13 +501,7 @@ mod tests {
 
     #[test]
     fn a_resumed_task_gets_a_window_of_fresh_trials_before_it_stops_early() {
-        let s = space(100);
-        let options = TuneOptions {
-            batch_size: 4,
-            early_stopping: Some(8),
-            exhaustive_threshold: Some(0),
-            ..TuneOptions::default()
-        };
+        let (s, options) = (space(100), windowed());
         let mut search = TaskSearch::new(&s, &options, 0);
         // Twenty flat records: stalled had they been measured in this run.
         for i in 0..20 {
