@@ -8,7 +8,11 @@
 //   persistent  one kernel of one CTA per SM looping over the layers, a grid
 //               barrier between layers, weights read after the barrier;
 //   prefetch    the same, each CTA reading its next layer's weights before it
-//               waits at the barrier (the overlap PDL could not give).
+//               waits at the barrier;
+//   pdl         the graph of L kernels with programmatic dependent launch:
+//               each kernel lets the next one start at once, reads its
+//               weights, then waits for the previous kernel (griddepcontrol)
+//               before its gather — the same overlap with launches kept.
 // Same arithmetic in all three: the outputs are compared bit for bit.
 // Build and run: bash bench/persistent_probe.sh (GPU machine).
 #include <cuda_runtime.h>
@@ -70,9 +74,12 @@ __device__ void layer_outputs(const Net& n, int l, int cta, int ctas, float wsum
   }
 }
 
+template <bool PDL>
 __global__ void __launch_bounds__(THREADS) one_layer(Net n, int l) {
   __shared__ float red[THREADS / 32];
+  if (PDL) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
   float w = weight_share(n, l, blockIdx.x, gridDim.x, red);
+  if (PDL) asm volatile("griddepcontrol.wait;" ::: "memory");
   layer_outputs(n, l, blockIdx.x, gridDim.x, w);
 }
 
@@ -165,7 +172,18 @@ int main(int argc, char** argv) {
     cudaGraphExec_t e;
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     if (variant == 0) {
-      for (int l = 0; l < layers; ++l) one_layer<<<ctas, THREADS, 0, s>>>(n, l);
+      for (int l = 0; l < layers; ++l) one_layer<false><<<ctas, THREADS, 0, s>>>(n, l);
+    } else if (variant == 3) {
+      cudaLaunchAttribute attr{};
+      attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      attr.val.programmaticStreamSerializationAllowed = 1;
+      cudaLaunchConfig_t cfg{};
+      cfg.gridDim = dim3(ctas);
+      cfg.blockDim = dim3(THREADS);
+      cfg.stream = s;
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+      for (int l = 0; l < layers; ++l) CHECK(cudaLaunchKernelEx(&cfg, one_layer<true>, n, l));
     } else if (variant == 1) {
       all_layers<false><<<ctas, THREADS, 0, s>>>(n, sync);
     } else {
@@ -177,13 +195,13 @@ int main(int argc, char** argv) {
     CHECK(cudaGraphDestroy(g));
     return e;
   };
-  const char* names[] = {"graph", "persistent", "prefetch"};
+  const char* names[] = {"graph", "persistent", "prefetch", "pdl"};
   std::vector<float> reference;
   std::printf("layers %d, activation %d floats, weights %ld bytes per layer, %d CTAs x %d threads\n",
               layers, act, weight_bytes, ctas, THREADS);
   std::printf("%-11s %9s %9s %11s %11s  %s\n", "variant", "cold µs", "warm µs", "cold/layer",
               "warm/layer", "output");
-  for (int v = 0; v < 3; ++v) {
+  for (int v = 0; v < 4; ++v) {
     cudaGraphExec_t e = capture(v);
     cudaEvent_t a, b;
     CHECK(cudaEventCreate(&a));
