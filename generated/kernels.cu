@@ -24,17 +24,27 @@ namespace aotune {
 
 // ---- programmatic dependent launch (sm_90) -------------------------------
 //
-// Every kernel starts here. Launched as a programmatic dependent launch, it
-// may begin while the previous kernel finishes: `griddepcontrol.wait` blocks
-// until that kernel has completed and its writes are visible, so nothing
-// before this call may touch global memory. `launch_dependents` then lets
-// the next kernel be scheduled as soon as every CTA of this one has started
-// (it still waits for this one to finish). Without the launch attribute both
-// are no-ops.
-__device__ __forceinline__ void grid_dependency_sync() {
+// Launched as a programmatic dependent launch, a kernel may start while the
+// previous one on the stream still runs; `grid_dependency_wait` blocks until
+// that kernel has completed and its writes are visible. Before the wait a
+// kernel may read only what no kernel writes (its weights and bias), and
+// write nothing. `launch_dependents` lets the next kernel be scheduled once
+// every CTA of this one has executed it (or exited). Most kernels do both at
+// entry; the tensor-core convs first issue the copies of their prologue's
+// weight tiles, then wait (`load_prologue`, conv_mma.cu), and let the next
+// kernel start after their k loop, so that its CTAs are placed on the SMs as
+// this kernel's drain (triggered at entry, a small grid's successor crowded
+// onto the SMs this one left free, measured 22% slower at batch 1), while
+// the epilogue runs. Without the launch attribute both are no-ops.
+__device__ __forceinline__ void launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void grid_dependency_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
 
@@ -649,8 +659,14 @@ struct TileLoader {
   // Issues (or, for gathered operands, performs) the copies of k tile `kt`
   // into the stage at `as` (A) and `bs` (B).
   __device__ __forceinline__ void load(unsigned char* as, unsigned char* bs, int kt) const {
+    load_a(as, kt);
+    load_b(bs, kt);
+  }
+
+  // A's part of `load`: the input activations (and the shortcut's), which
+  // the previous kernel writes.
+  __device__ __forceinline__ void load_a(unsigned char* as, int kt) const {
     const E* xe = reinterpret_cast<const E*>(x);
-    const E* we = reinterpret_cast<const E*>(wgt);
     const int k = kt * BK + chunk * CE;
     const bool k_ok = GK % BK == 0 || k < GK;
     if (P::HAS_SC && P::A_VEC && k >= P::K_MAIN) {
@@ -694,6 +710,14 @@ struct TileLoader {
         });
       }
     }
+  }
+
+  // B's part of `load`: the weights, which no kernel writes, so that a
+  // kernel may issue these before its grid dependency wait.
+  __device__ __forceinline__ void load_b(unsigned char* bs, int kt) const {
+    const E* we = reinterpret_cast<const E*>(wgt);
+    const int k = kt * BK + chunk * CE;
+    const bool k_ok = GK % BK == 0 || k < GK;
 #pragma unroll
     for (int l = 0; l < LB; ++l) {
       const int row = row0 + l * ROW_STEP;
@@ -725,6 +749,32 @@ __device__ __forceinline__ bool reduce_split_k(float (&acc)[FR], unsigned char* 
     return cluster_splitk_reduce<FR, T, P::SPLIT_K>(acc, reinterpret_cast<float*>(smem));
   }
   return splitk_reduce<FR, T, P::SPLIT_K>(acc, blockIdx.x, gridDim.x);
+}
+
+// The k loop's prologue, shared with conv_wgmma.cu: the copies of the CTA's
+// first PREFETCH k tiles (of kt_begin .. kt_end), one cp.async group per
+// tile, empty past the range. The weight tiles of all of them are issued
+// first, then the grid dependency wait (common.cuh), then `after_wait` (the
+// residual tile's prefetch, say) and the activation tiles: launched as a
+// programmatic dependent launch, the weights stream in while the previous
+// kernel finishes. Tile 0's group thus holds every prologue weight tile,
+// which only makes its wait stricter: tile s's data has landed once the
+// groups 0 .. s have.
+template <int PREFETCH, class L, class AfterWait>
+__device__ __forceinline__ void load_prologue(const L& loader, unsigned char* As, int a_stage,
+                                              unsigned char* Bs, int b_stage, int kt_begin,
+                                              int kt_end, AfterWait after_wait) {
+#pragma unroll
+  for (int s = 0; s < PREFETCH; ++s) {
+    if (kt_begin + s < kt_end) loader.load_b(Bs + s * b_stage, kt_begin + s);
+  }
+  grid_dependency_wait();
+  after_wait();
+#pragma unroll
+  for (int s = 0; s < PREFETCH; ++s) {
+    if (kt_begin + s < kt_end) loader.load_a(As + s * a_stage, kt_begin + s);
+    cp_async_commit();
+  }
 }
 
 template <class P>
@@ -781,11 +831,7 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
 #pragma unroll
   for (int i = 0; i < MI * NI * 4; ++i) acc[i] = 0.0f;
 
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (kt_begin + s < kt_end) load_stage(s, kt_begin + s);
-    cp_async_commit();
-  }
+  load_prologue<STAGES - 1>(loader, As, A_STAGE, Bs, B_STAGE, kt_begin, kt_end, [] {});
 
   for (int kt = kt_begin; kt < kt_end; ++kt) {
     const int i = kt - kt_begin;
@@ -820,6 +866,7 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
     }
   }
   cp_async_wait<0>();
+  launch_dependents();  // the next kernel's CTAs may start (common.cuh)
 
   if (!reduce_split_k<P, MI * NI * 4, T>(acc, smem_raw)) return;
 
@@ -1036,7 +1083,6 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   // (P::RES_OFFSET bytes in) and joins tile 0's cp.async group, so its
   // latency overlaps the k loop instead of following it in the epilogue.
   unsigned char* rs = smem + P::RES_OFFSET;
-  if (P::RES_PREFETCH) prefetch_residual_tile<P, BM, BN, T>(res, rs, m0, n0);
 
   // The stages hold the tiles whose copies are in flight (PREFETCH of
   // them), the tile whose wgmmas are being issued, and the tiles whose
@@ -1049,11 +1095,10 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   // One cp.async group per tile from here on, empty when there is none, so
   // that before iteration i's wait exactly PREFETCH + i groups exist and
   // the last PREFETCH - 1 of them are tiles i + 1 .. i + PREFETCH - 1.
-#pragma unroll
-  for (int s = 0; s < PREFETCH; ++s) {
-    if (kt_begin + s < kt_end) load_stage(s, kt_begin + s);
-    cp_async_commit();
-  }
+  // (The weights first, before the grid dependency wait: load_prologue.)
+  load_prologue<PREFETCH>(loader, As, A_STAGE, Bs, B_STAGE, kt_begin, kt_end, [&] {
+    if (P::RES_PREFETCH) prefetch_residual_tile<P, BM, BN, T>(res, rs, m0, n0);
+  });
 
   for (int kt = kt_begin; kt < kt_end; ++kt) {
     const int i = kt - kt_begin, stage = i % STAGES;
@@ -1087,6 +1132,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
     fence_operands(acc);
   }
   cp_async_wait<0>();
+  launch_dependents();  // the next kernel's CTAs may start (common.cuh)
 
   if (!reduce_split_k<P, R, T>(acc, smem)) return;
 
@@ -1852,7 +1898,8 @@ struct s2d_070e253a_t128r1_p {
 extern "C" __global__ void __launch_bounds__(128) s2d_070e253a_t128r1(
     const float* __restrict__ x,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
+  aotune::grid_dependency_wait();
+  aotune::launch_dependents();
   aotune::space_to_depth<s2d_070e253a_t128r1_p>(x, y);
 }
 
@@ -1893,7 +1940,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_973f3cf9_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_973f3cf9_wgmma_m64n32p5s1_p>(x, w, bias, nullptr, nullptr, y);
 }
 
@@ -1914,7 +1960,8 @@ struct maxpool_599c45e3_b128i1_p {
 extern "C" __global__ void __launch_bounds__(128) maxpool_599c45e3_b128i1(
     const __half* __restrict__ x,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
+  aotune::grid_dependency_wait();
+  aotune::launch_dependents();
   aotune::pool2d<maxpool_599c45e3_b128i1_p>(x, y);
 }
 
@@ -1954,7 +2001,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_120440ee_mma_m32n32k64
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_mma<conv_120440ee_mma_m32n32k64w2x2p2s1_p>(x, w, bias, nullptr, nullptr, y);
 }
 
@@ -1995,7 +2041,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_63fe5adf_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_63fe5adf_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, nullptr, y);
 }
 
@@ -2037,7 +2082,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_7e9866df_wgmma_m64n32p
     const float* __restrict__ bias,
     const __half* __restrict__ xs,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_7e9866df_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, xs, y);
 }
 
@@ -2078,7 +2122,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_a108646c_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_a108646c_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, nullptr, y);
 }
 
@@ -2120,7 +2163,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_75aac976_wgmma_m64n32p
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_75aac976_wgmma_m64n32p2s1r_p>(x, w, bias, res, nullptr, y);
 }
 
@@ -2161,7 +2203,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_wgmma_m64n64p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_0f655a00_wgmma_m64n64p6s1d_p>(x, w, bias, nullptr, nullptr, y);
 }
 
@@ -2202,7 +2243,6 @@ extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) c
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_44c505d7_wgmma_m64n32p6s2c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
@@ -2244,7 +2284,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_c07f5ecf_wgmma_m64n64p
     const float* __restrict__ bias,
     const __half* __restrict__ xs,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_c07f5ecf_wgmma_m64n64p6s1_p>(x, w, bias, nullptr, xs, y);
 }
 
@@ -2284,7 +2323,6 @@ extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) c
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_mma<conv_18bd6406_mma_m32n32k64w2x2p4s2c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
@@ -2325,7 +2363,6 @@ extern "C" __global__ void __cluster_dims__(1, 1, 3) __launch_bounds__(128, 1) c
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_48c2d048_wgmma_m64n32p5s3c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
@@ -2367,7 +2404,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_1e32aea3_wgmma_m64n32p
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_1e32aea3_wgmma_m64n32p3s1r_p>(x, w, bias, res, nullptr, y);
 }
 
@@ -2408,7 +2444,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_c68ad69f_wgmma_m64n32p
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_c68ad69f_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, nullptr, y);
 }
 
@@ -2448,7 +2483,6 @@ extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) c
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_mma<conv_098434ab_mma_m32n32k64w2x2p4s4c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
@@ -2490,7 +2524,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_e0e12d6f_wgmma_m64n32p
     const float* __restrict__ bias,
     const __half* __restrict__ xs,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_e0e12d6f_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, xs, y);
 }
 
@@ -2530,7 +2563,6 @@ extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) c
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_mma<conv_93076c40_mma_m32n32k64w2x2p4s4c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
@@ -2570,7 +2602,6 @@ extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) c
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_mma<conv_48e86b9e_mma_m32n32k64w2x2p4s6c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
@@ -2612,7 +2643,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_282f15c5_wgmma_m64n32p
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_282f15c5_wgmma_m64n32p6s1r_p>(x, w, bias, res, nullptr, y);
 }
 
@@ -2653,7 +2683,6 @@ extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) c
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_6f8ef6f3_wgmma_m64n32p6s2c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
@@ -2693,7 +2722,6 @@ extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) c
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_mma<conv_d82ebd66_mma_m32n32k64w2x2p4s6c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
@@ -2735,7 +2763,6 @@ extern "C" __global__ void __cluster_dims__(1, 1, 3) __launch_bounds__(128, 1) c
     const float* __restrict__ bias,
     const __half* __restrict__ xs,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_af188f81_wgmma_m64n32p6s3c_p>(x, w, bias, nullptr, xs, y);
 }
 
@@ -2775,7 +2802,6 @@ extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) c
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_mma<conv_510ceff0_mma_m32n32k64w2x2p4s4cd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
@@ -2816,7 +2842,6 @@ extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) c
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_c46df034_wgmma_m64n32p6s6cd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
@@ -2858,7 +2883,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_3e532f52_wgmma_m64n32p
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
   aotune::conv_wgmma<conv_3e532f52_wgmma_m64n32p6s1r_p>(x, w, bias, res, nullptr, y);
 }
 
@@ -2875,7 +2899,8 @@ struct gpool_3718bb6d_l4s16_p {
 extern "C" __global__ void __launch_bounds__(64) gpool_3718bb6d_l4s16(
     const __half* __restrict__ x,
     __half* __restrict__ y) {
-  aotune::grid_dependency_sync();
+  aotune::grid_dependency_wait();
+  aotune::launch_dependents();
   aotune::global_pool_nhwc<gpool_3718bb6d_l4s16_p>(x, y);
 }
 
@@ -2908,6 +2933,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) dense_daa08d99_gemv_w4r1u8(
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     float* __restrict__ y) {
-  aotune::grid_dependency_sync();
+  aotune::grid_dependency_wait();
+  aotune::launch_dependents();
   aotune::dense_gemv<dense_daa08d99_gemv_w4r1u8_p>(x, w, bias, nullptr, y);
 }

@@ -2,7 +2,8 @@
 //! fp16): `infer` and `infer_device` allocate nothing on the heap; two
 //! different models (ResNet-50 fp16 b1 and ResNet-18 fp32 b2) live and run
 //! interleaved in one process with the same results as each alone; a wrong
-//! buffer length is a typed error naming the expected length;
+//! buffer length is a typed error naming the expected length; programmatic
+//! dependent launches give the same bits as plain ones;
 //! `infer_device` gives what `infer` gives.
 //!
 //! This test binary installs the counting global allocator of
@@ -12,7 +13,7 @@
 
 mod common;
 
-use aotune::runtime::{Model, RuntimeError};
+use aotune::runtime::{LoadOptions, Model, RuntimeError};
 use aotune_spec::ir::Precision;
 use aotune_spec::reference::{rel_l2, run, RunOptions};
 use aotune_spec::zoo::{fill, write_resnet, ResNetDepth, DEFAULT_SEED};
@@ -211,6 +212,45 @@ fn two_models_in_one_process() {
         model_a.spec().build_key,
         model_b.spec().build_key,
         "the two models should be different builds"
+    );
+}
+
+/// (b') Programmatic dependent launches (the convs read their weights
+/// before the grid dependency wait) give bit for bit what plain launches
+/// give, over replays of the graph that alternate the inputs.
+#[test]
+fn programmatic_launches_give_the_same_bits() {
+    let test = "programmatic_launches_give_the_same_bits";
+    let Some((zoo, mut plain)) = setup(test, resnet50_fp16_b1) else {
+        return;
+    };
+    let want = [
+        infer(&mut plain, &zoo.inputs[0]),
+        infer(&mut plain, &zoo.inputs[1]),
+    ];
+    drop(plain);
+    let options = LoadOptions {
+        programmatic_launch: true,
+        ..Default::default()
+    };
+    let mut pdl = gpu::load_with(&zoo.built.dir, Mode::Gpu, &options)
+        .unwrap_or_else(|e| panic!("{test}: {e}"))
+        .expect("a model");
+    for step in 0..8 {
+        let i = step % 2;
+        let got = infer(&mut pdl, &zoo.inputs[i]);
+        assert!(
+            same_bits(&got, &want[i]),
+            "step {step}: programmatic launches on input {i} differ from plain launches \
+             (rel. L2 {:.3e})",
+            rel_l2(&got, &want[i])
+        );
+    }
+    assert_close(
+        "resnet50 fp16 b1 (programmatic)",
+        &want[1],
+        &zoo.emulated[1],
+        Precision::Fp16,
     );
 }
 

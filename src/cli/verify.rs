@@ -24,6 +24,10 @@ pub struct VerifyArgs {
     /// Tuning log to build with.
     #[arg(long)]
     pub tuning: Option<PathBuf>,
+    /// Launch kernels as programmatic dependent launches (sm_90), as
+    /// `aotune bench --pdl` times them.
+    #[arg(long)]
+    pub pdl: bool,
 }
 
 /// DESIGN.md's tolerances (rel. L2 against the fp32 CPU reference).
@@ -39,7 +43,11 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
     if !driver_present() {
         bail!("no NVIDIA GPU driver on this machine: `verify` compares the GPU with the CPU reference and needs a GPU");
     }
-    let mut gpu = gpu_model::load(&args.model, args.tuning.as_ref())?;
+    let options = aotune::runtime::LoadOptions {
+        programmatic_launch: args.pdl,
+        ..Default::default()
+    };
+    let mut gpu = gpu_model::load_with(&args.model, args.tuning.as_ref(), &options)?;
     let spec = gpu.model.spec().clone();
     let compiled = &gpu.built.compiled;
     let input = aotune_spec::zoo::fill(args.seed, 0.0, 1.0, spec.inputs[0].elements());

@@ -95,8 +95,14 @@ pub fn exceeds(err: f64, tol: f64) -> bool {
 /// Loads a build directory on device 0. In a dry run, checks that the load
 /// fails with `NoDriver` and returns `None`.
 pub fn load(dir: &Path, mode: Mode) -> Result<Option<Model>, String> {
+    load_with(dir, mode, &LoadOptions::default())
+}
+
+/// [`load`] with explicit load options.
+#[allow(dead_code)] // not every test binary loads with options
+pub fn load_with(dir: &Path, mode: Mode, options: &LoadOptions) -> Result<Option<Model>, String> {
     let files = ModelFiles::read_dir(dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
-    match (files.load(&LoadOptions::default()), mode) {
+    match (files.load(options), mode) {
         (Ok(model), Mode::Gpu) => Ok(Some(model)),
         (Err(e), Mode::Gpu) => Err(format!("loading {}: {e}", dir.display())),
         (Err(RuntimeError::NoDriver), Mode::DryRun) => Ok(None),

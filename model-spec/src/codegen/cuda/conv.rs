@@ -148,7 +148,8 @@ use super::implicit_gemm::{cheapest, ConvShape, MmaConfig, ShortcutShape, SimtCo
 use super::index_map::same_order;
 use super::mma_config::SplitReduce;
 use super::source::{
-    clustered_wrapper, tiled_wrapper, wrapper, Arg, Geometry, Instance, Params, Template, Workspace,
+    clustered_wrapper, tiled_wrapper, wrapper, Arg, DependencyWait, Geometry, Instance, Params,
+    Template, Workspace,
 };
 use super::wgmma_config::WgmmaConfig;
 use crate::ir::{Activation, Graph, Layout, NodeId, Op};
@@ -532,13 +533,20 @@ pub fn instantiate(shape: &ConvShape, config: &ConvConfig, symbol: &str) -> Inst
     );
     let geometry = config.geometry(shape);
     let threads = geometry.block[0];
+    // The tensor-core templates read their first weight tiles before the
+    // grid dependency wait (`load_prologue` in conv_mma.cu).
+    let wait = match config {
+        ConvConfig::Mma(_) | ConvConfig::Wgmma(_) => DependencyWait::InTemplate,
+        _ => DependencyWait::AtEntry,
+    };
+    let min_blocks = config.min_blocks();
     let wrapped = match config {
         ConvConfig::Direct(_) => wrapper(symbol, threads, &args, &call),
         _ => match config.cluster_split() {
             Some(split) => {
-                clustered_wrapper(symbol, threads, config.min_blocks(), split, &args, &call)
+                clustered_wrapper(symbol, threads, min_blocks, split, wait, &args, &call)
             }
-            None => tiled_wrapper(symbol, threads, config.min_blocks(), &args, &call),
+            None => tiled_wrapper(symbol, threads, min_blocks, wait, &args, &call),
         },
     };
     let code = format!("{}{}", p.render(), wrapped);

@@ -18,7 +18,9 @@
 use super::config::KernelConfig;
 use super::conv::{self, ConvConfig};
 use super::implicit_gemm::{ConvShape, MmaConfig, SimtConfig};
-use super::source::{tiled_wrapper, Arg, Geometry, Instance, Params, Template, Workspace};
+use super::source::{
+    tiled_wrapper, Arg, DependencyWait, Geometry, Instance, Params, Template, Workspace,
+};
 use super::wgmma_config::WgmmaConfig;
 use crate::ir::{is_row_major_bytes, Graph, NodeId, Op};
 use serde::{Deserialize, Serialize};
@@ -320,7 +322,14 @@ pub fn instantiate(shape: &ConvShape, config: &DenseConfig, symbol: &str) -> Ins
         code: format!(
             "{}{}",
             p.render(),
-            tiled_wrapper(symbol, geometry.block[0], 1, &args, &call)
+            tiled_wrapper(
+                symbol,
+                geometry.block[0],
+                1,
+                DependencyWait::AtEntry,
+                &args,
+                &call,
+            )
         ),
         geometry,
         workspace: Workspace::default(),

@@ -208,9 +208,25 @@ impl Arg {
     }
 }
 
+/// Where a kernel waits for the previous one under a programmatic dependent
+/// launch and lets the next one start (`common.cuh`): both at entry, or
+/// inside its template, which reads its first weight tiles before the wait
+/// and lets the next kernel start after its k loop (the tensor-core convs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DependencyWait {
+    AtEntry,
+    InTemplate,
+}
+
 /// `extern "C" __global__ void __launch_bounds__(threads) symbol(args) { call; }`
 pub fn wrapper(symbol: &str, threads: u32, args: &[Arg], call: &str) -> String {
-    wrapper_with_attributes(symbol, &format!("__launch_bounds__({threads})"), args, call)
+    wrapper_with_attributes(
+        symbol,
+        &format!("__launch_bounds__({threads})"),
+        DependencyWait::AtEntry,
+        args,
+        call,
+    )
 }
 
 /// [`tiled_wrapper`] for a kernel whose CTAs run in thread-block clusters
@@ -221,6 +237,7 @@ pub fn clustered_wrapper(
     threads: u32,
     min_blocks: u32,
     cluster_z: u32,
+    wait: DependencyWait,
     args: &[Arg],
     call: &str,
 ) -> String {
@@ -228,7 +245,7 @@ pub fn clustered_wrapper(
         "__cluster_dims__(1, 1, {cluster_z}) __launch_bounds__({threads}, {})",
         min_blocks.max(1)
     );
-    wrapper_with_attributes(symbol, &attributes, args, call)
+    wrapper_with_attributes(symbol, &attributes, wait, args, call)
 }
 
 /// [`wrapper`] for the tiled templates: `__launch_bounds__(threads,
@@ -241,19 +258,29 @@ pub fn tiled_wrapper(
     symbol: &str,
     threads: u32,
     min_blocks: u32,
+    wait: DependencyWait,
     args: &[Arg],
     call: &str,
 ) -> String {
     wrapper_with_attributes(
         symbol,
         &format!("__launch_bounds__({threads}, {})", min_blocks.max(1)),
+        wait,
         args,
         call,
     )
 }
 
-/// `extern "C" __global__ void {attributes} symbol(args) { call; }`.
-fn wrapper_with_attributes(symbol: &str, attributes: &str, args: &[Arg], call: &str) -> String {
+/// `extern "C" __global__ void {attributes} symbol(args) { call; }`, the
+/// call preceded by the grid dependency wait and `launch_dependents` unless
+/// the template places them itself.
+fn wrapper_with_attributes(
+    symbol: &str,
+    attributes: &str,
+    wait: DependencyWait,
+    args: &[Arg],
+    call: &str,
+) -> String {
     let params: Vec<String> = args
         .iter()
         .map(|a| {
@@ -265,9 +292,15 @@ fn wrapper_with_attributes(symbol: &str, attributes: &str, args: &[Arg], call: &
             )
         })
         .collect();
+    let entry = match wait {
+        DependencyWait::AtEntry => {
+            "aotune::grid_dependency_wait();\n  aotune::launch_dependents();\n  "
+        }
+        DependencyWait::InTemplate => "",
+    };
     format!(
         "extern \"C\" __global__ void {attributes} {symbol}(\n    {}) {{\n  \
-         aotune::grid_dependency_sync();\n  {call};\n}}\n",
+         {entry}{call};\n}}\n",
         params.join(",\n    ")
     )
 }

@@ -10,17 +10,27 @@ namespace aotune {
 
 // ---- programmatic dependent launch (sm_90) -------------------------------
 //
-// Every kernel starts here. Launched as a programmatic dependent launch, it
-// may begin while the previous kernel finishes: `griddepcontrol.wait` blocks
-// until that kernel has completed and its writes are visible, so nothing
-// before this call may touch global memory. `launch_dependents` then lets
-// the next kernel be scheduled as soon as every CTA of this one has started
-// (it still waits for this one to finish). Without the launch attribute both
-// are no-ops.
-__device__ __forceinline__ void grid_dependency_sync() {
+// Launched as a programmatic dependent launch, a kernel may start while the
+// previous one on the stream still runs; `grid_dependency_wait` blocks until
+// that kernel has completed and its writes are visible. Before the wait a
+// kernel may read only what no kernel writes (its weights and bias), and
+// write nothing. `launch_dependents` lets the next kernel be scheduled once
+// every CTA of this one has executed it (or exited). Most kernels do both at
+// entry; the tensor-core convs first issue the copies of their prologue's
+// weight tiles, then wait (`load_prologue`, conv_mma.cu), and let the next
+// kernel start after their k loop, so that its CTAs are placed on the SMs as
+// this kernel's drain (triggered at entry, a small grid's successor crowded
+// onto the SMs this one left free, measured 22% slower at batch 1), while
+// the epilogue runs. Without the launch attribute both are no-ops.
+__device__ __forceinline__ void launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void grid_dependency_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
 

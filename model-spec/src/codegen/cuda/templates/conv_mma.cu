@@ -377,8 +377,14 @@ struct TileLoader {
   // Issues (or, for gathered operands, performs) the copies of k tile `kt`
   // into the stage at `as` (A) and `bs` (B).
   __device__ __forceinline__ void load(unsigned char* as, unsigned char* bs, int kt) const {
+    load_a(as, kt);
+    load_b(bs, kt);
+  }
+
+  // A's part of `load`: the input activations (and the shortcut's), which
+  // the previous kernel writes.
+  __device__ __forceinline__ void load_a(unsigned char* as, int kt) const {
     const E* xe = reinterpret_cast<const E*>(x);
-    const E* we = reinterpret_cast<const E*>(wgt);
     const int k = kt * BK + chunk * CE;
     const bool k_ok = GK % BK == 0 || k < GK;
     if (P::HAS_SC && P::A_VEC && k >= P::K_MAIN) {
@@ -422,6 +428,14 @@ struct TileLoader {
         });
       }
     }
+  }
+
+  // B's part of `load`: the weights, which no kernel writes, so that a
+  // kernel may issue these before its grid dependency wait.
+  __device__ __forceinline__ void load_b(unsigned char* bs, int kt) const {
+    const E* we = reinterpret_cast<const E*>(wgt);
+    const int k = kt * BK + chunk * CE;
+    const bool k_ok = GK % BK == 0 || k < GK;
 #pragma unroll
     for (int l = 0; l < LB; ++l) {
       const int row = row0 + l * ROW_STEP;
@@ -453,6 +467,32 @@ __device__ __forceinline__ bool reduce_split_k(float (&acc)[FR], unsigned char* 
     return cluster_splitk_reduce<FR, T, P::SPLIT_K>(acc, reinterpret_cast<float*>(smem));
   }
   return splitk_reduce<FR, T, P::SPLIT_K>(acc, blockIdx.x, gridDim.x);
+}
+
+// The k loop's prologue, shared with conv_wgmma.cu: the copies of the CTA's
+// first PREFETCH k tiles (of kt_begin .. kt_end), one cp.async group per
+// tile, empty past the range. The weight tiles of all of them are issued
+// first, then the grid dependency wait (common.cuh), then `after_wait` (the
+// residual tile's prefetch, say) and the activation tiles: launched as a
+// programmatic dependent launch, the weights stream in while the previous
+// kernel finishes. Tile 0's group thus holds every prologue weight tile,
+// which only makes its wait stricter: tile s's data has landed once the
+// groups 0 .. s have.
+template <int PREFETCH, class L, class AfterWait>
+__device__ __forceinline__ void load_prologue(const L& loader, unsigned char* As, int a_stage,
+                                              unsigned char* Bs, int b_stage, int kt_begin,
+                                              int kt_end, AfterWait after_wait) {
+#pragma unroll
+  for (int s = 0; s < PREFETCH; ++s) {
+    if (kt_begin + s < kt_end) loader.load_b(Bs + s * b_stage, kt_begin + s);
+  }
+  grid_dependency_wait();
+  after_wait();
+#pragma unroll
+  for (int s = 0; s < PREFETCH; ++s) {
+    if (kt_begin + s < kt_end) loader.load_a(As + s * a_stage, kt_begin + s);
+    cp_async_commit();
+  }
 }
 
 template <class P>
@@ -509,11 +549,7 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
 #pragma unroll
   for (int i = 0; i < MI * NI * 4; ++i) acc[i] = 0.0f;
 
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (kt_begin + s < kt_end) load_stage(s, kt_begin + s);
-    cp_async_commit();
-  }
+  load_prologue<STAGES - 1>(loader, As, A_STAGE, Bs, B_STAGE, kt_begin, kt_end, [] {});
 
   for (int kt = kt_begin; kt < kt_end; ++kt) {
     const int i = kt - kt_begin;
@@ -548,6 +584,7 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
     }
   }
   cp_async_wait<0>();
+  launch_dependents();  // the next kernel's CTAs may start (common.cuh)
 
   if (!reduce_split_k<P, MI * NI * 4, T>(acc, smem_raw)) return;
 

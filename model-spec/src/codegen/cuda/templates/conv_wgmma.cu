@@ -197,7 +197,6 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   // (P::RES_OFFSET bytes in) and joins tile 0's cp.async group, so its
   // latency overlaps the k loop instead of following it in the epilogue.
   unsigned char* rs = smem + P::RES_OFFSET;
-  if (P::RES_PREFETCH) prefetch_residual_tile<P, BM, BN, T>(res, rs, m0, n0);
 
   // The stages hold the tiles whose copies are in flight (PREFETCH of
   // them), the tile whose wgmmas are being issued, and the tiles whose
@@ -210,11 +209,10 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   // One cp.async group per tile from here on, empty when there is none, so
   // that before iteration i's wait exactly PREFETCH + i groups exist and
   // the last PREFETCH - 1 of them are tiles i + 1 .. i + PREFETCH - 1.
-#pragma unroll
-  for (int s = 0; s < PREFETCH; ++s) {
-    if (kt_begin + s < kt_end) load_stage(s, kt_begin + s);
-    cp_async_commit();
-  }
+  // (The weights first, before the grid dependency wait: load_prologue.)
+  load_prologue<PREFETCH>(loader, As, A_STAGE, Bs, B_STAGE, kt_begin, kt_end, [&] {
+    if (P::RES_PREFETCH) prefetch_residual_tile<P, BM, BN, T>(res, rs, m0, n0);
+  });
 
   for (int kt = kt_begin; kt < kt_end; ++kt) {
     const int i = kt - kt_begin, stage = i % STAGES;
@@ -248,6 +246,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
     fence_operands(acc);
   }
   cp_async_wait<0>();
+  launch_dependents();  // the next kernel's CTAs may start (common.cuh)
 
   if (!reduce_split_k<P, R, T>(acc, smem)) return;
 
