@@ -221,9 +221,17 @@ fn two_models_in_one_process() {
 #[test]
 fn programmatic_launches_give_the_same_bits() {
     let test = "programmatic_launches_give_the_same_bits";
-    let Some((zoo, mut plain)) = setup(test, resnet50_fp16_b1) else {
+    let Some((zoo, default)) = setup(test, resnet50_fp16_b1) else {
         return;
     };
+    drop(default);
+    let options = LoadOptions {
+        programmatic_launch: false,
+        ..Default::default()
+    };
+    let mut plain = gpu::load_with(&zoo.built.dir, Mode::Gpu, &options)
+        .unwrap_or_else(|e| panic!("{test}: {e}"))
+        .expect("a model");
     let want = [
         infer(&mut plain, &zoo.inputs[0]),
         infer(&mut plain, &zoo.inputs[1]),

@@ -30,10 +30,10 @@ pub struct BenchArgs {
     /// Print one JSON line with the results as well.
     #[arg(long)]
     pub json: bool,
-    /// Launch kernels as programmatic dependent launches (sm_90), to
-    /// measure what PDL buys (off by default: it cost time on the H200).
+    /// Launch kernels plainly, not as programmatic dependent launches
+    /// (the default on sm_90), to measure what PDL buys.
     #[arg(long)]
-    pub pdl: bool,
+    pub no_pdl: bool,
 }
 
 fn percentile(sorted: &[f32], p: f64) -> f32 {
@@ -83,7 +83,7 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let options = aotune::runtime::LoadOptions {
-        programmatic_launch: args.pdl,
+        programmatic_launch: !args.no_pdl,
         ..Default::default()
     };
     let mut gpu = gpu_model::load_with(&args.model, args.tuning.as_ref(), &options)?;
@@ -105,7 +105,7 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
         spec.precision,
         gpu.model.device_name(),
         spec.launches.len(),
-        if args.pdl {
+        if !args.no_pdl {
             "programmatic dependent launches"
         } else {
             "plain launches"
@@ -135,7 +135,7 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
                 "batch": batch, "median_ms": median, "p90_ms": p90, "host_median_ms": host_median,
                 "images_per_s": batch as f64 / median as f64 * 1e3, "gpu": gpu.model.device_name(),
                 "kernels": spec.launches.len(), "model_device_bytes": memory.device_bytes(),
-                "pdl": args.pdl,
+                "pdl": !args.no_pdl,
                 "tuning": args.tuning.as_ref().map(|p| p.display().to_string()),
             })
         );

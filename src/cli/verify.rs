@@ -24,10 +24,10 @@ pub struct VerifyArgs {
     /// Tuning log to build with.
     #[arg(long)]
     pub tuning: Option<PathBuf>,
-    /// Launch kernels as programmatic dependent launches (sm_90), as
-    /// `aotune bench --pdl` times them.
+    /// Launch kernels plainly, not as programmatic dependent launches (the
+    /// default on sm_90), as `aotune bench --no-pdl` times them.
     #[arg(long)]
-    pub pdl: bool,
+    pub no_pdl: bool,
 }
 
 /// DESIGN.md's tolerances (rel. L2 against the fp32 CPU reference).
@@ -44,7 +44,7 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
         bail!("no NVIDIA GPU driver on this machine: `verify` compares the GPU with the CPU reference and needs a GPU");
     }
     let options = aotune::runtime::LoadOptions {
-        programmatic_launch: args.pdl,
+        programmatic_launch: !args.no_pdl,
         ..Default::default()
     };
     let mut gpu = gpu_model::load_with(&args.model, args.tuning.as_ref(), &options)?;

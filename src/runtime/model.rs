@@ -49,9 +49,11 @@ pub struct LoadOptions {
     /// [`ModelFiles::read_dir`](super::ModelFiles::read_dir) already hashes.
     pub verify_weights_hash: bool,
     /// Launch every kernel after the first as a programmatic dependent
-    /// launch (sm_90), so its launch can overlap the previous kernel's tail.
-    /// Off by default: measured on the H200 (BENCHMARKS.md), ResNet-50
-    /// batch 1 fp16 took 0.340 ms with it and 0.303 ms without.
+    /// launch (sm_90): its CTAs start as the previous kernel's drain, and the
+    /// tensor-core convs stream their first weight tiles in before they wait
+    /// for it (`common.cuh`). On by default: measured on the H200
+    /// (BENCHMARKS.md, session 9), tuned ResNet-50 fp16 took 0.2361 ms with
+    /// it and 0.2458 ms without at batch 1, 0.4236 and 0.4483 ms at batch 8.
     pub programmatic_launch: bool,
 }
 
@@ -60,7 +62,7 @@ impl Default for LoadOptions {
         LoadOptions {
             device: 0,
             verify_weights_hash: true,
-            programmatic_launch: false,
+            programmatic_launch: true,
         }
     }
 }
