@@ -5,7 +5,7 @@
 # `bench` (aotune timings, with and without programmatic dependent launch, and
 # PyTorch in the same call). Logs go to $OUT; a table is printed last.
 # Env: PRECISIONS, BATCHES, PT_BATCHES, PER_LAYER=--per-layer, TUNING=<best.json>,
-# PLAIN_TOO=1 (each check and bench also with plain launches, not PDL), SASS_SRC=<kernels.cu>,
+# LAUNCHES="auto pdl plain" (each check and bench once per --launch mode; default auto), SASS_SRC=<kernels.cu>,
 # VERIFY_BATCH, NO_PYTORCH=1 (bench without the PyTorch baseline), TEST_TIMEOUT (s per
 # test binary, default 300).
 set -u
@@ -27,21 +27,21 @@ sass)
   bash bench/sass_check.sh ${SASS_SRC:-generated/kernels.cu} > "$OUT/sass.log" 2>&1; echo "== sass_check rc=$?"; grep -E "wgmma|failing" "$OUT/sass.log" | tail -12 ;;
 check)
   for p in ${PRECISIONS:-fp16 tf32}; do
-    for pdl in "" ${PLAIN_TOO:+--no-pdl}; do
+    for launch in ${LAUNCHES:-auto}; do
       # --per-layer runs the launches one by one; the end-to-end line is the graph's.
       $B verify /tmp/r50.onnx --precision $p --batch ${VERIFY_BATCH:-1} --per-layer \
-        ${TUNING:+--tuning $TUNING} $pdl > "$OUT/verify_$p$pdl.log" 2>&1
-      echo "== verify $p $pdl rc=$?"; grep -E "first|every|rel|error" "$OUT/verify_$p$pdl.log" | tail -3
+        ${TUNING:+--tuning $TUNING} --launch $launch > "$OUT/verify_${p}_$launch.log" 2>&1
+      echo "== verify $p --launch $launch rc=$?"; grep -E "first|every|rel|error" "$OUT/verify_${p}_$launch.log" | tail -3
     done
   done ;;
 bench)
   for p in ${PRECISIONS:-fp16 tf32 fp32}; do
     for b in ${BATCHES:-1}; do
       pl=${PER_LAYER:-}   # the per-layer profile once per (precision, batch)
-      for pdl in "" ${PLAIN_TOO:+--no-pdl}; do
-        $B bench /tmp/r50.onnx --precision $p --batch $b --json ${TUNING:+--tuning $TUNING} $pdl \
-          $pl > "$OUT/bench_${p}_b${b}${pdl}${TUNING:+_tuned}.log" 2>&1
-        grep "^{" "$OUT/bench_${p}_b${b}${pdl}${TUNING:+_tuned}.log" >> "$OUT/bench.jsonl"
+      for launch in ${LAUNCHES:-auto}; do
+        $B bench /tmp/r50.onnx --precision $p --batch $b --json ${TUNING:+--tuning $TUNING} \
+          --launch $launch $pl > "$OUT/bench_${p}_b${b}_$launch${TUNING:+_tuned}.log" 2>&1
+        grep "^{" "$OUT/bench_${p}_b${b}_$launch${TUNING:+_tuned}.log" >> "$OUT/bench.jsonl"
         pl=""
       done
     done

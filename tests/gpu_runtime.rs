@@ -13,7 +13,7 @@
 
 mod common;
 
-use aotune::runtime::{LoadOptions, Model, RuntimeError};
+use aotune::runtime::{LaunchMode, LoadOptions, Model, RuntimeError};
 use aotune_spec::ir::Precision;
 use aotune_spec::reference::{rel_l2, run, RunOptions};
 use aotune_spec::zoo::{fill, write_resnet, ResNetDepth, DEFAULT_SEED};
@@ -226,7 +226,7 @@ fn programmatic_launches_give_the_same_bits() {
     };
     drop(default);
     let options = LoadOptions {
-        programmatic_launch: false,
+        launch: LaunchMode::Plain,
         ..Default::default()
     };
     let mut plain = gpu::load_with(&zoo.built.dir, Mode::Gpu, &options)
@@ -238,7 +238,7 @@ fn programmatic_launches_give_the_same_bits() {
     ];
     drop(plain);
     let options = LoadOptions {
-        programmatic_launch: true,
+        launch: LaunchMode::Programmatic,
         ..Default::default()
     };
     let mut pdl = gpu::load_with(&zoo.built.dir, Mode::Gpu, &options)

@@ -2,7 +2,7 @@
 //! p90 after warm-up), device memory; the CPU reference where there is no GPU.
 
 use super::gpu_model;
-use super::model_args::ModelArgs;
+use super::model_args::{LaunchArg, ModelArgs};
 use aotune::runtime::driver_present;
 use aotune_spec::reference::{run_planned, RunOptions};
 use clap::Args;
@@ -30,10 +30,10 @@ pub struct BenchArgs {
     /// Print one JSON line with the results as well.
     #[arg(long)]
     pub json: bool,
-    /// Launch kernels plainly, not as programmatic dependent launches
-    /// (the default on sm_90), to measure what PDL buys.
-    #[arg(long)]
-    pub no_pdl: bool,
+    /// How to launch the kernels: `pdl` and `plain` measure what
+    /// programmatic dependent launches buy.
+    #[arg(long, value_enum, default_value_t = LaunchArg::Auto)]
+    pub launch: LaunchArg,
 }
 
 fn percentile(sorted: &[f32], p: f64) -> f32 {
@@ -83,12 +83,13 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let options = aotune::runtime::LoadOptions {
-        programmatic_launch: !args.no_pdl,
+        launch: args.launch.mode(),
         ..Default::default()
     };
     let mut gpu = gpu_model::load_with(&args.model, args.tuning.as_ref(), &options)?;
     let spec = gpu.model.spec().clone();
     let batch = spec.batch;
+    let programmatic = args.launch.mode().programmatic(batch);
     let mut graph_ms = gpu.model.time_graph(args.warmup, args.runs)?;
     graph_ms.sort_by(f32::total_cmp);
     let input = aotune_spec::zoo::fill(2, 0.0, 1.0, spec.inputs[0].elements());
@@ -105,7 +106,7 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
         spec.precision,
         gpu.model.device_name(),
         spec.launches.len(),
-        if !args.no_pdl {
+        if programmatic {
             "programmatic dependent launches"
         } else {
             "plain launches"
@@ -135,7 +136,7 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
                 "batch": batch, "median_ms": median, "p90_ms": p90, "host_median_ms": host_median,
                 "images_per_s": batch as f64 / median as f64 * 1e3, "gpu": gpu.model.device_name(),
                 "kernels": spec.launches.len(), "model_device_bytes": memory.device_bytes(),
-                "pdl": !args.no_pdl,
+                "pdl": programmatic,
                 "tuning": args.tuning.as_ref().map(|p| p.display().to_string()),
             })
         );

@@ -40,3 +40,26 @@ impl ModelArgs {
             .with_context(|| format!("compiling '{}'", self.model.display()))
     }
 }
+
+/// `--launch`: how `bench` and `verify` launch the kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LaunchArg {
+    /// Programmatic dependent launches up to batch 8, plain above (the
+    /// runtime's default).
+    Auto,
+    /// Programmatic dependent launches (sm_90) at every batch.
+    Pdl,
+    /// Plain launches.
+    Plain,
+}
+
+impl LaunchArg {
+    pub fn mode(self) -> aotune::runtime::LaunchMode {
+        use aotune::runtime::LaunchMode;
+        match self {
+            LaunchArg::Auto => LaunchMode::Auto,
+            LaunchArg::Pdl => LaunchMode::Programmatic,
+            LaunchArg::Plain => LaunchMode::Plain,
+        }
+    }
+}

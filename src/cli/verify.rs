@@ -2,7 +2,7 @@
 //! inputs — end to end, or per layer naming the first layer that disagrees.
 
 use super::gpu_model;
-use super::model_args::ModelArgs;
+use super::model_args::{LaunchArg, ModelArgs};
 use anyhow::bail;
 use aotune::runtime::{decode_slot, driver_present};
 use aotune_spec::ir::Precision;
@@ -24,10 +24,9 @@ pub struct VerifyArgs {
     /// Tuning log to build with.
     #[arg(long)]
     pub tuning: Option<PathBuf>,
-    /// Launch kernels plainly, not as programmatic dependent launches (the
-    /// default on sm_90), as `aotune bench --no-pdl` times them.
-    #[arg(long)]
-    pub no_pdl: bool,
+    /// How to launch the kernels, as in `aotune bench --launch`.
+    #[arg(long, value_enum, default_value_t = LaunchArg::Auto)]
+    pub launch: LaunchArg,
 }
 
 /// DESIGN.md's tolerances (rel. L2 against the fp32 CPU reference).
@@ -44,7 +43,7 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
         bail!("no NVIDIA GPU driver on this machine: `verify` compares the GPU with the CPU reference and needs a GPU");
     }
     let options = aotune::runtime::LoadOptions {
-        programmatic_launch: !args.no_pdl,
+        launch: args.launch.mode(),
         ..Default::default()
     };
     let mut gpu = gpu_model::load_with(&args.model, args.tuning.as_ref(), &options)?;

@@ -48,13 +48,9 @@ pub struct LoadOptions {
     /// about 0.1 s per 100 MB). Size is always checked.
     /// [`ModelFiles::read_dir`](super::ModelFiles::read_dir) already hashes.
     pub verify_weights_hash: bool,
-    /// Launch every kernel after the first as a programmatic dependent
-    /// launch (sm_90): its CTAs start as the previous kernel's drain, and the
-    /// tensor-core convs stream their first weight tiles in before they wait
-    /// for it (`common.cuh`). On by default: measured on the H200
-    /// (BENCHMARKS.md, session 9), tuned ResNet-50 fp16 took 0.2361 ms with
-    /// it and 0.2458 ms without at batch 1, 0.4236 and 0.4483 ms at batch 8.
-    pub programmatic_launch: bool,
+    /// Whether kernels after the first are programmatic dependent launches
+    /// (see [`LaunchMode`]); by default, at small batches only.
+    pub launch: LaunchMode,
 }
 
 impl Default for LoadOptions {
@@ -62,7 +58,39 @@ impl Default for LoadOptions {
         LoadOptions {
             device: 0,
             verify_weights_hash: true,
-            programmatic_launch: true,
+            launch: LaunchMode::Auto,
+        }
+    }
+}
+
+/// How the kernels of a model are launched.
+///
+/// A programmatic dependent launch (sm_90) lets a kernel's CTAs start as the
+/// previous kernel's drain; the tensor-core convs stream their first weight
+/// tiles in before they wait for it (`common.cuh`). Measured on the H200
+/// (BENCHMARKS.md, session 9), tuned ResNet-50 fp16, PDL against plain:
+/// batch 1 0.2372 vs 0.2477 ms, batch 8 0.4238 vs 0.4502 ms, but batch 64
+/// 1.9447 vs 1.9319 ms and batch 256 7.1506 vs 7.0619 ms (full grids leave
+/// no room for the next kernel's CTAs, whose early start then only costs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LaunchMode {
+    /// Programmatic up to [`LaunchMode::PROGRAMMATIC_MAX_BATCH`], plain above.
+    #[default]
+    Auto,
+    Programmatic,
+    Plain,
+}
+
+impl LaunchMode {
+    /// The largest batch [`LaunchMode::Auto`] launches programmatically.
+    pub const PROGRAMMATIC_MAX_BATCH: usize = 8;
+
+    /// Whether a model of this batch size is launched programmatically.
+    pub fn programmatic(self, batch: usize) -> bool {
+        match self {
+            LaunchMode::Auto => batch <= Self::PROGRAMMATIC_MAX_BATCH,
+            LaunchMode::Programmatic => true,
+            LaunchMode::Plain => false,
         }
     }
 }
@@ -156,6 +184,7 @@ impl Model {
             arena: arena.ptr(),
             weights: weights_buffer.ptr(),
         };
+        let programmatic = options.launch.programmatic(spec.batch);
         let launches: Vec<PreparedLaunch> = spec
             .launches
             .iter()
@@ -166,7 +195,7 @@ impl Model {
                 block: launch.block,
                 smem_bytes: launch.smem_bytes,
                 params: KernelParams::new(launch_plan::resolve_args(&launch.args, bases)),
-                programmatic: options.programmatic_launch && index > 0,
+                programmatic: programmatic && index > 0,
             })
             .collect();
 
@@ -1033,6 +1062,18 @@ fn alloc_pinned(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn auto_launches_programmatically_up_to_batch_8_only() {
+        use super::LaunchMode;
+        assert!(LaunchMode::Auto.programmatic(1));
+        assert!(LaunchMode::Auto.programmatic(8));
+        assert!(!LaunchMode::Auto.programmatic(9));
+        assert!(!LaunchMode::Auto.programmatic(256));
+        assert!(LaunchMode::Programmatic.programmatic(256));
+        assert!(!LaunchMode::Plain.programmatic(1));
+        assert_eq!(super::LoadOptions::default().launch, LaunchMode::Auto);
+    }
 
     #[test]
     fn a_model_tuned_on_another_gpu_warns_and_one_tuned_here_does_not() {
