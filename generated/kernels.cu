@@ -759,11 +759,23 @@ __device__ __forceinline__ bool reduce_split_k(float (&acc)[FR], unsigned char* 
 // programmatic dependent launch, the weights stream in while the previous
 // kernel finishes. Tile 0's group thus holds every prologue weight tile,
 // which only makes its wait stricter: tile s's data has landed once the
-// groups 0 .. s have.
-template <int PREFETCH, class L, class AfterWait>
+// groups 0 .. s have. Without WEIGHTS_FIRST (batches the executor launches
+// plainly, where the wait is a no-op) it waits first and each tile's group
+// holds its own A and B, so tile 0 waits for its own weights only.
+template <int PREFETCH, bool WEIGHTS_FIRST, class L, class AfterWait>
 __device__ __forceinline__ void load_prologue(const L& loader, unsigned char* As, int a_stage,
                                               unsigned char* Bs, int b_stage, int kt_begin,
                                               int kt_end, AfterWait after_wait) {
+  if (!WEIGHTS_FIRST) {
+    grid_dependency_wait();
+    after_wait();
+#pragma unroll
+    for (int s = 0; s < PREFETCH; ++s) {
+      if (kt_begin + s < kt_end) loader.load(As + s * a_stage, Bs + s * b_stage, kt_begin + s);
+      cp_async_commit();
+    }
+    return;
+  }
 #pragma unroll
   for (int s = 0; s < PREFETCH; ++s) {
     if (kt_begin + s < kt_end) loader.load_b(Bs + s * b_stage, kt_begin + s);
@@ -831,7 +843,7 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
 #pragma unroll
   for (int i = 0; i < MI * NI * 4; ++i) acc[i] = 0.0f;
 
-  load_prologue<STAGES - 1>(loader, As, A_STAGE, Bs, B_STAGE, kt_begin, kt_end, [] {});
+  load_prologue<STAGES - 1, P::WEIGHTS_FIRST>(loader, As, A_STAGE, Bs, B_STAGE, kt_begin, kt_end, [] {});
 
   for (int kt = kt_begin; kt < kt_end; ++kt) {
     const int i = kt - kt_begin;
@@ -1096,7 +1108,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   // that before iteration i's wait exactly PREFETCH + i groups exist and
   // the last PREFETCH - 1 of them are tiles i + 1 .. i + PREFETCH - 1.
   // (The weights first, before the grid dependency wait: load_prologue.)
-  load_prologue<PREFETCH>(loader, As, A_STAGE, Bs, B_STAGE, kt_begin, kt_end, [&] {
+  load_prologue<PREFETCH, P::WEIGHTS_FIRST>(loader, As, A_STAGE, Bs, B_STAGE, kt_begin, kt_end, [&] {
     if (P::RES_PREFETCH) prefetch_residual_tile<P, BM, BN, T>(res, rs, m0, n0);
   });
 
@@ -1933,6 +1945,7 @@ struct conv_973f3cf9_wgmma_m64n32p5s1_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_973f3cf9_wgmma_m64n32p5s1(
@@ -1995,6 +2008,7 @@ struct conv_120440ee_mma_m32n32k64w2x2p2s1_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool WEIGHTS_FIRST = true;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_120440ee_mma_m32n32k64w2x2p2s1(
     const __half* __restrict__ x,
@@ -2034,6 +2048,7 @@ struct conv_63fe5adf_wgmma_m64n32p6s1_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_63fe5adf_wgmma_m64n32p6s1(
@@ -2074,6 +2089,7 @@ struct conv_7e9866df_wgmma_m64n32p6s1_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_7e9866df_wgmma_m64n32p6s1(
@@ -2115,6 +2131,7 @@ struct conv_a108646c_wgmma_m64n32p6s1_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_a108646c_wgmma_m64n32p6s1(
@@ -2155,6 +2172,7 @@ struct conv_75aac976_wgmma_m64n32p2s1r_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;
   static constexpr int RES_OFFSET = 12288;
+  static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_75aac976_wgmma_m64n32p2s1r(
@@ -2196,6 +2214,7 @@ struct conv_0f655a00_wgmma_m64n64p6s1d_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_wgmma_m64n64p6s1d(
@@ -2236,6 +2255,7 @@ struct conv_44c505d7_wgmma_m64n32p6s2c_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_44c505d7_wgmma_m64n32p6s2c(
@@ -2276,6 +2296,7 @@ struct conv_c07f5ecf_wgmma_m64n64p6s1_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_c07f5ecf_wgmma_m64n64p6s1(
@@ -2317,6 +2338,7 @@ struct conv_18bd6406_mma_m32n32k64w2x2p4s2c_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool WEIGHTS_FIRST = true;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_18bd6406_mma_m32n32k64w2x2p4s2c(
     const __half* __restrict__ x,
@@ -2356,6 +2378,7 @@ struct conv_48c2d048_wgmma_m64n32p5s3c_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 3) __launch_bounds__(128, 1) conv_48c2d048_wgmma_m64n32p5s3c(
@@ -2396,6 +2419,7 @@ struct conv_1e32aea3_wgmma_m64n32p3s1r_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;
   static constexpr int RES_OFFSET = 24576;
+  static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_1e32aea3_wgmma_m64n32p3s1r(
@@ -2437,6 +2461,7 @@ struct conv_c68ad69f_wgmma_m64n32p6s1_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_c68ad69f_wgmma_m64n32p6s1(
@@ -2477,6 +2502,7 @@ struct conv_098434ab_mma_m32n32k64w2x2p4s4c_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool WEIGHTS_FIRST = true;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_098434ab_mma_m32n32k64w2x2p4s4c(
     const __half* __restrict__ x,
@@ -2516,6 +2542,7 @@ struct conv_e0e12d6f_wgmma_m64n32p6s1_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_e0e12d6f_wgmma_m64n32p6s1(
@@ -2557,6 +2584,7 @@ struct conv_93076c40_mma_m32n32k64w2x2p4s4c_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool WEIGHTS_FIRST = true;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_93076c40_mma_m32n32k64w2x2p4s4c(
     const __half* __restrict__ x,
@@ -2596,6 +2624,7 @@ struct conv_48e86b9e_mma_m32n32k64w2x2p4s6c_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool WEIGHTS_FIRST = true;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) conv_48e86b9e_mma_m32n32k64w2x2p4s6c(
     const __half* __restrict__ x,
@@ -2635,6 +2664,7 @@ struct conv_282f15c5_wgmma_m64n32p6s1r_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;
   static constexpr int RES_OFFSET = 49152;
+  static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_282f15c5_wgmma_m64n32p6s1r(
@@ -2676,6 +2706,7 @@ struct conv_6f8ef6f3_wgmma_m64n32p6s2c_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_6f8ef6f3_wgmma_m64n32p6s2c(
@@ -2716,6 +2747,7 @@ struct conv_d82ebd66_mma_m32n32k64w2x2p4s6c_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool WEIGHTS_FIRST = true;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) conv_d82ebd66_mma_m32n32k64w2x2p4s6c(
     const __half* __restrict__ x,
@@ -2755,6 +2787,7 @@ struct conv_af188f81_wgmma_m64n32p6s3c_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 3) __launch_bounds__(128, 1) conv_af188f81_wgmma_m64n32p6s3c(
@@ -2796,6 +2829,7 @@ struct conv_510ceff0_mma_m32n32k64w2x2p4s4cd_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool WEIGHTS_FIRST = true;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_510ceff0_mma_m32n32k64w2x2p4s4cd(
     const __half* __restrict__ x,
@@ -2835,6 +2869,7 @@ struct conv_c46df034_wgmma_m64n32p6s6cd_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
+  static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) conv_c46df034_wgmma_m64n32p6s6cd(
@@ -2875,6 +2910,7 @@ struct conv_3e532f52_wgmma_m64n32p6s1r_p {
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;
   static constexpr int RES_OFFSET = 73728;
+  static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_3e532f52_wgmma_m64n32p6s1r(

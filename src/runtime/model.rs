@@ -82,8 +82,11 @@ pub enum LaunchMode {
 }
 
 impl LaunchMode {
-    /// The largest batch [`LaunchMode::Auto`] launches programmatically.
-    pub const PROGRAMMATIC_MAX_BATCH: usize = 8;
+    /// The largest batch [`LaunchMode::Auto`] launches programmatically
+    /// (the build loads the convs' weights before the grid dependency wait
+    /// up to the same batch).
+    pub const PROGRAMMATIC_MAX_BATCH: usize =
+        aotune_spec::codegen::cuda::source::PROGRAMMATIC_MAX_BATCH;
 
     /// Whether a model of this batch size is launched programmatically.
     pub fn programmatic(self, batch: usize) -> bool {

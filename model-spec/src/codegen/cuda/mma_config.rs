@@ -546,7 +546,11 @@ impl TileParams {
         .boolean("STAGED_EPILOGUE", self.epilogue == MmaEpilogue::Staged)
         .int("EPI_MI", self.epi_mi)
         .boolean("RES_PREFETCH", self.residual_offset.is_some())
-        .int("RES_OFFSET", self.residual_offset.unwrap_or(0) as u32);
+        .int("RES_OFFSET", self.residual_offset.unwrap_or(0) as u32)
+        .boolean(
+            "WEIGHTS_FIRST",
+            shape.n <= super::source::PROGRAMMATIC_MAX_BATCH,
+        );
     }
 }
 

@@ -208,6 +208,13 @@ impl Arg {
     }
 }
 
+/// The largest batch the runtime launches as programmatic dependent
+/// launches by default (`aotune::runtime::LaunchMode::Auto`); up to it the
+/// tensor-core convs load their prologue's weight tiles before the grid
+/// dependency wait (`WEIGHTS_FIRST`, conv_mma.cu's `load_prologue`), above
+/// it each prologue tile's group holds its own activations and weights.
+pub const PROGRAMMATIC_MAX_BATCH: usize = 8;
+
 /// Where a kernel waits for the previous one under a programmatic dependent
 /// launch and lets the next one start (`common.cuh`): both at entry, or
 /// inside its template, which reads its first weight tiles before the wait

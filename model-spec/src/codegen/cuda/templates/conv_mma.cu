@@ -477,11 +477,23 @@ __device__ __forceinline__ bool reduce_split_k(float (&acc)[FR], unsigned char* 
 // programmatic dependent launch, the weights stream in while the previous
 // kernel finishes. Tile 0's group thus holds every prologue weight tile,
 // which only makes its wait stricter: tile s's data has landed once the
-// groups 0 .. s have.
-template <int PREFETCH, class L, class AfterWait>
+// groups 0 .. s have. Without WEIGHTS_FIRST (batches the executor launches
+// plainly, where the wait is a no-op) it waits first and each tile's group
+// holds its own A and B, so tile 0 waits for its own weights only.
+template <int PREFETCH, bool WEIGHTS_FIRST, class L, class AfterWait>
 __device__ __forceinline__ void load_prologue(const L& loader, unsigned char* As, int a_stage,
                                               unsigned char* Bs, int b_stage, int kt_begin,
                                               int kt_end, AfterWait after_wait) {
+  if (!WEIGHTS_FIRST) {
+    grid_dependency_wait();
+    after_wait();
+#pragma unroll
+    for (int s = 0; s < PREFETCH; ++s) {
+      if (kt_begin + s < kt_end) loader.load(As + s * a_stage, Bs + s * b_stage, kt_begin + s);
+      cp_async_commit();
+    }
+    return;
+  }
 #pragma unroll
   for (int s = 0; s < PREFETCH; ++s) {
     if (kt_begin + s < kt_end) loader.load_b(Bs + s * b_stage, kt_begin + s);
@@ -549,7 +561,7 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
 #pragma unroll
   for (int i = 0; i < MI * NI * 4; ++i) acc[i] = 0.0f;
 
-  load_prologue<STAGES - 1>(loader, As, A_STAGE, Bs, B_STAGE, kt_begin, kt_end, [] {});
+  load_prologue<STAGES - 1, P::WEIGHTS_FIRST>(loader, As, A_STAGE, Bs, B_STAGE, kt_begin, kt_end, [] {});
 
   for (int kt = kt_begin; kt < kt_end; ++kt) {
     const int i = kt - kt_begin;

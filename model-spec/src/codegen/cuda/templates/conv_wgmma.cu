@@ -210,7 +210,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   // that before iteration i's wait exactly PREFETCH + i groups exist and
   // the last PREFETCH - 1 of them are tiles i + 1 .. i + PREFETCH - 1.
   // (The weights first, before the grid dependency wait: load_prologue.)
-  load_prologue<PREFETCH>(loader, As, A_STAGE, Bs, B_STAGE, kt_begin, kt_end, [&] {
+  load_prologue<PREFETCH, P::WEIGHTS_FIRST>(loader, As, A_STAGE, Bs, B_STAGE, kt_begin, kt_end, [&] {
     if (P::RES_PREFETCH) prefetch_residual_tile<P, BM, BN, T>(res, rs, m0, n0);
   });
 
