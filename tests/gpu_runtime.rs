@@ -225,25 +225,22 @@ fn programmatic_launches_give_the_same_bits() {
         return;
     };
     drop(default);
-    let options = LoadOptions {
-        launch: LaunchMode::Plain,
-        ..Default::default()
+    let load_as = |launch: LaunchMode| {
+        let options = LoadOptions {
+            launch,
+            ..Default::default()
+        };
+        gpu::load_with(&zoo.built.dir, Mode::Gpu, &options)
+            .unwrap_or_else(|e| panic!("{test}: {e}"))
+            .expect("a model")
     };
-    let mut plain = gpu::load_with(&zoo.built.dir, Mode::Gpu, &options)
-        .unwrap_or_else(|e| panic!("{test}: {e}"))
-        .expect("a model");
+    let mut plain = load_as(LaunchMode::Plain);
     let want = [
         infer(&mut plain, &zoo.inputs[0]),
         infer(&mut plain, &zoo.inputs[1]),
     ];
     drop(plain);
-    let options = LoadOptions {
-        launch: LaunchMode::Programmatic,
-        ..Default::default()
-    };
-    let mut pdl = gpu::load_with(&zoo.built.dir, Mode::Gpu, &options)
-        .unwrap_or_else(|e| panic!("{test}: {e}"))
-        .expect("a model");
+    let mut pdl = load_as(LaunchMode::Programmatic);
     for step in 0..8 {
         let i = step % 2;
         let got = infer(&mut pdl, &zoo.inputs[i]);
@@ -255,7 +252,7 @@ fn programmatic_launches_give_the_same_bits() {
         );
     }
     assert_close(
-        "resnet50 fp16 b1 (programmatic)",
+        "resnet50 fp16 b1 (plain launches)",
         &want[1],
         &zoo.emulated[1],
         Precision::Fp16,
