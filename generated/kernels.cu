@@ -48,6 +48,19 @@ __device__ __forceinline__ void grid_dependency_wait() {
 #endif
 }
 
+// `p`, as a value the compiler cannot know before the asm statement that
+// yields it. A kernel that waits mid-way (not at entry) reads the previous
+// kernel's output through the returned pointer: the "memory" clobber of the
+// wait does not keep loads through a `const __restrict__` pointer below it
+// (the compiler may treat that memory as unchanging for the whole kernel and
+// hoist the loads; it did, in the GEMV at batch 8), but a load cannot move
+// above the statement that produces its address.
+template <class T>
+__device__ __forceinline__ T* after_dependency_wait(T* p) {
+  asm volatile("" : "+l"(p));
+  return p;
+}
+
 // -inf as a constant expression that nvcc and NVRTC both accept (NVRTC
 // lacks __builtin_huge_valf).
 __device__ __forceinline__ constexpr float neg_inf() { return __builtin_bit_cast(float, 0xff800000u); }
@@ -1350,6 +1363,11 @@ template <> struct Wgmma<256, __nv_bfloat16> {
 // reduced with a butterfly of shuffles (fixed order: deterministic) and
 // lane 0 runs the shared epilogue. Columns past N (N % ROWS != 0) re-read
 // row N - 1 and are never stored.
+//
+// Under programmatic dependent launch the first chunk's weight loads (all of
+// a row when K <= 32 * V * UNROLL, as ResNet-50's classifier at batch 1) are
+// issued before griddepcontrol.wait: the weights are constants, only x and
+// the residual come from the kernel before.
 
 namespace aotune {
 
@@ -1410,7 +1428,7 @@ __device__ __forceinline__ void dense_gemv(const typename P::TIn* __restrict__ x
   const typename P::TW* wrow[ROWS];
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) wrow[r] = wgt + min(n0 + r, N - 1) * K + lane * V;
-  const typename P::TIn* xl = x + lane * V;
+  const typename P::TIn* xl = x + lane * V;  // read only after the wait
 
   float acc[ROWS][M];
 #pragma unroll
@@ -1428,10 +1446,22 @@ __device__ __forceinline__ void dense_gemv(const typename P::TIn* __restrict__ x
         for (int r = 0; r < ROWS; ++r) wraw[u][r] = gemv_load_raw<V>(wrow[r] + (s0 + u) * STEP);
       }
     }
+    if (s0 == 0) {
+      grid_dependency_wait();
+      launch_dependents();
+      xl = after_dependency_wait(xl);
+      res = after_dependency_wait(res);
+    }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (STEPS % U == 0 || s0 + u < STEPS) gemv_step<P>(xl, (s0 + u) * STEP, wraw[u], acc);
     }
+  }
+  if (STEPS == 0) {
+    grid_dependency_wait();
+    launch_dependents();
+    xl = after_dependency_wait(xl);
+    res = after_dependency_wait(res);
   }
   if (K % STEP != 0 && STEPS * STEP + lane * V < K) {
     Raw wraw[ROWS];
@@ -1958,8 +1988,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_973f3cf9_wgmma_m64n32p
 
 // MaxPool task 599c45e3f031a378: maxpool2d1
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 precision=fp16 in0=f16[1x64x112x112]:cl out=f16[1x64x56x56]:cl
-// config {"block":128,"per_thread":1}
-struct maxpool_599c45e3_b128i1_p {
+// config {"block":256,"per_thread":1}
+struct maxpool_599c45e3_b256i1_p {
   typedef __half TIn;
   typedef __half TOut;
   static constexpr int N = 1, C = 64, H = 112, W = 112, P = 56, Q = 56;
@@ -1970,12 +2000,12 @@ struct maxpool_599c45e3_b128i1_p {
   static constexpr bool CHANNELS_LAST = true;
   static constexpr int V = 8;
 };
-extern "C" __global__ void __launch_bounds__(128) maxpool_599c45e3_b128i1(
+extern "C" __global__ void __launch_bounds__(256) maxpool_599c45e3_b256i1(
     const __half* __restrict__ x,
     __half* __restrict__ y) {
   aotune::grid_dependency_wait();
   aotune::launch_dependents();
-  aotune::pool2d<maxpool_599c45e3_b128i1_p>(x, y);
+  aotune::pool2d<maxpool_599c45e3_b256i1_p>(x, y);
 }
 
 // FusedConv task 120440eed174797f: conv2d2
@@ -2103,8 +2133,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_7e9866df_wgmma_m64n32p
 
 // FusedConv task a108646cf77137b7: conv2d6, conv2d9
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x56x56]:cl in1=f16[64x256x1x1]:cl:const in2=f32[64]:const out=f16[1x64x56x56]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged"}
-struct conv_a108646c_wgmma_m64n32p6s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
+struct conv_a108646c_mma_m32n32k64w2x2p4s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2123,7 +2153,7 @@ struct conv_a108646c_wgmma_m64n32p6s1_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 256, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
@@ -2132,20 +2162,19 @@ struct conv_a108646c_wgmma_m64n32p6s1_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_a108646c_wgmma_m64n32p6s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_a108646c_mma_m32n32k64w2x2p4s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_a108646c_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_a108646c_mma_m32n32k64w2x2p4s1_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 75aac976b4cb125d: conv2d8, conv2d11
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[256x64x1x1]:cl:const in2=f32[256]:const in3=f16[1x256x56x56]:cl out=f16[1x256x56x56]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":2,"split_k":1,"epilogue":"staged","prefetch_residual":true}
-struct conv_75aac976_wgmma_m64n32p2s1r_p {
+// config {"kernel":"wgmma","block_m":128,"block_n":32,"stages":3,"split_k":1,"epilogue":"staged","min_blocks":3,"prefetch_residual":true}
+struct conv_75aac976_wgmma_m128n32p3s1rb3_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2164,24 +2193,24 @@ struct conv_75aac976_wgmma_m64n32p2s1r_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 64, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 2, SPLIT_K = 1;
+  static constexpr int BM = 128, BN = 32, BK = 64, WARPS_M = 8, WARPS_N = 1, STAGES = 3, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;
-  static constexpr int RES_OFFSET = 12288;
+  static constexpr int RES_OFFSET = 20480;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_75aac976_wgmma_m64n32p2s1r(
+extern "C" __global__ void __launch_bounds__(256, 3) conv_75aac976_wgmma_m128n32p3s1rb3(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_75aac976_wgmma_m64n32p2s1r_p>(x, w, bias, res, nullptr, y);
+  aotune::conv_wgmma<conv_75aac976_wgmma_m128n32p3s1rb3_p>(x, w, bias, res, nullptr, y);
 }
 
 // FusedConv task 0f655a0006649a46: conv2d12
@@ -2268,8 +2297,8 @@ extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) c
 
 // FusedConv task c07f5ecfcffe3ee5: conv2d14
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s2x2 precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[512x384x1x1]:cl:const in2=f32[512]:const in3=f16[1x256x56x56]:cl out=f16[1x512x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":6,"split_k":1,"epilogue":"staged"}
-struct conv_c07f5ecf_wgmma_m64n64p6s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged"}
+struct conv_c07f5ecf_wgmma_m64n32p6s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2288,7 +2317,7 @@ struct conv_c07f5ecf_wgmma_m64n64p6s1_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = true;
   static constexpr int K_MAIN = 128, SC_C = 256, SC_H = 56, SC_W = 56, SC_SH = 2, SC_SW = 2;
-  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
@@ -2299,19 +2328,19 @@ struct conv_c07f5ecf_wgmma_m64n64p6s1_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_c07f5ecf_wgmma_m64n64p6s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_c07f5ecf_wgmma_m64n32p6s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ xs,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_c07f5ecf_wgmma_m64n64p6s1_p>(x, w, bias, nullptr, xs, y);
+  aotune::conv_wgmma<conv_c07f5ecf_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, xs, y);
 }
 
 // FusedConv task 18bd64069eccc24e: conv2d16, conv2d19, conv2d22
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x28x28]:cl in1=f16[128x512x1x1]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":2,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_18bd6406_mma_m32n32k64w2x2p4s2c_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
+struct conv_18bd6406_mma_m32n32k64w2x2p4s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2330,28 +2359,28 @@ struct conv_18bd6406_mma_m32n32k64w2x2p4s2c_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 512, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 2;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = true;
+  static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_18bd6406_mma_m32n32k64w2x2p4s2c(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_18bd6406_mma_m32n32k64w2x2p4s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_18bd6406_mma_m32n32k64w2x2p4s2c_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_18bd6406_mma_m32n32k64w2x2p4s1_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 48c2d04895761efe: conv2d17, conv2d20, conv2d23
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[128x128x3x3]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":5,"split_k":3,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_48c2d048_wgmma_m64n32p5s3c_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":1,"stages":4,"split_k":3,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_48c2d048_mma_m32n32k64w2x1p4s3c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2370,7 +2399,7 @@ struct conv_48c2d048_wgmma_m64n32p5s3c_p {
   static constexpr bool A_BOUNDS = true;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 1152, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 3;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 1, STAGES = 4, SPLIT_K = 3;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
@@ -2379,14 +2408,13 @@ struct conv_48c2d048_wgmma_m64n32p5s3c_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 3) __launch_bounds__(128, 1) conv_48c2d048_wgmma_m64n32p5s3c(
+extern "C" __global__ void __cluster_dims__(1, 1, 3) __launch_bounds__(64, 1) conv_48c2d048_mma_m32n32k64w2x1p4s3c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_48c2d048_wgmma_m64n32p5s3c_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_48c2d048_mma_m32n32k64w2x1p4s3c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 1e32aea3652d773f: conv2d18, conv2d21, conv2d24
@@ -2433,8 +2461,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_1e32aea3_wgmma_m64n32p
 
 // FusedConv task c68ad69f9cf26146: conv2d25
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x28x28]:cl in1=f16[256x512x1x1]:cl:const in2=f32[256]:const out=f16[1x256x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged"}
-struct conv_c68ad69f_wgmma_m64n32p6s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
+struct conv_c68ad69f_mma_m32n32k64w2x2p4s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2453,7 +2481,7 @@ struct conv_c68ad69f_wgmma_m64n32p6s1_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 512, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
@@ -2462,14 +2490,13 @@ struct conv_c68ad69f_wgmma_m64n32p6s1_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_c68ad69f_wgmma_m64n32p6s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_c68ad69f_mma_m32n32k64w2x2p4s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_c68ad69f_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_c68ad69f_mma_m32n32k64w2x2p4s1_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 098434ab2f0443f4: conv2d26
@@ -2556,8 +2583,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_e0e12d6f_wgmma_m64n32p
 
 // FusedConv task 93076c40a191cef4: conv2d29, conv2d32, conv2d35, conv2d38 (+1 more)
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[256x1024x1x1]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_93076c40_mma_m32n32k64w2x2p4s4c_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":3,"split_k":4,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_93076c40_mma_m32n32k64w2x2p3s4c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2576,7 +2603,7 @@ struct conv_93076c40_mma_m32n32k64w2x2p4s4c_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 1024, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 4;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 3, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
@@ -2586,12 +2613,12 @@ struct conv_93076c40_mma_m32n32k64w2x2p4s4c_p {
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_93076c40_mma_m32n32k64w2x2p4s4c(
+extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_93076c40_mma_m32n32k64w2x2p3s4c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_93076c40_mma_m32n32k64w2x2p4s4c_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_93076c40_mma_m32n32k64w2x2p3s4c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 48e86b9eea3a159e: conv2d30, conv2d33, conv2d36, conv2d39 (+1 more)
@@ -2636,8 +2663,8 @@ extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) c
 
 // FusedConv task 282f15c5de3a2c49: conv2d31, conv2d34, conv2d37, conv2d40 (+1 more)
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[1024x256x1x1]:cl:const in2=f32[1024]:const in3=f16[1x1024x14x14]:cl out=f16[1x1024x14x14]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged","prefetch_residual":true}
-struct conv_282f15c5_wgmma_m64n32p6s1r_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":4,"split_k":1,"epilogue":"staged","prefetch_residual":true}
+struct conv_282f15c5_wgmma_m64n32p4s1r_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2656,7 +2683,7 @@ struct conv_282f15c5_wgmma_m64n32p6s1r_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 256, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
@@ -2667,19 +2694,19 @@ struct conv_282f15c5_wgmma_m64n32p6s1r_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_282f15c5_wgmma_m64n32p6s1r(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_282f15c5_wgmma_m64n32p4s1r(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_282f15c5_wgmma_m64n32p6s1r_p>(x, w, bias, res, nullptr, y);
+  aotune::conv_wgmma<conv_282f15c5_wgmma_m64n32p4s1r_p>(x, w, bias, res, nullptr, y);
 }
 
 // FusedConv task 6f8ef6f32763abbf: conv2d44
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[512x1024x1x1]:cl:const in2=f32[512]:const out=f16[1x512x14x14]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_6f8ef6f3_wgmma_m64n32p6s2c_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":2,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_6f8ef6f3_mma_m32n32k64w2x2p4s2c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2698,7 +2725,7 @@ struct conv_6f8ef6f3_wgmma_m64n32p6s2c_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 1024, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
@@ -2707,14 +2734,13 @@ struct conv_6f8ef6f3_wgmma_m64n32p6s2c_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_6f8ef6f3_wgmma_m64n32p6s2c(
+extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_6f8ef6f3_mma_m32n32k64w2x2p4s2c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_6f8ef6f3_wgmma_m64n32p6s2c_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_6f8ef6f3_mma_m32n32k64w2x2p4s2c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task d82ebd66539eae75: conv2d45
@@ -2801,8 +2827,8 @@ extern "C" __global__ void __cluster_dims__(1, 1, 3) __launch_bounds__(128, 1) c
 
 // FusedConv task 510ceff0b9f74501: conv2d48, conv2d51
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x2048x7x7]:cl in1=f16[512x2048x1x1]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"direct","split_reduce":"cluster"}
-struct conv_510ceff0_mma_m32n32k64w2x2p4s4cd_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_510ceff0_mma_m32n32k64w2x2p4s4c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2825,24 +2851,24 @@ struct conv_510ceff0_mma_m32n32k64w2x2p4s4cd_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_510ceff0_mma_m32n32k64w2x2p4s4cd(
+extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_510ceff0_mma_m32n32k64w2x2p4s4c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_510ceff0_mma_m32n32k64w2x2p4s4cd_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_510ceff0_mma_m32n32k64w2x2p4s4c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task c46df034189a77e3: conv2d49, conv2d52
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[512x512x3x3]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":6,"epilogue":"direct","split_reduce":"cluster"}
-struct conv_c46df034_wgmma_m64n32p6s6cd_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":8,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_c46df034_mma_m32n32k64w2x2p4s8c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2861,23 +2887,22 @@ struct conv_c46df034_wgmma_m64n32p6s6cd_p {
   static constexpr bool A_BOUNDS = true;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 4608, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 6;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 8;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) conv_c46df034_wgmma_m64n32p6s6cd(
+extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(128, 1) conv_c46df034_mma_m32n32k64w2x2p4s8c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_c46df034_wgmma_m64n32p6s6cd_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_c46df034_mma_m32n32k64w2x2p4s8c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 3e532f528cbe6711: conv2d50, conv2d53
@@ -2942,8 +2967,8 @@ extern "C" __global__ void __launch_bounds__(64) gpool_3718bb6d_l4s16(
 
 // Dense task daa08d99dfe80377: linear1
 // epilogue=bias precision=fp16 in0=f16[1x2048] in1=f16[1000x2048]:const in2=f32[1000]:const out=f32[1x1000]
-// config {"kernel":"gemv","warps":4,"rows":1,"unroll":8}
-struct dense_daa08d99_gemv_w4r1u8_p {
+// config {"kernel":"gemv","warps":4,"rows":2,"unroll":8}
+struct dense_daa08d99_gemv_w4r2u8_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2962,14 +2987,12 @@ struct dense_daa08d99_gemv_w4r1u8_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 2048, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int WARPS = 4, ROWS = 1, UNROLL = 8, V = 8;
+  static constexpr int WARPS = 4, ROWS = 2, UNROLL = 8, V = 8;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) dense_daa08d99_gemv_w4r1u8(
+extern "C" __global__ void __launch_bounds__(128, 1) dense_daa08d99_gemv_w4r2u8(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     float* __restrict__ y) {
-  aotune::grid_dependency_wait();
-  aotune::launch_dependents();
-  aotune::dense_gemv<dense_daa08d99_gemv_w4r1u8_p>(x, w, bias, nullptr, y);
+  aotune::dense_gemv<dense_daa08d99_gemv_w4r2u8_p>(x, w, bias, nullptr, y);
 }

@@ -135,7 +135,36 @@ fn tune_explains_what_it_needs() {
         "--log",
         "--best",
         "--compile-in",
+        "--timing",
     ] {
+        assert!(out.contains(flag), "help mentions {flag}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `refine` without a GPU says where to run it; on a GPU machine, a missing
+/// `--best` log is named. Either way a message, no panic.
+#[test]
+fn refine_explains_what_it_needs() {
+    let dir = scratch("refine");
+    let best = dir.join("missing.best.json");
+    let (ok, _, err) = aotune(&[
+        "refine",
+        "/no/such/model.onnx",
+        "--log",
+        dir.join("r.records.jsonl").to_str().unwrap(),
+        "--best",
+        best.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        err.contains("GPU") || err.contains("missing.best.json"),
+        "the message says what is missing: {err}"
+    );
+    let (ok, out, _) = aotune(&["refine", "--help"]);
+    assert!(ok);
+    for flag in ["--log", "--best", "--out", "--top", "--within", "--rounds"] {
         assert!(out.contains(flag), "help mentions {flag}");
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -1068,6 +1068,7 @@ fn best_log(sweeps: &[Swept], index: usize) -> BestLog {
                     sm: "90".into(),
                     driver: "-".into(),
                     cuda: "-".into(),
+                    timing: Default::default(),
                 },
             })
             .collect(),

@@ -8,6 +8,7 @@ mod embedded;
 mod gpu_model;
 mod model_args;
 mod profile;
+mod refine;
 mod run;
 mod tune;
 mod tune_progress;
@@ -45,6 +46,8 @@ pub enum Command {
     Zoo(zoo::ZooArgs),
     /// Measure kernel configs of every task on the GPU and write the tuning log.
     Tune(tune::TuneArgs),
+    /// After `tune`: try each task's fastest configs in the model's own graph; keep the winners.
+    Refine(refine::RefineArgs),
     /// The measuring process `tune` starts (internal).
     #[command(hide = true)]
     TuneWorker,
@@ -63,6 +66,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Verify(args) => verify::verify(args),
         Command::Classify(args) => classify::classify(args),
         Command::Tune(args) => tune::tune_command(args),
+        Command::Refine(args) => refine::refine_command(args),
         Command::TuneWorker => tune::worker(),
         Command::NvrtcCompile => tune::nvrtc_compile(),
     }

@@ -10,9 +10,9 @@ use super::gpu_model;
 use super::model_args::ModelArgs;
 use super::tune_progress::BarProgress;
 use anyhow::Context;
-use aotune::runtime::{driver_present, LoadOptions};
+use aotune::runtime::{driver_present, LaunchMode, LoadOptions};
 use aotune::tune::{tunable_tasks, GpuMeasurer, MeasureSettings};
-use aotune_spec::schedule::BestLog;
+use aotune_spec::schedule::{BestLog, Timing};
 use aotune_spec::tune::{
     best_log, merge_into, read_records, tune, RecordSink, RunSetup, TuneOptions,
 };
@@ -58,10 +58,38 @@ pub struct TuneArgs {
     /// bench/nvrtc_scaling.sh); `threads` keeps them in this process.
     #[arg(long, value_enum, default_value_t = CompileWhere::Processes)]
     pub compile_in: CompileWhere,
+    /// How a candidate is timed: `flushed` (one launch between two
+    /// events, after 128 MiB written to evict the L2, so weights and
+    /// activations come from DRAM) or `chained` (a CUDA graph of 10
+    /// launches back to back, as programmatic dependent launches where the
+    /// model runs that way (batch <= 8), per launch: the regime of `bench
+    /// --per-layer`, with no event or host launch between kernels). Records
+    /// carry it in their target, so `--resume` and the best log keep the
+    /// two apart.
+    #[arg(long, value_enum, default_value_t = TimingArg::Flushed)]
+    pub timing: TimingArg,
     /// Skip the closing end-to-end comparison (default vs tuned build, which
     /// needs nvcc).
     #[arg(long)]
     pub no_e2e: bool,
+}
+
+/// `--timing`: how candidates are timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TimingArg {
+    /// One launch after an L2 flush.
+    Flushed,
+    /// Chains of launches in a CUDA graph.
+    Chained,
+}
+
+impl From<TimingArg> for Timing {
+    fn from(a: TimingArg) -> Self {
+        match a {
+            TimingArg::Flushed => Timing::Flushed,
+            TimingArg::Chained => Timing::Chained,
+        }
+    }
 }
 
 /// Where `tune` runs NVRTC (`--compile-in`).
@@ -110,6 +138,8 @@ pub fn tune_command(args: TuneArgs) -> anyhow::Result<()> {
         settings.compile_threads = n.max(1);
     }
     settings.compile_processes = args.compile_in == CompileWhere::Processes;
+    settings.timing = args.timing.into();
+    settings.programmatic = LaunchMode::Auto.programmatic(compiled.batch.unwrap_or(1));
     let (compile_threads, compile_processes) =
         (settings.compile_threads, settings.compile_processes);
     let scratch = std::env::temp_dir().join(format!("aotune-tune-{}", std::process::id()));
@@ -119,14 +149,15 @@ pub fn tune_command(args: TuneArgs) -> anyhow::Result<()> {
     let target = measurer.target().clone();
     let batch = compiled.batch.unwrap_or(1);
     eprintln!(
-        "tuning {} (batch {batch}, {}) on {} ({}, driver {}, CUDA {}): {} tasks, {} configs in their \
-         spaces; NVRTC on {} threads{}",
+        "tuning {} (batch {batch}, {}) on {} ({}, driver {}, CUDA {}, timing {}): {} tasks, \
+         {} configs in their spaces; NVRTC on {} threads{}",
         args.model.model.display(),
         args.model.precision,
         target.gpu,
         target.sm,
         target.driver,
         target.cuda,
+        target.timing,
         spaces.len(),
         spaces.iter().map(|s| s.configs.len()).sum::<usize>(),
         compile_threads,

@@ -201,6 +201,9 @@ pub enum RuntimeError {
         device: String,
         reason: String,
     },
+    /// `Model::load_kernel` or `set_launch_kernel` refused a kernel.
+    #[error("cannot put another kernel into the model's launches: {reason}")]
+    KernelSwap { reason: String },
     /// Any other CUDA driver failure.
     #[error("{call} failed while {during}: {}", describe(.source))]
     Cuda {

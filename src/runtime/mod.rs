@@ -30,7 +30,7 @@ pub(crate) use error::error_name;
 pub use error::{CudaVersion, RuntimeError, REQUIRED_CUDA};
 pub use launch_plan::{resolve_args, validate as validate_spec, DeviceBases};
 pub(crate) use model::{open_device, query_device};
-pub use model::{LaunchMode, LoadOptions, Model};
+pub use model::{LaunchKernel, LaunchMode, LoadOptions, Model};
 pub use model_files::{ModelFiles, CUBIN_FILE, MANIFEST_FILE};
 pub use slot_decode::decode_slot;
 pub(crate) use slot_decode::decode_values;

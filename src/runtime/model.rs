@@ -36,6 +36,9 @@ use super::driver::{
 use super::error::{error_name, CudaVersion, RuntimeError, REQUIRED_CUDA};
 use super::launch_plan::{self, DeviceBases};
 
+mod swap;
+pub use swap::LaunchKernel;
+
 /// Dynamic shared memory a launch may use without opting in.
 const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
 
@@ -118,6 +121,8 @@ pub struct Model {
     forward_graph: GraphExec,
     launches: Vec<PreparedLaunch>,
     _module: Module,
+    /// Modules of kernels loaded after the build's ([`Model::load_kernel`]).
+    extra_modules: Vec<Module>,
     input_staging: PinnedBuffer,
     output_staging: PinnedBuffer,
     arena: DeviceBuffer,
@@ -127,6 +132,8 @@ pub struct Model {
     device: DeviceInfo,
     /// Why this model may run below its best here (see [`Model::warnings`]).
     warnings: Vec<String>,
+    /// Distinguishes models, so a [`LaunchKernel`] is used only with its own.
+    id: u64,
     ctx: Arc<CudaContext>,
 }
 
@@ -202,32 +209,21 @@ impl Model {
             })
             .collect();
 
-        let forward_graph = capture(&stream, "capturing the forward graph", || {
-            record_launches(&stream, &launches, spec)
-        })?;
-        let input_at = arena.ptr() + spec.inputs[0].offset;
-        let output_at = arena.ptr() + spec.outputs[0].offset;
-        let io_graph = capture(&stream, "capturing the inference graph", || {
-            // SAFETY: the input slot holds `input_staging.bytes()` bytes of the
-            // arena (validated); the staging buffer outlives the graph, which
-            // `Model` drops first.
-            unsafe { driver::copy_pinned_to_device(input_at, &input_staging, &stream) }.map_err(
-                RuntimeError::cuda("cuMemcpyHtoDAsync", "capturing the input copy"),
-            )?;
-            record_launches(&stream, &launches, spec)?;
-            // SAFETY: as above, for the output slot and the output staging.
-            unsafe { driver::copy_device_to_pinned(&mut output_staging, output_at, &stream) }
-                .map_err(RuntimeError::cuda(
-                    "cuMemcpyDtoHAsync",
-                    "capturing the output copy",
-                ))
-        })?;
+        let (forward_graph, io_graph) = capture_graphs(
+            &stream,
+            &launches,
+            spec,
+            &arena,
+            &input_staging,
+            &mut output_staging,
+        )?;
 
         let model = Model {
             io_graph,
             forward_graph,
             launches,
             _module: module,
+            extra_modules: Vec::new(),
             input_staging,
             output_staging,
             arena,
@@ -236,6 +232,7 @@ impl Model {
             spec: spec.clone(),
             warnings: tuning_warnings(spec, &device),
             device,
+            id: swap::next_model_id(),
             ctx,
         };
         for w in &model.warnings {
@@ -681,6 +678,37 @@ fn record_launches(
     Ok(())
 }
 
+/// The forward graph (kernels only) and the inference graph (input copy,
+/// kernels, output copy) of `launches`.
+fn capture_graphs(
+    stream: &Stream,
+    launches: &[PreparedLaunch],
+    spec: &ModelSpec,
+    arena: &DeviceBuffer,
+    input_staging: &PinnedBuffer,
+    output_staging: &mut PinnedBuffer,
+) -> Result<(GraphExec, GraphExec), RuntimeError> {
+    let forward_graph = capture(stream, "capturing the forward graph", || {
+        record_launches(stream, launches, spec)
+    })?;
+    let input_at = arena.ptr() + spec.inputs[0].offset;
+    let output_at = arena.ptr() + spec.outputs[0].offset;
+    let io_graph = capture(stream, "capturing the inference graph", || {
+        // SAFETY: the input slot holds `input_staging.bytes()` bytes of the
+        // arena (validated); the staging buffer outlives the graph, which
+        // `Model` drops first.
+        unsafe { driver::copy_pinned_to_device(input_at, input_staging, stream) }.map_err(
+            RuntimeError::cuda("cuMemcpyHtoDAsync", "capturing the input copy"),
+        )?;
+        record_launches(stream, launches, spec)?;
+        // SAFETY: as above, for the output slot and the output staging.
+        unsafe { driver::copy_device_to_pinned(output_staging, output_at, stream) }.map_err(
+            RuntimeError::cuda("cuMemcpyDtoHAsync", "capturing the output copy"),
+        )
+    })?;
+    Ok((forward_graph, io_graph))
+}
+
 /// Captures what `body` enqueues on `stream` and instantiates it. The
 /// capture is always ended, so a failing `body` leaves the stream usable.
 fn capture(
@@ -780,6 +808,7 @@ fn tuning_warnings(spec: &ModelSpec, device: &DeviceInfo) -> Vec<String> {
                 sm: sm.to_string(),
                 driver: String::new(),
                 cuda: String::new(),
+                timing: Default::default(),
             }
         })
         .collect();

@@ -14,7 +14,7 @@ use super::protocol::{ArgSpec, Failure, Repeats, Reply, Request, Role};
 use super::runner::{Runner, WorkerError};
 use aotune_spec::codegen::cuda::candidate::{render_candidate, CandidateKernel};
 use aotune_spec::ir::{Graph, NodeId, Precision};
-use aotune_spec::schedule::Target;
+use aotune_spec::schedule::{Target, Timing, CHAIN_LAUNCHES};
 use aotune_spec::tune::{FailStage, Measurer, TaskSpace, Trial, TrialOutcome};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -37,6 +37,12 @@ pub struct MeasureSettings {
     pub repeats: Repeats,
     /// Bytes written between repeats to evict L2 (the H200 has 50 MiB).
     pub flush_bytes: usize,
+    /// How a candidate is timed: one launch after an L2 flush
+    /// (`flush_bytes`), or chains of launches in a CUDA graph.
+    pub timing: Timing,
+    /// Chained launches are programmatic dependent launches (as the model
+    /// runs at this batch size: `LaunchMode::Auto`).
+    pub programmatic: bool,
     /// Largest relative L2 distance from the default's output accepted.
     pub tolerance: f64,
 }
@@ -53,6 +59,8 @@ impl MeasureSettings {
             run_timeout: Duration::from_secs(30),
             repeats: Repeats::default(),
             flush_bytes: 128 << 20,
+            timing: Timing::Flushed,
+            programmatic: false,
             tolerance: tolerance(precision),
         }
     }
@@ -143,6 +151,8 @@ impl<'g> GpuMeasurer<'g> {
             }],
             seed: 0,
             flush_bytes: 16,
+            chain: 1,
+            programmatic: false,
         };
         let target = match runner.setup(probe, settings.run_timeout)? {
             Reply::Ready { gpu, sm, driver } => Target {
@@ -150,6 +160,7 @@ impl<'g> GpuMeasurer<'g> {
                 sm,
                 driver,
                 cuda: cuda_version(),
+                timing: settings.timing,
             },
             Reply::Error { message } => return Err(MeasurerError::Setup(message)),
             other => return Err(MeasurerError::Setup(format!("{other:?}"))),
@@ -246,7 +257,17 @@ impl<'g> GpuMeasurer<'g> {
         let setup = Request::Setup {
             args,
             seed: aotune_spec::zoo::fnv1a64(space.task.as_bytes()),
-            flush_bytes: self.settings.flush_bytes,
+            // `Graph` is refine's choice, not a way to time one kernel: it
+            // measures alone as `Flushed` (tune never sets it).
+            flush_bytes: match self.settings.timing {
+                Timing::Flushed | Timing::Graph => self.settings.flush_bytes,
+                Timing::Chained => 0,
+            },
+            chain: match self.settings.timing {
+                Timing::Flushed | Timing::Graph => 1,
+                Timing::Chained => CHAIN_LAUNCHES,
+            },
+            programmatic: self.settings.timing == Timing::Chained && self.settings.programmatic,
         };
         match self.runner.setup(setup, self.settings.run_timeout) {
             Ok(Reply::Ready { .. }) => {

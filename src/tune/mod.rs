@@ -7,6 +7,7 @@ pub mod compile_process;
 mod gpu_measurer;
 pub mod nvrtc;
 pub mod protocol;
+pub mod refine;
 mod runner;
 mod spaces;
 mod worker;

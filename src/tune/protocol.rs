@@ -83,8 +83,15 @@ pub enum Request {
     Setup {
         args: Vec<ArgSpec>,
         seed: u64,
-        /// Bytes written between repeats to evict the L2 cache.
+        /// Bytes written before each repeat to evict the L2 cache (0: none).
         flush_bytes: usize,
+        /// Launches per timed repeat: 1 is a plain launch between two
+        /// events; more are captured back to back in one CUDA graph, timed
+        /// as a whole and divided by the count.
+        chain: u32,
+        /// A chain's launches after the first are programmatic dependent
+        /// launches.
+        programmatic: bool,
     },
     Measure {
         cubin: std::path::PathBuf,

@@ -6,7 +6,10 @@
 //! compare with the session's reference output (relative L2), then time it:
 //! a few untimed launches, then repeats of (evict L2 by writing a large
 //! buffer, event, launch, event) until both a minimum count and a minimum
-//! total are reached, or a maximum count. Every repeat is reported.
+//! total are reached, or a maximum count. Every repeat is reported. A
+//! session set up with `chain > 1` times each repeat as one launch of a CUDA
+//! graph holding `chain` launches back to back (programmatic dependent
+//! launches between them when asked), divided by `chain`, with no flush.
 
 use super::compare;
 use super::protocol::{ArgSpec, ArgType, Failure, Repeats, Reply, Request, Role};
@@ -39,9 +42,15 @@ pub fn worker_main() -> std::io::Result<()> {
                 args,
                 seed,
                 flush_bytes,
+                chain,
+                programmatic,
             }) => {
                 worker = None;
-                match setup(&mut ctx, &args, seed, flush_bytes) {
+                let timing = ChainTiming {
+                    launches: chain.max(1),
+                    programmatic,
+                };
+                match setup(&mut ctx, &args, seed, flush_bytes, timing) {
                     Ok((w, ready)) => {
                         worker = Some(w);
                         ready
@@ -83,8 +92,17 @@ pub fn worker_main() -> std::io::Result<()> {
     Ok(())
 }
 
+/// How a session times its repeats (`Request::Setup`'s `chain`).
+#[derive(Debug, Clone, Copy)]
+struct ChainTiming {
+    /// Launches per repeat (1: a plain launch between events, after a flush).
+    launches: u32,
+    programmatic: bool,
+}
+
 struct Worker {
     ctx: Arc<CudaContext>,
+    timing: ChainTiming,
     stream: Stream,
     args: Vec<(ArgSpec, DeviceBuffer)>,
     params: KernelParams,
@@ -99,6 +117,7 @@ fn setup(
     args: &[ArgSpec],
     seed: u64,
     flush_bytes: usize,
+    timing: ChainTiming,
 ) -> Result<(Worker, Reply), String> {
     let ctx = match ctx_slot {
         Some(c) => c.clone(),
@@ -139,6 +158,7 @@ fn setup(
     Ok((
         Worker {
             ctx,
+            timing,
             stream,
             args: buffers,
             params,
@@ -324,10 +344,83 @@ impl Worker {
         smem: u32,
         r: Repeats,
     ) -> Result<Vec<f64>, DriverError> {
+        if self.timing.launches > 1 {
+            return self.time_chained(f, grid, block, smem, r);
+        }
         for _ in 0..r.warmup {
             self.launch(f, grid, block, smem)?;
         }
         self.stream.synchronize()?;
+        self.timed_repeats(r, 1, |w, i| {
+            if w.flush.bytes() > 16 {
+                w.flush.fill(i as u8, &w.stream)?;
+            }
+            w.events[i].0.record(&w.stream)?;
+            w.launch(f, grid, block, smem)?;
+            w.events[i].1.record(&w.stream)
+        })
+    }
+
+    /// [`Self::time`] with each repeat one launch of a graph holding
+    /// `timing.launches` launches of the kernel, as `bench --per-layer`
+    /// times a model's kernels.
+    fn time_chained(
+        &mut self,
+        f: Function,
+        grid: [u32; 3],
+        block: [u32; 3],
+        smem: u32,
+        r: Repeats,
+    ) -> Result<Vec<f64>, DriverError> {
+        let ChainTiming {
+            launches,
+            programmatic,
+        } = self.timing;
+        self.stream.begin_capture()?;
+        let mut recorded = Ok(());
+        for i in 0..launches {
+            // SAFETY: as in `launch`; the generated kernels read and write
+            // memory only after `griddepcontrol.wait`, except constants
+            // (weights), which nothing writes.
+            recorded = unsafe {
+                driver::launch_with(
+                    f,
+                    grid,
+                    block,
+                    smem,
+                    &self.stream,
+                    &self.params,
+                    programmatic && i > 0,
+                )
+            };
+            if recorded.is_err() {
+                break;
+            }
+        }
+        // Capture always ends, so the stream is usable after a failed launch.
+        let ended = self.stream.end_capture();
+        recorded?;
+        let graph = ended?.instantiate()?;
+        for _ in 0..r.warmup.max(1) {
+            graph.launch(&self.stream)?;
+        }
+        self.stream.synchronize()?;
+        self.timed_repeats(r, launches, |w, i| {
+            w.events[i].0.record(&w.stream)?;
+            graph.launch(&w.stream)?;
+            w.events[i].1.record(&w.stream)
+        })
+    }
+
+    /// Runs `repeat(self, i)` (which records `events[i]` around what it
+    /// times) in chunks until `r`'s minimum count and total are reached or
+    /// its maximum count; each repeat's µs divided by `per_repeat`.
+    fn timed_repeats(
+        &mut self,
+        r: Repeats,
+        per_repeat: u32,
+        mut repeat: impl FnMut(&mut Self, usize) -> Result<(), DriverError>,
+    ) -> Result<Vec<f64>, DriverError> {
         let max = r.max.max(r.min).max(1) as usize;
         while self.events.len() < max {
             self.events
@@ -340,16 +433,13 @@ impl Worker {
             let start = times.len();
             let end = (start + CHUNK).min(max);
             for i in start..end {
-                self.flush.fill(i as u8, &self.stream)?;
-                self.events[i].0.record(&self.stream)?;
-                self.launch(f, grid, block, smem)?;
-                self.events[i].1.record(&self.stream)?;
+                repeat(self, i)?;
             }
             self.stream.synchronize()?;
             for i in start..end {
                 let ms = self.events[i].0.elapsed_ms(&self.events[i].1)? as f64;
                 total_ms += ms;
-                times.push(ms * 1000.0);
+                times.push(ms * 1000.0 / per_repeat as f64);
             }
             if times.len() >= r.min as usize && total_ms >= r.min_total_ms {
                 break;

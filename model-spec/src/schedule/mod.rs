@@ -7,5 +7,6 @@ mod tuning_log;
 
 pub use task::{extract_tasks, is_free, node_flops, render_tasks, task_key, Task, TaskKey};
 pub use tuning_log::{
-    target_warning, Applied, BestLog, BestRecord, Target, TuningLogError, BEST_FORMAT,
+    target_warning, Applied, BestLog, BestRecord, Target, Timing, TuningLogError, BEST_FORMAT,
+    CHAIN_LAUNCHES,
 };

@@ -27,6 +27,52 @@ pub struct Target {
     pub sm: String,
     pub driver: String,
     pub cuda: String,
+    /// How the kernels were timed. Records of two regimes are different
+    /// targets: `--resume` never mixes them. Absent from logs (and so read
+    /// as `flushed`) unless chained.
+    #[serde(default, skip_serializing_if = "Timing::is_flushed")]
+    pub timing: Timing,
+}
+
+/// How the tuner times a candidate kernel.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Timing {
+    /// One launch between two events, after 128 MiB written to evict the
+    /// L2: weights and activations come from DRAM.
+    #[default]
+    Flushed,
+    /// A CUDA graph of [`CHAIN_LAUNCHES`] launches back to back, timed as
+    /// a whole and divided by their count, programmatic dependent launches
+    /// between them where the model runs that way: each launch's prologue
+    /// overlaps the previous one's tail as in the model's graph, and no
+    /// event or host launch sits between them (as `bench --per-layer`).
+    Chained,
+    /// Chosen by `aotune refine` from the task's flushed records: the
+    /// config that made the whole model's CUDA graph fastest with it in
+    /// place. `median_us` stays the config's flushed median.
+    Graph,
+}
+
+/// Launches in one timed graph of [`Timing::Chained`].
+pub const CHAIN_LAUNCHES: u32 = 10;
+
+impl Timing {
+    pub fn is_flushed(&self) -> bool {
+        *self == Timing::Flushed
+    }
+}
+
+impl fmt::Display for Timing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Timing::Flushed => "flushed",
+            Timing::Chained => "chained",
+            Timing::Graph => "graph",
+        })
+    }
 }
 
 impl Target {
@@ -50,11 +96,16 @@ impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} (sm_{}, driver {}, CUDA {})",
+            "{} (sm_{}, driver {}, CUDA {}{})",
             self.gpu,
             self.sm.trim_start_matches("sm_"),
             self.driver,
-            self.cuda
+            self.cuda,
+            match self.timing {
+                Timing::Flushed => "",
+                Timing::Chained => ", timed in chains of launches",
+                Timing::Graph => ", chosen in the model's graph",
+            }
         )
     }
 }
@@ -329,6 +380,7 @@ mod tests {
                 sm: "90".into(),
                 driver: "580".into(),
                 cuda: "13.0".into(),
+                timing: Default::default(),
             },
         };
         let log = BestLog {
@@ -341,6 +393,37 @@ mod tests {
         assert_eq!(back.to_json(), text);
     }
 
+    #[test]
+    fn the_timing_regime_is_written_only_when_chained_and_read_back() {
+        let flushed = target("NVIDIA H200", "90");
+        let text = serde_json::to_string(&flushed).unwrap();
+        assert!(!text.contains("timing"), "{text}");
+        // Logs written before the field existed read as flushed.
+        let old: Target = serde_json::from_str(
+            r#"{"gpu": "NVIDIA H200", "sm": "90", "driver": "580.95", "cuda": "13.0"}"#,
+        )
+        .unwrap();
+        assert_eq!(old, flushed);
+        let chained = Target {
+            timing: Timing::Chained,
+            ..flushed.clone()
+        };
+        let text = serde_json::to_string(&chained).unwrap();
+        assert!(text.contains(r#""timing":"chained""#), "{text}");
+        assert_eq!(serde_json::from_str::<Target>(&text).unwrap(), chained);
+        assert_ne!(chained, flushed);
+        assert!(
+            chained.same_gpu(&flushed),
+            "the regime does not change the GPU"
+        );
+        assert!(
+            chained
+                .to_string()
+                .ends_with("timed in chains of launches)"),
+            "{chained}"
+        );
+    }
+
     use crate::schedule::TaskKey;
 
     fn target(gpu: &str, sm: &str) -> Target {
@@ -349,6 +432,7 @@ mod tests {
             sm: sm.into(),
             driver: "580.95".into(),
             cuda: "13.0".into(),
+            timing: Default::default(),
         }
     }
 

@@ -5,12 +5,12 @@
 //! older one and says so).
 
 use super::records::TuneRecord;
-use crate::schedule::{BestLog, BestRecord, Target, BEST_FORMAT};
+use crate::schedule::{BestLog, BestRecord, Target, Timing, BEST_FORMAT};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The best log of `records`, sorted as [`BestLog::to_json`] writes it.
 /// What a best log holds one record of, in its order: task, target, template.
-type SlotKey = (String, String, String, String, String, String);
+type SlotKey = (String, String, String, String, String, Timing, String);
 
 fn slot_key(task: &str, target: &Target, template: &str) -> SlotKey {
     (
@@ -19,6 +19,7 @@ fn slot_key(task: &str, target: &Target, template: &str) -> SlotKey {
         target.sm.clone(),
         target.driver.clone(),
         target.cuda.clone(),
+        target.timing,
         template.to_string(),
     )
 }
@@ -95,6 +96,7 @@ mod tests {
                 sm: "90".into(),
                 driver: "580".into(),
                 cuda: "13.0".into(),
+                timing: Default::default(),
             },
             batch: 1,
             precision: "fp16".into(),
@@ -174,5 +176,19 @@ mod tests {
         shuffled.reverse();
         shuffled.retain(|r| r.config["block"] != 4);
         assert_eq!(best_log(&shuffled).to_json(), text);
+    }
+
+    #[test]
+    fn records_timed_in_chains_keep_their_own_best() {
+        let mut warm = rec("aa", "H200", "conv/2", 2, Some(3.0));
+        warm.target.timing = Timing::Chained;
+        let records = vec![rec("aa", "H200", "conv/2", 1, Some(5.0)), warm];
+        let log = best_log(&records);
+        let got: Vec<(Timing, u64)> = log
+            .records
+            .iter()
+            .map(|r| (r.target.timing, r.config["block"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(got, vec![(Timing::Flushed, 1), (Timing::Chained, 2)]);
     }
 }

@@ -14,6 +14,7 @@ fn setup() -> RunSetup {
             sm: "90".into(),
             driver: "580.95".into(),
             cuda: "13.0".into(),
+            timing: Default::default(),
         },
         batch: 1,
         precision: "fp16".into(),

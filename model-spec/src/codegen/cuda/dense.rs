@@ -326,7 +326,7 @@ pub fn instantiate(shape: &ConvShape, config: &DenseConfig, symbol: &str) -> Ins
                 symbol,
                 geometry.block[0],
                 1,
-                DependencyWait::AtEntry,
+                DependencyWait::InTemplate,
                 &args,
                 &call,
             )

@@ -34,6 +34,19 @@ __device__ __forceinline__ void grid_dependency_wait() {
 #endif
 }
 
+// `p`, as a value the compiler cannot know before the asm statement that
+// yields it. A kernel that waits mid-way (not at entry) reads the previous
+// kernel's output through the returned pointer: the "memory" clobber of the
+// wait does not keep loads through a `const __restrict__` pointer below it
+// (the compiler may treat that memory as unchanging for the whole kernel and
+// hoist the loads; it did, in the GEMV at batch 8), but a load cannot move
+// above the statement that produces its address.
+template <class T>
+__device__ __forceinline__ T* after_dependency_wait(T* p) {
+  asm volatile("" : "+l"(p));
+  return p;
+}
+
 // -inf as a constant expression that nvcc and NVRTC both accept (NVRTC
 // lacks __builtin_huge_valf).
 __device__ __forceinline__ constexpr float neg_inf() { return __builtin_bit_cast(float, 0xff800000u); }

@@ -11,6 +11,11 @@
 // reduced with a butterfly of shuffles (fixed order: deterministic) and
 // lane 0 runs the shared epilogue. Columns past N (N % ROWS != 0) re-read
 // row N - 1 and are never stored.
+//
+// Under programmatic dependent launch the first chunk's weight loads (all of
+// a row when K <= 32 * V * UNROLL, as ResNet-50's classifier at batch 1) are
+// issued before griddepcontrol.wait: the weights are constants, only x and
+// the residual come from the kernel before.
 
 namespace aotune {
 
@@ -71,7 +76,7 @@ __device__ __forceinline__ void dense_gemv(const typename P::TIn* __restrict__ x
   const typename P::TW* wrow[ROWS];
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) wrow[r] = wgt + min(n0 + r, N - 1) * K + lane * V;
-  const typename P::TIn* xl = x + lane * V;
+  const typename P::TIn* xl = x + lane * V;  // read only after the wait
 
   float acc[ROWS][M];
 #pragma unroll
@@ -89,10 +94,22 @@ __device__ __forceinline__ void dense_gemv(const typename P::TIn* __restrict__ x
         for (int r = 0; r < ROWS; ++r) wraw[u][r] = gemv_load_raw<V>(wrow[r] + (s0 + u) * STEP);
       }
     }
+    if (s0 == 0) {
+      grid_dependency_wait();
+      launch_dependents();
+      xl = after_dependency_wait(xl);
+      res = after_dependency_wait(res);
+    }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (STEPS % U == 0 || s0 + u < STEPS) gemv_step<P>(xl, (s0 + u) * STEP, wraw[u], acc);
     }
+  }
+  if (STEPS == 0) {
+    grid_dependency_wait();
+    launch_dependents();
+    xl = after_dependency_wait(xl);
+    res = after_dependency_wait(res);
   }
   if (K % STEP != 0 && STEPS * STEP + lane * V < K) {
     Raw wraw[ROWS];

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One GPU-machine call: `aotune refine` of the committed log at each batch of
+# BATCHES (default "1"; fp16, PDL as `--launch auto`, candidates from
+# models/resnet50.bB.fp16.records.jsonl) into $OUT/refined.best.json (each
+# batch refines the previous one's output), then, per batch, the committed
+# log against the refined one, interleaved, twice each, the first with the
+# per-layer profile; `verify --per-layer` with the refined log. REFINE_ARGS
+# adds flags to refine. Carry .device/aotune (bench/prepare_device.sh cli).
+set -u
+. "$(dirname "$0")/device_env.sh"
+M=models/resnet50.best.json R="$OUT/refined.best.json"
+cp $M "$R"
+bench() {  # bench NAME BATCH TUNING [flags]
+  local name=$1 b=$2 t=$3; shift 3
+  $B bench /tmp/r50.onnx --precision fp16 --batch $b --json --tuning $t "$@" > "$OUT/bench_$name.log" 2>&1
+  grep "^{" "$OUT/bench_$name.log" | sed "s/^{/{\"run\":\"$name\",/" >> "$OUT/bench.jsonl"
+}
+for b in ${BATCHES:-1}; do
+  s=$(date +%s)
+  $B refine /tmp/r50.onnx --batch $b --precision fp16 --log models/resnet50.b$b.fp16.records.jsonl \
+    --best "$R" ${REFINE_ARGS:-} > "$OUT/refine_b$b.log" 2>&1
+  echo "== refine b$b rc=$? $(( $(date +%s) - s )) s"; grep -E "^graph|kept|error|Error" "$OUT/refine_b$b.log" | tail -n 12
+done
+for b in ${BATCHES:-1}; do
+  pl=${PER_LAYER:-}
+  for i in 1 2; do
+    bench b${b}_committed_$i $b $M $pl
+    bench b${b}_refined_$i $b "$R" $pl
+    pl=
+  done
+  $B verify /tmp/r50.onnx --precision fp16 --batch $b --per-layer --tuning "$R" > "$OUT/verify_b$b.log" 2>&1
+  echo "== verify b$b refined rc=$?"; grep -E "first|every|rel|error" "$OUT/verify_b$b.log" | tail -2
+done
+python3 - "$OUT/bench.jsonl" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    print(f"{r['run']:18} b{r['batch']:<4} pdl={str(r.get('pdl')):5} median {r['median_ms']:.4f} ms  p90 {r['p90_ms']:.4f}  {r['images_per_s']:.0f} img/s")
+PY

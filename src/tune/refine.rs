@@ -1,0 +1,576 @@
+//! In-graph refinement (`aotune refine`): the tuner times each candidate
+//! alone, and at batch 1 that ranking mispredicts the model's graph by
+//! several µs per layer (a kernel's prologue overlaps its predecessor under
+//! programmatic launches, weights and activations sit in L2 or not). This
+//! step takes the model built with the best log, and for each task, heaviest
+//! first, puts each of a few of its fastest measured configs into the
+//! model's own CUDA graph, times the whole graph against the incumbent
+//! (interleaved, several rounds) and keeps the config only when it wins
+//! nearly every round. The kernels are the build's code generator's, for
+//! the same node, compiled by the tuner's NVRTC builder.
+//!
+//! Before a candidate is timed, the graph's output with it in place is
+//! compared with the output of the graph as built (three runs, the
+//! precision's tolerance): the tuner checks each kernel alone, which cannot
+//! show a kernel that reads its input before `griddepcontrol.wait` under
+//! programmatic launches, and such a kernel would look fast here.
+
+use super::nvrtc::{self, CompileIn, Job};
+use super::spaces::TunableTask;
+use crate::runtime::{LaunchKernel, Model, RuntimeError};
+use aotune_spec::codegen::cuda::candidate::render_candidate;
+use aotune_spec::codegen::cuda::CodegenError;
+use aotune_spec::schedule::{BestLog, BestRecord, Target, Timing, BEST_FORMAT};
+use aotune_spec::tune::TuneRecord;
+use aotune_spec::Compiled;
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+/// How much `refine` tries.
+#[derive(Debug, Clone, Copy)]
+pub struct RefineOptions {
+    /// Most configs tried per task besides the incumbent.
+    pub top: usize,
+    /// Only configs whose measured median is within this factor of the
+    /// task's fastest.
+    pub within: f64,
+    /// A/B rounds per candidate (incumbent and candidate, alternating).
+    pub rounds: usize,
+    /// Graph launches timed per side of a round (their median counts).
+    pub runs: usize,
+    /// A candidate is kept when it wins at least this many rounds.
+    pub wins_needed: usize,
+    /// Largest relative L2 distance of the graph's output with a candidate
+    /// from the output as built.
+    pub tolerance: f64,
+}
+
+impl Default for RefineOptions {
+    fn default() -> Self {
+        RefineOptions {
+            top: 4,
+            within: 1.25,
+            rounds: 6,
+            runs: 30,
+            wins_needed: 5,
+            tolerance: 1e-2,
+        }
+    }
+}
+
+/// Why refinement stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RefineError {
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    #[error(transparent)]
+    Codegen(#[from] CodegenError),
+    #[error(
+        "task {task} (node `{node}`) has no launch in the built model: the build and the \
+         tuner's compile of the model disagree; rebuild with the same --batch and --precision"
+    )]
+    NoLaunch { task: String, node: String },
+    #[error(
+        "task {task}: a config's kernel takes {candidate} arguments but launch {launch} of \
+         the built model passes {built}"
+    )]
+    Arguments {
+        task: String,
+        launch: usize,
+        candidate: usize,
+        built: usize,
+    },
+}
+
+/// One candidate tried in the graph.
+#[derive(Debug, Clone)]
+pub struct Trial {
+    pub config: serde_json::Value,
+    /// Its median alone (the record's).
+    pub alone_us: f64,
+    /// Median graph time with the incumbent, and with this config.
+    pub incumbent_ms: f64,
+    pub candidate_ms: f64,
+    /// Rounds the candidate won.
+    pub wins: usize,
+    pub kept: bool,
+    /// Why it was not tried (a compile or load failure).
+    pub skipped: Option<String>,
+}
+
+/// What refinement did to one task.
+#[derive(Debug, Clone)]
+pub struct TaskRefinement {
+    pub task: String,
+    pub node: String,
+    pub weight: usize,
+    pub trials: Vec<Trial>,
+}
+
+/// What `refine` found.
+#[derive(Debug, Clone)]
+pub struct RefineOutcome {
+    pub before_ms: f64,
+    pub after_ms: f64,
+    pub tasks: Vec<TaskRefinement>,
+    /// The kept configs, as best-log records ([`Timing::Graph`]).
+    pub records: Vec<BestRecord>,
+}
+
+impl RefineOutcome {
+    /// `best` with the records of the tasks a config was kept for replaced.
+    pub fn apply_to(&self, best: &BestLog) -> BestLog {
+        let fresh = BestLog {
+            format: BEST_FORMAT.to_string(),
+            records: self.records.clone(),
+        };
+        aotune_spec::tune::merge_into(best, &fresh)
+    }
+}
+
+/// The configs of `task` worth trying in the graph: its successful records
+/// for `template` on `gpu` (timed alone, flushed), fastest first, one per
+/// config, within `within` of the fastest, without `incumbent`, at most
+/// `top`.
+pub fn shortlist<'r>(
+    records: &'r [TuneRecord],
+    task: &str,
+    template: &str,
+    gpu: &Target,
+    incumbent: &serde_json::Value,
+    top: usize,
+    within: f64,
+) -> Vec<&'r TuneRecord> {
+    let mut mine: Vec<(&TuneRecord, f64)> = records
+        .iter()
+        .filter(|r| r.task == task && r.template == template)
+        .filter(|r| r.target.same_gpu(gpu) && r.target.timing == Timing::Flushed)
+        .filter_map(|r| r.success_us().map(|us| (r, us)))
+        .collect();
+    mine.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let Some(&(_, fastest)) = mine.first() else {
+        return Vec::new();
+    };
+    let mut seen: Vec<&serde_json::Value> = vec![incumbent];
+    let mut out = Vec::new();
+    for (r, us) in mine {
+        if out.len() >= top || us > fastest * within {
+            break;
+        }
+        if seen.contains(&&r.config) {
+            continue;
+        }
+        seen.push(&r.config);
+        out.push(r);
+    }
+    out
+}
+
+/// The config the model runs for a task: its record in `best` for this
+/// template and GPU, else the template's default.
+fn incumbent(best: &BestLog, t: &TunableTask, gpu: &Target) -> serde_json::Value {
+    best.records
+        .iter()
+        .find(|r| {
+            r.task == t.space.task && r.template == t.space.template && r.target.same_gpu(gpu)
+        })
+        .map(|r| r.config.clone())
+        .unwrap_or_else(|| t.space.configs[t.space.default].clone())
+}
+
+/// ‖got − want‖ / ‖want‖, infinite with a NaN in `got`.
+fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
+    let (mut d, mut w) = (0.0f64, 0.0f64);
+    for (&g, &r) in got.iter().zip(want) {
+        if g.is_nan() {
+            return f64::INFINITY;
+        }
+        d += f64::from(g - r).powi(2);
+        w += f64::from(r).powi(2);
+    }
+    (d / w.max(f64::MIN_POSITIVE)).sqrt()
+}
+
+/// The largest distance over three runs of the graph from `want`.
+fn output_distance(
+    model: &mut Model,
+    input: &[f32],
+    want: &[f32],
+    got: &mut [f32],
+) -> Result<f64, RuntimeError> {
+    let mut worst = 0.0f64;
+    for _ in 0..3 {
+        model.infer(input, got)?;
+        worst = worst.max(rel_l2(got, want));
+    }
+    Ok(worst)
+}
+
+/// Median of a timing run.
+fn median_ms(mut ms: Vec<f32>) -> f64 {
+    ms.sort_by(f32::total_cmp);
+    f64::from(ms[ms.len() / 2])
+}
+
+/// The graph's median time with `kernel` in `launches`.
+fn time_with(
+    model: &mut Model,
+    launches: &[usize],
+    kernel: LaunchKernel,
+    runs: usize,
+) -> Result<f64, RuntimeError> {
+    // SAFETY: `kernel` is the build's kernel of these launches or one
+    // rendered by the build's code generator for the same node (the
+    // argument count is checked before), so it takes the same parameters.
+    unsafe { model.set_launch_kernel(launches, kernel) }?;
+    Ok(median_ms(model.time_graph(3, runs)?))
+}
+
+/// The A/B of `incumbent` against `candidate`: median graph times over the
+/// rounds and the candidate's wins. The order alternates each round. Leaves
+/// `incumbent` in place.
+fn ab(
+    model: &mut Model,
+    launches: &[usize],
+    incumbent: LaunchKernel,
+    candidate: LaunchKernel,
+    o: &RefineOptions,
+) -> Result<(f64, f64, usize), RuntimeError> {
+    let (mut a, mut b, mut wins) = (Vec::new(), Vec::new(), 0);
+    for round in 0..o.rounds.max(1) {
+        let (x, y) = if round % 2 == 0 {
+            let x = time_with(model, launches, incumbent, o.runs)?;
+            (x, time_with(model, launches, candidate, o.runs)?)
+        } else {
+            let y = time_with(model, launches, candidate, o.runs)?;
+            (time_with(model, launches, incumbent, o.runs)?, y)
+        };
+        wins += usize::from(y < x);
+        a.push(x);
+        b.push(y);
+    }
+    // SAFETY: as in `time_with`.
+    unsafe { model.set_launch_kernel(launches, incumbent) }?;
+    let med = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    Ok((med(a), med(b), wins))
+}
+
+/// The compile side of refinement: where NVRTC runs.
+pub struct Builder<'a> {
+    pub include: &'a Path,
+    pub how: &'a CompileIn,
+    pub threads: usize,
+    pub timeout: Duration,
+}
+
+/// Refines `model` (built from `compiled` with `best`) task by task, as the
+/// module documentation says. `progress` gets one line per candidate.
+#[allow(clippy::too_many_arguments)]
+pub fn refine(
+    model: &mut Model,
+    compiled: &Compiled,
+    tasks: &[TunableTask],
+    records: &[TuneRecord],
+    best: &BestLog,
+    gpu: &Target,
+    builder: &Builder<'_>,
+    options: &RefineOptions,
+    mut progress: impl FnMut(&str),
+) -> Result<RefineOutcome, RefineError> {
+    // Heaviest first: weight × the incumbent's measured median.
+    let mut order: Vec<(&TunableTask, serde_json::Value, f64)> = tasks
+        .iter()
+        .map(|t| {
+            let inc = incumbent(best, t, gpu);
+            let us = records
+                .iter()
+                .filter(|r| r.task == t.space.task && r.config == inc)
+                .filter_map(TuneRecord::success_us)
+                .fold(f64::INFINITY, f64::min);
+            let cost = if us.is_finite() { us } else { 0.0 } * t.space.weight as f64;
+            (t, inc, cost)
+        })
+        .collect();
+    order.sort_by(|a, b| b.2.total_cmp(&a.2));
+
+    // Every candidate of every task, rendered and compiled in one batch.
+    let mut rendered = Vec::new();
+    for (i, (t, inc, _)) in order.iter().enumerate() {
+        let list = shortlist(
+            records,
+            &t.space.task,
+            &t.space.template,
+            gpu,
+            inc,
+            options.top,
+            options.within,
+        );
+        for r in list {
+            let kernel = render_candidate(&compiled.graph, t.node, &r.config)?;
+            rendered.push((i, r, kernel));
+        }
+    }
+    let jobs = rendered
+        .iter()
+        .enumerate()
+        .map(|(tag, (i, _, k))| Job {
+            tag,
+            name: format!("refine_{i}_{tag}.cu"),
+            source: k.source.clone(),
+        })
+        .collect();
+    let mut cubins = HashMap::new();
+    nvrtc::compile_all(
+        jobs,
+        builder.threads,
+        builder.timeout,
+        builder.include,
+        builder.how,
+        |tag, r| {
+            cubins.insert(tag, r);
+        },
+    );
+
+    let input = aotune_spec::zoo::fill(3, 0.0, 1.0, model.spec().inputs[0].elements());
+    let mut want = vec![0.0f32; model.spec().outputs[0].elements()];
+    model.infer(&input, &mut want)?;
+    let mut got = want.clone();
+    let before_ms = median_ms(model.time_graph(10, options.runs * options.rounds)?);
+    let spec_launches: Vec<(String, usize)> = model
+        .spec()
+        .launches
+        .iter()
+        .map(|l| (l.node.to_string(), l.args.len()))
+        .collect();
+    let mut out_tasks = Vec::new();
+    let mut kept_records = Vec::new();
+    for (i, (t, _, _)) in order.iter().enumerate() {
+        let task = compiled
+            .tasks
+            .iter()
+            .find(|k| k.key.hash_hex() == t.space.task);
+        let names: Vec<String> = task
+            .map(|k| {
+                k.nodes
+                    .iter()
+                    .map(|&n| compiled.graph.node(n).name.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let launches: Vec<usize> = spec_launches
+            .iter()
+            .enumerate()
+            .filter(|(_, (node, _))| names.contains(node))
+            .map(|(index, _)| index)
+            .collect();
+        let Some(&first) = launches.first() else {
+            return Err(RefineError::NoLaunch {
+                task: t.space.task.clone(),
+                node: t.node_name.clone(),
+            });
+        };
+        let mut current = model
+            .launch_kernel(first)
+            .expect("the launch index comes from the spec");
+        let mut trials = Vec::new();
+        for (tag, (_, r, kernel)) in rendered.iter().enumerate().filter(|(_, c)| c.0 == i) {
+            let alone_us = r.success_us().unwrap_or(f64::NAN);
+            let skip = |why: String| Trial {
+                config: r.config.clone(),
+                alone_us,
+                incumbent_ms: f64::NAN,
+                candidate_ms: f64::NAN,
+                wins: 0,
+                kept: false,
+                skipped: Some(why),
+            };
+            if kernel.args.len() != spec_launches[first].1 {
+                return Err(RefineError::Arguments {
+                    task: t.space.task.clone(),
+                    launch: first,
+                    candidate: kernel.args.len(),
+                    built: spec_launches[first].1,
+                });
+            }
+            let cubin = match cubins.remove(&tag) {
+                Some(Ok(c)) => c,
+                Some(Err(e)) => {
+                    trials.push(skip(format!("did not compile: {e}")));
+                    continue;
+                }
+                None => {
+                    trials.push(skip("the compile pool gave no result".into()));
+                    continue;
+                }
+            };
+            let g = kernel.geometry;
+            let loaded =
+                model.load_kernel(&cubin.image, &kernel.symbol, g.grid, g.block, g.smem_bytes);
+            let candidate = match loaded {
+                Ok(k) => k,
+                Err(e) => {
+                    trials.push(skip(format!("did not load: {e}")));
+                    continue;
+                }
+            };
+            // SAFETY: as in `time_with`.
+            unsafe { model.set_launch_kernel(&launches, candidate) }?;
+            let off = output_distance(model, &input, &want, &mut got)?;
+            // SAFETY: as in `time_with`.
+            unsafe { model.set_launch_kernel(&launches, current) }?;
+            if off.is_nan() || off > options.tolerance {
+                progress(&format!(
+                    "{} ({}): {} changes the graph's output (rel. L2 {off:.3e} > {:.1e}):                      not tried (a read before the grid dependency wait?)",
+                    t.node_name, t.space.task, r.config, options.tolerance
+                ));
+                trials.push(skip(format!(
+                    "the graph's output moved by rel. L2 {off:.3e} with it in place"
+                )));
+                continue;
+            }
+            let (incumbent_ms, candidate_ms, wins) =
+                ab(model, &launches, current, candidate, options)?;
+            let kept = wins >= options.wins_needed && candidate_ms < incumbent_ms;
+            progress(&format!(
+                "{} ({}): {} {:.4} → {:.4} ms, {wins}/{} rounds{}",
+                t.node_name,
+                t.space.task,
+                r.config,
+                incumbent_ms,
+                candidate_ms,
+                options.rounds,
+                if kept { ", kept" } else { "" }
+            ));
+            if kept {
+                // SAFETY: as in `time_with`.
+                unsafe { model.set_launch_kernel(&launches, candidate) }?;
+                current = candidate;
+                kept_records.retain(|k: &BestRecord| k.task != r.task);
+                kept_records.push(BestRecord {
+                    task: r.task.clone(),
+                    op: r.op.clone(),
+                    key: r.key.clone(),
+                    template: r.template.clone(),
+                    config: r.config.clone(),
+                    median_us: alone_us,
+                    target: Target {
+                        timing: Timing::Graph,
+                        ..r.target.clone()
+                    },
+                });
+            }
+            trials.push(Trial {
+                config: r.config.clone(),
+                alone_us,
+                incumbent_ms,
+                candidate_ms,
+                wins,
+                kept,
+                skipped: None,
+            });
+        }
+        out_tasks.push(TaskRefinement {
+            task: t.space.task.clone(),
+            node: t.node_name.clone(),
+            weight: t.space.weight,
+            trials,
+        });
+    }
+    let after_ms = median_ms(model.time_graph(10, options.runs * options.rounds)?);
+    Ok(RefineOutcome {
+        before_ms,
+        after_ms,
+        tasks: out_tasks,
+        records: kept_records,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aotune_spec::tune::RECORD_FORMAT;
+    use serde_json::json;
+
+    fn target(gpu: &str, timing: Timing) -> Target {
+        Target {
+            gpu: gpu.into(),
+            sm: "90".into(),
+            driver: "580".into(),
+            cuda: "13.0".into(),
+            timing,
+        }
+    }
+
+    fn rec(task: &str, block: u32, us: Option<f64>, on: Target) -> TuneRecord {
+        TuneRecord {
+            format: RECORD_FORMAT.into(),
+            task: task.into(),
+            op: "FusedConv".into(),
+            key: String::new(),
+            template: "conv/2".into(),
+            config: json!({ "block": block }),
+            target: on,
+            batch: 1,
+            precision: "fp16".into(),
+            compiler: String::new(),
+            repeats_us: us.into_iter().collect(),
+            median_us: us,
+            compile_ms: 1.0,
+            failure: None,
+            timestamp: String::new(),
+        }
+    }
+
+    #[test]
+    fn output_distance_is_relative_and_nan_is_infinite() {
+        assert_eq!(rel_l2(&[1.0, 2.0], &[1.0, 2.0]), 0.0);
+        assert!((rel_l2(&[0.0, 4.0], &[0.0, 5.0]) - 0.2).abs() < 1e-12);
+        assert_eq!(rel_l2(&[f32::NAN, 1.0], &[1.0, 1.0]), f64::INFINITY);
+    }
+
+    #[test]
+    fn the_shortlist_is_fastest_first_unique_near_the_best_and_flushed_only() {
+        let h200 = target("NVIDIA H200", Timing::Flushed);
+        let records = vec![
+            rec("a", 1, Some(10.0), h200.clone()),
+            rec("a", 2, Some(11.0), h200.clone()),
+            rec("a", 2, Some(10.5), h200.clone()),
+            rec("a", 3, Some(14.0), h200.clone()),
+            rec("a", 4, Some(10.2), h200.clone()),
+            rec("a", 5, Some(9.0), target("NVIDIA A100", Timing::Flushed)),
+            rec("a", 6, Some(9.0), target("NVIDIA H200", Timing::Chained)),
+            rec("a", 7, None, h200.clone()),
+            rec("b", 8, Some(1.0), h200.clone()),
+        ];
+        let got: Vec<u64> = shortlist(
+            &records,
+            "a",
+            "conv/2",
+            &h200,
+            &json!({"block": 1}),
+            8,
+            1.25,
+        )
+        .iter()
+        .map(|r| r.config["block"].as_u64().unwrap())
+        .collect();
+        // 1 is the incumbent; 3 is 40% slower than the fastest; 5 and 6 are
+        // another GPU and another regime; 7 failed.
+        assert_eq!(got, vec![4, 2]);
+        let capped = shortlist(
+            &records,
+            "a",
+            "conv/2",
+            &h200,
+            &json!({"block": 9}),
+            2,
+            1.25,
+        );
+        assert_eq!(capped.len(), 2);
+        assert!(shortlist(&records, "c", "conv/2", &h200, &json!({}), 4, 2.0).is_empty());
+    }
+}
