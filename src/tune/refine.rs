@@ -526,6 +526,46 @@ mod tests {
     }
 
     #[test]
+    fn kept_configs_replace_only_their_tasks_in_the_best_log() {
+        let h200 = target("NVIDIA H200", Timing::Flushed);
+        let best = aotune_spec::tune::best_log(&[
+            rec("a", 1, Some(10.0), h200.clone()),
+            rec("b", 2, Some(5.0), h200.clone()),
+        ]);
+        let kept = BestRecord {
+            config: json!({ "block": 3 }),
+            median_us: 10.4,
+            target: target("NVIDIA H200", Timing::Graph),
+            ..best.records[0].clone()
+        };
+        let outcome = RefineOutcome {
+            before_ms: 1.0,
+            after_ms: 0.9,
+            tasks: Vec::new(),
+            records: vec![kept],
+        };
+        let got: Vec<(String, u64, Timing)> = outcome
+            .apply_to(&best)
+            .records
+            .iter()
+            .map(|r| {
+                (
+                    r.task.clone(),
+                    r.config["block"].as_u64().unwrap(),
+                    r.target.timing,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("a".into(), 3, Timing::Graph),
+                ("b".into(), 2, Timing::Flushed)
+            ]
+        );
+    }
+
+    #[test]
     fn output_distance_is_relative_and_nan_is_infinite() {
         assert_eq!(rel_l2(&[1.0, 2.0], &[1.0, 2.0]), 0.0);
         assert!((rel_l2(&[0.0, 4.0], &[0.0, 5.0]) - 0.2).abs() < 1e-12);
