@@ -2215,8 +2215,8 @@ extern "C" __global__ void __launch_bounds__(256, 3) conv_75aac976_wgmma_m128n32
 
 // FusedConv task 0f655a0006649a46: conv2d12
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x56x56]:cl in1=f16[128x256x1x1]:cl:const in2=f32[128]:const out=f16[1x128x56x56]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":6,"split_k":1,"epilogue":"direct"}
-struct conv_0f655a00_wgmma_m64n64p6s1d_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":6,"split_k":1,"epilogue":"staged"}
+struct conv_0f655a00_wgmma_m64n64p6s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2239,19 +2239,19 @@ struct conv_0f655a00_wgmma_m64n64p6s1d_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_wgmma_m64n64p6s1d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_wgmma_m64n64p6s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_0f655a00_wgmma_m64n64p6s1d_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_wgmma<conv_0f655a00_wgmma_m64n64p6s1_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 44c505d791fe8fcc: conv2d13
@@ -2379,8 +2379,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_18bd6406_mma_m32n32k64
 
 // FusedConv task 48c2d04895761efe: conv2d17, conv2d20, conv2d23
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[128x128x3x3]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":1,"stages":4,"split_k":3,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_48c2d048_mma_m32n32k64w2x1p4s3c_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_48c2d048_wgmma_m64n32p6s2c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2399,7 +2399,7 @@ struct conv_48c2d048_mma_m32n32k64w2x1p4s3c_p {
   static constexpr bool A_BOUNDS = true;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 1152, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 1, STAGES = 4, SPLIT_K = 3;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
@@ -2408,13 +2408,14 @@ struct conv_48c2d048_mma_m32n32k64w2x1p4s3c_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 3) __launch_bounds__(64, 1) conv_48c2d048_mma_m32n32k64w2x1p4s3c(
+extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_48c2d048_wgmma_m64n32p6s2c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_48c2d048_mma_m32n32k64w2x1p4s3c_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_wgmma<conv_48c2d048_wgmma_m64n32p6s2c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 1e32aea3652d773f: conv2d18, conv2d21, conv2d24
@@ -2501,8 +2502,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_c68ad69f_mma_m32n32k64
 
 // FusedConv task 098434ab2f0443f4: conv2d26
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x28x28]:cl in1=f16[256x256x3x3]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_098434ab_mma_m32n32k64w2x2p4s4c_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":1,"warps_n":2,"stages":4,"split_k":4,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_098434ab_mma_m32n32k64w1x2p4s4c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2521,28 +2522,28 @@ struct conv_098434ab_mma_m32n32k64w2x2p4s4c_p {
   static constexpr bool A_BOUNDS = true;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 2304, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 4;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 1, WARPS_N = 2, STAGES = 4, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
   static constexpr bool STAGED_EPILOGUE = true;
-  static constexpr int EPI_MI = 1;
+  static constexpr int EPI_MI = 2;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_098434ab_mma_m32n32k64w2x2p4s4c(
+extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(64, 1) conv_098434ab_mma_m32n32k64w1x2p4s4c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_098434ab_mma_m32n32k64w2x2p4s4c_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_098434ab_mma_m32n32k64w1x2p4s4c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task e0e12d6fa00b9bd1: conv2d27
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s2x2 precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[1024x768x1x1]:cl:const in2=f32[1024]:const in3=f16[1x512x28x28]:cl out=f16[1x1024x14x14]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged"}
-struct conv_e0e12d6f_wgmma_m64n32p6s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"direct"}
+struct conv_e0e12d6f_wgmma_m64n32p6s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2565,26 +2566,26 @@ struct conv_e0e12d6f_wgmma_m64n32p6s1_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_e0e12d6f_wgmma_m64n32p6s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_e0e12d6f_wgmma_m64n32p6s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ xs,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_e0e12d6f_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, xs, y);
+  aotune::conv_wgmma<conv_e0e12d6f_wgmma_m64n32p6s1d_p>(x, w, bias, nullptr, xs, y);
 }
 
 // FusedConv task 93076c40a191cef4: conv2d29, conv2d32, conv2d35, conv2d38 (+1 more)
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[256x1024x1x1]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":3,"split_k":4,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_93076c40_mma_m32n32k64w2x2p3s4c_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_93076c40_mma_m32n32k64w2x2p4s4c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2603,7 +2604,7 @@ struct conv_93076c40_mma_m32n32k64w2x2p3s4c_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 1024, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 3, SPLIT_K = 4;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
@@ -2613,12 +2614,12 @@ struct conv_93076c40_mma_m32n32k64w2x2p3s4c_p {
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_93076c40_mma_m32n32k64w2x2p3s4c(
+extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_93076c40_mma_m32n32k64w2x2p4s4c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_93076c40_mma_m32n32k64w2x2p3s4c_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_93076c40_mma_m32n32k64w2x2p4s4c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 48e86b9eea3a159e: conv2d30, conv2d33, conv2d36, conv2d39 (+1 more)
@@ -2663,8 +2664,8 @@ extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) c
 
 // FusedConv task 282f15c5de3a2c49: conv2d31, conv2d34, conv2d37, conv2d40 (+1 more)
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[1024x256x1x1]:cl:const in2=f32[1024]:const in3=f16[1x1024x14x14]:cl out=f16[1x1024x14x14]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":4,"split_k":1,"epilogue":"staged","prefetch_residual":true}
-struct conv_282f15c5_wgmma_m64n32p4s1r_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged","prefetch_residual":true}
+struct conv_282f15c5_wgmma_m64n32p6s1r_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2683,7 +2684,7 @@ struct conv_282f15c5_wgmma_m64n32p4s1r_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 256, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
@@ -2694,19 +2695,19 @@ struct conv_282f15c5_wgmma_m64n32p4s1r_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_282f15c5_wgmma_m64n32p4s1r(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_282f15c5_wgmma_m64n32p6s1r(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_282f15c5_wgmma_m64n32p4s1r_p>(x, w, bias, res, nullptr, y);
+  aotune::conv_wgmma<conv_282f15c5_wgmma_m64n32p6s1r_p>(x, w, bias, res, nullptr, y);
 }
 
 // FusedConv task 6f8ef6f32763abbf: conv2d44
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[512x1024x1x1]:cl:const in2=f32[512]:const out=f16[1x512x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":2,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_6f8ef6f3_mma_m32n32k64w2x2p4s2c_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":3,"split_k":2,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_6f8ef6f3_mma_m32n32k64w2x2p3s2c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2725,7 +2726,7 @@ struct conv_6f8ef6f3_mma_m32n32k64w2x2p4s2c_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 1024, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 2;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 3, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
@@ -2735,18 +2736,18 @@ struct conv_6f8ef6f3_mma_m32n32k64w2x2p4s2c_p {
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_6f8ef6f3_mma_m32n32k64w2x2p4s2c(
+extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_6f8ef6f3_mma_m32n32k64w2x2p3s2c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_6f8ef6f3_mma_m32n32k64w2x2p4s2c_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_6f8ef6f3_mma_m32n32k64w2x2p3s2c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task d82ebd66539eae75: conv2d45
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x14x14]:cl in1=f16[512x512x3x3]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":6,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_d82ebd66_mma_m32n32k64w2x2p4s6c_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":1,"stages":4,"split_k":8,"epilogue":"direct","split_reduce":"cluster"}
+struct conv_d82ebd66_mma_m32n32k64w2x1p4s8cd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2765,28 +2766,28 @@ struct conv_d82ebd66_mma_m32n32k64w2x2p4s6c_p {
   static constexpr bool A_BOUNDS = true;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 4608, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 6;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 1, STAGES = 4, SPLIT_K = 8;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) conv_d82ebd66_mma_m32n32k64w2x2p4s6c(
+extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(64, 1) conv_d82ebd66_mma_m32n32k64w2x1p4s8cd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_d82ebd66_mma_m32n32k64w2x2p4s6c_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_d82ebd66_mma_m32n32k64w2x1p4s8cd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task af188f8111142790: conv2d46
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s2x2 precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[2048x1536x1x1]:cl:const in2=f32[2048]:const in3=f16[1x1024x14x14]:cl out=f16[1x2048x7x7]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":3,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_af188f81_wgmma_m64n32p6s3c_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":5,"split_k":3,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_af188f81_wgmma_m64n32p5s3c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2805,7 +2806,7 @@ struct conv_af188f81_wgmma_m64n32p6s3c_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = true;
   static constexpr int K_MAIN = 512, SC_C = 1024, SC_H = 14, SC_W = 14, SC_SH = 2, SC_SW = 2;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 3;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 3;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
@@ -2816,19 +2817,19 @@ struct conv_af188f81_wgmma_m64n32p6s3c_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 3) __launch_bounds__(128, 1) conv_af188f81_wgmma_m64n32p6s3c(
+extern "C" __global__ void __cluster_dims__(1, 1, 3) __launch_bounds__(128, 1) conv_af188f81_wgmma_m64n32p5s3c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ xs,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_af188f81_wgmma_m64n32p6s3c_p>(x, w, bias, nullptr, xs, y);
+  aotune::conv_wgmma<conv_af188f81_wgmma_m64n32p5s3c_p>(x, w, bias, nullptr, xs, y);
 }
 
 // FusedConv task 510ceff0b9f74501: conv2d48, conv2d51
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x2048x7x7]:cl in1=f16[512x2048x1x1]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_510ceff0_mma_m32n32k64w2x2p4s4c_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"direct","split_reduce":"cluster"}
+struct conv_510ceff0_mma_m32n32k64w2x2p4s4cd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2851,18 +2852,18 @@ struct conv_510ceff0_mma_m32n32k64w2x2p4s4c_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_510ceff0_mma_m32n32k64w2x2p4s4c(
+extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_510ceff0_mma_m32n32k64w2x2p4s4cd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_510ceff0_mma_m32n32k64w2x2p4s4c_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_510ceff0_mma_m32n32k64w2x2p4s4cd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task c46df034189a77e3: conv2d49, conv2d52
@@ -2967,8 +2968,8 @@ extern "C" __global__ void __launch_bounds__(64) gpool_3718bb6d_l4s16(
 
 // Dense task daa08d99dfe80377: linear1
 // epilogue=bias precision=fp16 in0=f16[1x2048] in1=f16[1000x2048]:const in2=f32[1000]:const out=f32[1x1000]
-// config {"kernel":"gemv","warps":4,"rows":2,"unroll":8}
-struct dense_daa08d99_gemv_w4r2u8_p {
+// config {"kernel":"gemv","warps":4,"rows":1,"unroll":4}
+struct dense_daa08d99_gemv_w4r1u4_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2987,12 +2988,12 @@ struct dense_daa08d99_gemv_w4r2u8_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 2048, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int WARPS = 4, ROWS = 2, UNROLL = 8, V = 8;
+  static constexpr int WARPS = 4, ROWS = 1, UNROLL = 4, V = 8;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) dense_daa08d99_gemv_w4r2u8(
+extern "C" __global__ void __launch_bounds__(128, 1) dense_daa08d99_gemv_w4r1u4(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     float* __restrict__ y) {
-  aotune::dense_gemv<dense_daa08d99_gemv_w4r2u8_p>(x, w, bias, nullptr, y);
+  aotune::dense_gemv<dense_daa08d99_gemv_w4r1u4_p>(x, w, bias, nullptr, y);
 }
