@@ -390,7 +390,10 @@ impl Worker {
                     smem,
                     &self.stream,
                     &self.params,
-                    programmatic && i > 0,
+                    driver::LaunchAttrs {
+                        programmatic: programmatic && i > 0,
+                        l2_window: None,
+                    },
                 )
             };
             if recorded.is_err() {
