@@ -4,7 +4,6 @@
 use super::gpu_model;
 use super::model_args::{LaunchArg, ModelArgs};
 use aotune::runtime::driver_present;
-use aotune::runtime::L2Residency;
 use aotune_spec::reference::{run_planned, RunOptions};
 use clap::Args;
 use std::path::PathBuf;
@@ -35,10 +34,6 @@ pub struct BenchArgs {
     /// programmatic dependent launches buy.
     #[arg(long, value_enum, default_value_t = LaunchArg::Auto)]
     pub launch: LaunchArg,
-    /// Which weights persist in L2 between inferences: `off`, `spread` (a
-    /// share of every layer's) or `tail` (the deep layers', all of theirs).
-    #[arg(long, default_value_t = L2Residency::Off)]
-    pub l2: L2Residency,
 }
 
 fn percentile(sorted: &[f32], p: f64) -> f32 {
@@ -89,7 +84,6 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
     }
     let options = aotune::runtime::LoadOptions {
         launch: args.launch.mode(),
-        l2: args.l2,
         ..Default::default()
     };
     let mut gpu = gpu_model::load_with(&args.model, args.tuning.as_ref(), &options)?;
@@ -142,7 +136,7 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
                 "batch": batch, "median_ms": median, "p90_ms": p90, "host_median_ms": host_median,
                 "images_per_s": batch as f64 / median as f64 * 1e3, "gpu": gpu.model.device_name(),
                 "kernels": spec.launches.len(), "model_device_bytes": memory.device_bytes(),
-                "pdl": programmatic, "l2": args.l2.to_string(),
+                "pdl": programmatic,
                 "tuning": args.tuning.as_ref().map(|p| p.display().to_string()),
             })
         );

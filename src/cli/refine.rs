@@ -6,7 +6,6 @@
 use super::gpu_model;
 use super::model_args::{LaunchArg, ModelArgs};
 use anyhow::Context;
-use aotune::runtime::L2Residency;
 use aotune::runtime::{driver_present, LoadOptions};
 use aotune::tune::nvrtc::{self, CompileIn};
 use aotune::tune::refine::{refine, Builder, RefineOptions};
@@ -51,10 +50,6 @@ pub struct RefineArgs {
     /// refine for the mode the model will run in.
     #[arg(long, value_enum, default_value_t = LaunchArg::Auto)]
     pub launch: LaunchArg,
-    /// Which weights persist in L2 between inferences: `off`, `spread` (a
-    /// share of every layer's) or `tail` (the deep layers', all of theirs).
-    #[arg(long, default_value_t = L2Residency::Off)]
-    pub l2: L2Residency,
 }
 
 pub fn refine_command(args: RefineArgs) -> anyhow::Result<()> {
@@ -89,7 +84,6 @@ pub fn refine_command(args: RefineArgs) -> anyhow::Result<()> {
     );
     let load = LoadOptions {
         launch: args.launch.mode(),
-        l2: args.l2,
         ..Default::default()
     };
     let mut gpu = gpu_model::load_with(&args.model, Some(&args.best), &load)?;

@@ -4,7 +4,6 @@
 use super::gpu_model;
 use super::model_args::{LaunchArg, ModelArgs};
 use anyhow::bail;
-use aotune::runtime::L2Residency;
 use aotune::runtime::{decode_slot, driver_present};
 use aotune_spec::ir::Precision;
 use aotune_spec::reference::{rel_l2, run, run_traced, RunOptions};
@@ -28,10 +27,6 @@ pub struct VerifyArgs {
     /// How to launch the kernels, as in `aotune bench --launch`.
     #[arg(long, value_enum, default_value_t = LaunchArg::Auto)]
     pub launch: LaunchArg,
-    /// Which weights persist in L2 between inferences: `off`, `spread` (a
-    /// share of every layer's) or `tail` (the deep layers', all of theirs).
-    #[arg(long, default_value_t = L2Residency::Off)]
-    pub l2: L2Residency,
 }
 
 /// DESIGN.md's tolerances (rel. L2 against the fp32 CPU reference).
@@ -49,7 +44,6 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
     }
     let options = aotune::runtime::LoadOptions {
         launch: args.launch.mode(),
-        l2: args.l2,
         ..Default::default()
     };
     let mut gpu = gpu_model::load_with(&args.model, args.tuning.as_ref(), &options)?;

@@ -378,14 +378,6 @@ pub(crate) fn device_attribute(
 
 pub(crate) use sys::CUdevice_attribute as DeviceAttribute;
 
-/// Sets aside `bytes` of L2 for persisting accesses, for the current
-/// context (`cuCtxSetLimit`); the set-aside ends with the context.
-pub(crate) fn set_persisting_l2_limit(bytes: usize) -> Result<(), DriverError> {
-    // SAFETY: a plain limit setter of the current context; the caller has
-    // bound the context to this thread.
-    unsafe { sys::cuCtxSetLimit(sys::CUlimit::CU_LIMIT_PERSISTING_L2_CACHE_SIZE, bytes) }.result()
-}
-
 /// The `void**` array `cuLaunchKernel` takes: one pointer per kernel
 /// parameter, each pointing at that parameter's value (here always an
 /// 8-byte device address). Built once at load; launching reads it only.
@@ -435,46 +427,19 @@ pub(crate) unsafe fn launch(
     stream: &Stream,
     params: &KernelParams,
 ) -> Result<(), DriverError> {
-    launch_with(
-        function,
-        grid,
-        block,
-        shared_bytes,
-        stream,
-        params,
-        LaunchAttrs::default(),
-    )
+    launch_with(function, grid, block, shared_bytes, stream, params, false)
 }
 
-/// An L2 access policy window (sm_80+) attached to a launch: the kernel's
-/// accesses to `[base, base + bytes)` persist in L2 with probability
-/// `hit_ratio`, and its other accesses there stream (are evicted first).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct L2Window {
-    pub(crate) base: DevicePtr,
-    pub(crate) bytes: usize,
-    pub(crate) hit_ratio: f32,
-}
-
-/// How a kernel is launched beyond its grid: as a programmatic dependent
-/// launch, with an L2 access policy window. Both are launch attributes, so a
-/// captured launch keeps them in its graph node.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub(crate) struct LaunchAttrs {
-    /// A programmatic dependent launch (sm_90): the kernel may start while
-    /// the previous kernel on the stream finishes, and waits for it inside
-    /// (`griddepcontrol.wait`). Captured into a graph it becomes a
-    /// programmatic edge.
-    pub(crate) programmatic: bool,
-    pub(crate) l2_window: Option<L2Window>,
-}
-
-/// [`launch`] with `attrs`.
+/// [`launch`], optionally as a programmatic dependent launch (sm_90): the
+/// kernel may start while the previous kernel on the stream finishes, and
+/// waits for it inside (`griddepcontrol.wait`, which every generated kernel
+/// executes before touching memory). Captured into a graph it becomes a
+/// programmatic edge.
 ///
 /// # Safety
 ///
-/// As [`launch`]; with `attrs.programmatic`, the kernel must not read or
-/// write memory before `griddepcontrol.wait` (except memory nothing writes).
+/// As [`launch`]; with `programmatic`, the kernel must not read or write
+/// memory before `griddepcontrol.wait`.
 pub(crate) unsafe fn launch_with(
     function: Function,
     grid: [u32; 3],
@@ -482,36 +447,17 @@ pub(crate) unsafe fn launch_with(
     shared_bytes: u32,
     stream: &Stream,
     params: &KernelParams,
-    attrs: LaunchAttrs,
+    programmatic: bool,
 ) -> Result<(), DriverError> {
-    if attrs != LaunchAttrs::default() {
-        let mut attributes = Vec::with_capacity(2);
-        if attrs.programmatic {
-            // SAFETY: all-zero bytes are a valid value of this plain C union.
-            let mut value: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
-            value.programmaticStreamSerializationAllowed = 1;
-            attributes.push(sys::CUlaunchAttribute {
-                id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-                pad: [0; 4],
-                value,
-            });
-        }
-        if let Some(window) = attrs.l2_window {
-            // SAFETY: as above.
-            let mut value: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
-            value.accessPolicyWindow = sys::CUaccessPolicyWindow {
-                base_ptr: window.base as *mut c_void,
-                num_bytes: window.bytes,
-                hitRatio: window.hit_ratio,
-                hitProp: sys::CUaccessProperty::CU_ACCESS_PROPERTY_PERSISTING,
-                missProp: sys::CUaccessProperty::CU_ACCESS_PROPERTY_STREAMING,
-            };
-            attributes.push(sys::CUlaunchAttribute {
-                id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW,
-                pad: [0; 4],
-                value,
-            });
-        }
+    if programmatic {
+        // SAFETY: all-zero bytes are a valid value of this plain C union.
+        let mut value: sys::CUlaunchAttributeValue = unsafe { std::mem::zeroed() };
+        value.programmaticStreamSerializationAllowed = 1;
+        let mut attribute = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            value,
+        };
         let config = sys::CUlaunchConfig {
             gridDimX: grid[0],
             gridDimY: grid[1],
@@ -521,11 +467,11 @@ pub(crate) unsafe fn launch_with(
             blockDimZ: block[2],
             sharedMemBytes: shared_bytes,
             hStream: stream.raw,
-            attrs: attributes.as_mut_ptr(),
-            numAttrs: attributes.len() as u32,
+            attrs: &mut attribute,
+            numAttrs: 1,
         };
-        // SAFETY: `config` and `attributes` live across the call; the rest
-        // is the caller's contract, as for `cuLaunchKernel`.
+        // SAFETY: `config` and `attribute` live across the call; the rest is
+        // the caller's contract, as for `cuLaunchKernel`.
         return unsafe {
             sys::cuLaunchKernelEx(
                 &config,

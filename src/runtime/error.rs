@@ -202,13 +202,6 @@ pub enum RuntimeError {
         reason: String,
     },
     /// `Model::load_kernel` or `set_launch_kernel` refused a kernel.
-    #[error("L2 residency `{residency}` is not possible on {device}: {reason}")]
-    L2Residency {
-        residency: String,
-        device: String,
-        reason: String,
-    },
-
     #[error("cannot put another kernel into the model's launches: {reason}")]
     KernelSwap { reason: String },
     /// Any other CUDA driver failure.

@@ -30,11 +30,10 @@ use cudarc::driver::CudaContext;
 
 use super::device_info::{DeviceInfo, MemoryReport};
 use super::driver::{
-    self, DeviceAttribute, DeviceBuffer, Event, Function, GraphExec, KernelParams, L2Window,
-    LaunchAttrs, Module, PinnedBuffer, Stream,
+    self, DeviceAttribute, DeviceBuffer, Event, Function, GraphExec, KernelParams, Module,
+    PinnedBuffer, Stream,
 };
 use super::error::{error_name, CudaVersion, RuntimeError, REQUIRED_CUDA};
-use super::l2_residency::{self, L2Limits, L2Residency};
 use super::launch_plan::{self, DeviceBases};
 
 mod swap;
@@ -55,9 +54,6 @@ pub struct LoadOptions {
     /// Whether kernels after the first are programmatic dependent launches
     /// (see [`LaunchMode`]); by default, at small batches only.
     pub launch: LaunchMode,
-    /// Which weights persist in L2 between inferences (see
-    /// [`L2Residency`]; default off).
-    pub l2: L2Residency,
 }
 
 impl Default for LoadOptions {
@@ -66,7 +62,6 @@ impl Default for LoadOptions {
             device: 0,
             verify_weights_hash: true,
             launch: LaunchMode::Auto,
-            l2: L2Residency::Off,
         }
     }
 }
@@ -113,8 +108,8 @@ struct PreparedLaunch {
     block: [u32; 3],
     smem_bytes: u32,
     params: KernelParams,
-    /// Programmatic dependent launch, L2 window.
-    attrs: LaunchAttrs,
+    /// Launched as a programmatic dependent launch.
+    programmatic: bool,
 }
 
 /// A compiled model, resident on one GPU.
@@ -200,7 +195,6 @@ impl Model {
             weights: weights_buffer.ptr(),
         };
         let programmatic = options.launch.programmatic(spec.batch);
-        let l2_window = plan_l2(options.l2, &ctx, &device, &weights_buffer)?;
         let launches: Vec<PreparedLaunch> = spec
             .launches
             .iter()
@@ -211,10 +205,7 @@ impl Model {
                 block: launch.block,
                 smem_bytes: launch.smem_bytes,
                 params: KernelParams::new(launch_plan::resolve_args(&launch.args, bases)),
-                attrs: LaunchAttrs {
-                    programmatic: programmatic && index > 0,
-                    l2_window,
-                },
+                programmatic: programmatic && index > 0,
             })
             .collect();
 
@@ -484,10 +475,7 @@ impl Model {
             let prepared = &self.launches[index];
             let graph = capture(&self.stream, "capturing a per-layer timing graph", || {
                 for r in 0..REPEAT {
-                    let attrs = LaunchAttrs {
-                        programmatic: prepared.attrs.programmatic && r > 0,
-                        ..prepared.attrs
-                    };
+                    let programmatic = prepared.programmatic && r > 0;
                     // SAFETY: the parameters were resolved from validated offsets
                     // into the arena and weights, both alive for `self`'s lifetime.
                     unsafe {
@@ -498,7 +486,7 @@ impl Model {
                             prepared.smem_bytes,
                             &self.stream,
                             &prepared.params,
-                            attrs,
+                            programmatic,
                         )
                     }
                     .map_err(|source| {
@@ -641,7 +629,7 @@ unsafe fn launch_prepared(prepared: &PreparedLaunch, stream: &Stream) -> Result<
             prepared.smem_bytes,
             stream,
             &prepared.params,
-            prepared.attrs,
+            prepared.programmatic,
         )
     }
 }
@@ -896,69 +884,6 @@ pub(crate) fn query_device(ctx: &CudaContext, ordinal: usize) -> Result<DeviceIn
         driver: CudaVersion(driver_version),
         total_memory: total as u64,
         multiprocessors: attribute(DeviceAttribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
-    })
-}
-
-/// The L2 window every launch carries for `residency`, after setting the
-/// context's persisting limit it needs.
-fn plan_l2(
-    residency: L2Residency,
-    ctx: &CudaContext,
-    device: &DeviceInfo,
-    weights: &DeviceBuffer,
-) -> Result<Option<L2Window>, RuntimeError> {
-    if residency == L2Residency::Off {
-        return Ok(None);
-    }
-    let limits = l2_limits(ctx)?;
-    let plan = l2_residency::plan(residency, limits, weights.ptr(), weights.bytes() as u64)
-        .map_err(|reason| RuntimeError::L2Residency {
-            residency: residency.to_string(),
-            device: device.name.clone(),
-            reason,
-        })?;
-    let Some(plan) = plan else {
-        return Ok(None);
-    };
-    driver::set_persisting_l2_limit(plan.persisting_limit as usize).map_err(RuntimeError::cuda(
-        "cuCtxSetLimit",
-        "setting aside L2 for persisting weights",
-    ))?;
-    tracing::info!(
-        "L2 residency {residency}: {:.1} of {:.1} MiB of weights persist (window {:.1} MiB at \
-         hit ratio {:.2}; L2 {:.1} MiB, {:.1} MiB may persist)",
-        plan.persisting_bytes() as f64 / 1048576.0,
-        weights.bytes() as f64 / 1048576.0,
-        plan.bytes as f64 / 1048576.0,
-        plan.hit_ratio,
-        limits.l2_bytes as f64 / 1048576.0,
-        limits.max_persisting_bytes as f64 / 1048576.0,
-    );
-    Ok(Some(L2Window {
-        base: plan.base,
-        bytes: plan.bytes as usize,
-        hit_ratio: plan.hit_ratio,
-    }))
-}
-
-/// The device's L2 size and persisting limits.
-pub(crate) fn l2_limits(ctx: &CudaContext) -> Result<L2Limits, RuntimeError> {
-    let attribute = |a| {
-        driver::device_attribute(ctx, a)
-            .map(|v| v.max(0) as u64)
-            .map_err(RuntimeError::cuda(
-                "cuDeviceGetAttribute",
-                "reading the L2 cache limits",
-            ))
-    };
-    Ok(L2Limits {
-        l2_bytes: attribute(DeviceAttribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?,
-        max_persisting_bytes: attribute(
-            DeviceAttribute::CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE,
-        )?,
-        max_window_bytes: attribute(
-            DeviceAttribute::CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE,
-        )?,
     })
 }
 

@@ -390,10 +390,7 @@ impl Worker {
                     smem,
                     &self.stream,
                     &self.params,
-                    driver::LaunchAttrs {
-                        programmatic: programmatic && i > 0,
-                        l2_window: None,
-                    },
+                    programmatic && i > 0,
                 )
             };
             if recorded.is_err() {
