@@ -5,7 +5,9 @@
 # batch refines the previous one's output), then, per batch, the committed
 # log against the refined one, interleaved, twice each, the first with the
 # per-layer profile; `verify --per-layer` with the refined log. REFINE_ARGS
-# adds flags to refine. Carry .device/aotune (bench/prepare_device.sh cli).
+# adds flags to refine (e.g. `--candidates trigger`); passes separated by `|`
+# run in turn, each on the previous one's output. Then PyTorch at those
+# batches, unless NO_PYTORCH. Carry .device/aotune (bench/prepare_device.sh cli).
 set -u
 . "$(dirname "$0")/device_env.sh"
 M=models/resnet50.best.json R="$OUT/refined.best.json"
@@ -15,11 +17,15 @@ bench() {  # bench NAME BATCH TUNING [flags]
   $B bench /tmp/r50.onnx --precision fp16 --batch $b --json --tuning $t "$@" > "$OUT/bench_$name.log" 2>&1
   grep "^{" "$OUT/bench_$name.log" | sed "s/^{/{\"run\":\"$name\",/" >> "$OUT/bench.jsonl"
 }
+IFS='|' read -ra PASSES <<< "${REFINE_ARGS:- }"
 for b in ${BATCHES:-1}; do
-  s=$(date +%s)
-  $B refine /tmp/r50.onnx --batch $b --precision fp16 --log models/resnet50.b$b.fp16.records.jsonl \
-    --best "$R" ${REFINE_ARGS:-} > "$OUT/refine_b$b.log" 2>&1
-  echo "== refine b$b rc=$? $(( $(date +%s) - s )) s"; grep -E "^graph|kept|error|Error" "$OUT/refine_b$b.log" | tail -n 12
+  for p in "${!PASSES[@]}"; do
+    s=$(date +%s)
+    $B refine /tmp/r50.onnx --batch $b --precision fp16 --log models/resnet50.b$b.fp16.records.jsonl \
+      --best "$R" ${PASSES[$p]} > "$OUT/refine_b${b}_$p.log" 2>&1
+    echo "== refine b$b pass $p (${PASSES[$p]}) rc=$? $(( $(date +%s) - s )) s"
+    grep -E "^graph|kept|error|Error" "$OUT/refine_b${b}_$p.log" | tail -n 12
+  done
 done
 for b in ${BATCHES:-1}; do
   pl=${PER_LAYER:-}
@@ -31,6 +37,8 @@ for b in ${BATCHES:-1}; do
   $B verify /tmp/r50.onnx --precision fp16 --batch $b --per-layer --tuning "$R" > "$OUT/verify_b$b.log" 2>&1
   echo "== verify b$b refined rc=$?"; grep -E "first|every|rel|error" "$OUT/verify_b$b.log" | tail -2
 done
+[ -n "${NO_PYTORCH:-}" ] || python3 bench/pytorch_baseline.py --batches $(echo ${BATCHES:-1} | tr ' ' ,) > "$OUT/pytorch.log" 2>&1
+tail -6 "$OUT/pytorch.log" 2>/dev/null
 python3 - "$OUT/bench.jsonl" <<'PY'
 import json, sys
 for l in open(sys.argv[1]):

@@ -35,7 +35,9 @@ namespace aotune {
 // kernel start after their k loop, so that its CTAs are placed on the SMs as
 // this kernel's drain (triggered at entry, a small grid's successor crowded
 // onto the SMs this one left free, measured 22% slower at batch 1), while
-// the epilogue runs. Without the launch attribute both are no-ops.
+// the epilogue runs. A config with `early_trigger` lets it start right after
+// the wait instead (`aotune refine --candidates trigger` picks those per
+// layer, in the model's graph). Without the launch attribute both are no-ops.
 __device__ __forceinline__ void launch_dependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -857,6 +859,7 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
   for (int i = 0; i < MI * NI * 4; ++i) acc[i] = 0.0f;
 
   load_prologue<STAGES - 1, P::WEIGHTS_FIRST>(loader, As, A_STAGE, Bs, B_STAGE, kt_begin, kt_end, [] {});
+  if (P::EARLY_TRIGGER) launch_dependents();  // early_trigger (mma_config.rs)
 
   for (int kt = kt_begin; kt < kt_end; ++kt) {
     const int i = kt - kt_begin;
@@ -891,7 +894,7 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
     }
   }
   cp_async_wait<0>();
-  launch_dependents();  // the next kernel's CTAs may start (common.cuh)
+  if (!P::EARLY_TRIGGER) launch_dependents();  // the next kernel's CTAs may start (common.cuh)
 
   if (!reduce_split_k<P, MI * NI * 4, T>(acc, smem_raw)) return;
 
@@ -1124,6 +1127,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   load_prologue<PREFETCH, P::WEIGHTS_FIRST>(loader, As, A_STAGE, Bs, B_STAGE, kt_begin, kt_end, [&] {
     if (P::RES_PREFETCH) prefetch_residual_tile<P, BM, BN, T>(res, rs, m0, n0);
   });
+  if (P::EARLY_TRIGGER) launch_dependents();  // early_trigger (wgmma_config.rs)
 
   for (int kt = kt_begin; kt < kt_end; ++kt) {
     const int i = kt - kt_begin, stage = i % STAGES;
@@ -1157,7 +1161,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
     fence_operands(acc);
   }
   cp_async_wait<0>();
-  launch_dependents();  // the next kernel's CTAs may start (common.cuh)
+  if (!P::EARLY_TRIGGER) launch_dependents();  // the next kernel's CTAs may start (common.cuh)
 
   if (!reduce_split_k<P, R, T>(acc, smem)) return;
 
@@ -1976,6 +1980,7 @@ struct conv_973f3cf9_wgmma_m64n32p5s1_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_973f3cf9_wgmma_m64n32p5s1(
@@ -2039,6 +2044,7 @@ struct conv_120440ee_mma_m32n32k64w2x2p2s1_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_120440ee_mma_m32n32k64w2x2p2s1(
     const __half* __restrict__ x,
@@ -2079,6 +2085,7 @@ struct conv_63fe5adf_wgmma_m64n32p6s1_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_63fe5adf_wgmma_m64n32p6s1(
@@ -2091,8 +2098,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_63fe5adf_wgmma_m64n32p
 
 // FusedConv task 7e9866dffc764e00: conv2d5
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s1x1 precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[256x128x1x1]:cl:const in2=f32[256]:const in3=f16[1x64x56x56]:cl out=f16[1x256x56x56]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged"}
-struct conv_7e9866df_wgmma_m64n32p6s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":5,"split_k":1,"epilogue":"staged"}
+struct conv_7e9866df_wgmma_m64n32p5s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2111,7 +2118,7 @@ struct conv_7e9866df_wgmma_m64n32p6s1_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = true;
   static constexpr int K_MAIN = 64, SC_C = 64, SC_H = 56, SC_W = 56, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
@@ -2120,15 +2127,16 @@ struct conv_7e9866df_wgmma_m64n32p6s1_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_7e9866df_wgmma_m64n32p6s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_7e9866df_wgmma_m64n32p5s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ xs,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_7e9866df_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, xs, y);
+  aotune::conv_wgmma<conv_7e9866df_wgmma_m64n32p5s1_p>(x, w, bias, nullptr, xs, y);
 }
 
 // FusedConv task a108646cf77137b7: conv2d6, conv2d9
@@ -2162,6 +2170,7 @@ struct conv_a108646c_mma_m32n32k64w2x2p4s1_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_a108646c_mma_m32n32k64w2x2p4s1(
     const __half* __restrict__ x,
@@ -2173,8 +2182,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_a108646c_mma_m32n32k64
 
 // FusedConv task 75aac976b4cb125d: conv2d8, conv2d11
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[256x64x1x1]:cl:const in2=f32[256]:const in3=f16[1x256x56x56]:cl out=f16[1x256x56x56]:cl
-// config {"kernel":"wgmma","block_m":128,"block_n":32,"stages":3,"split_k":1,"epilogue":"staged","min_blocks":3,"prefetch_residual":true}
-struct conv_75aac976_wgmma_m128n32p3s1rb3_p {
+// config {"kernel":"wgmma","block_m":128,"block_n":32,"stages":3,"split_k":1,"epilogue":"staged","prefetch_residual":true}
+struct conv_75aac976_wgmma_m128n32p3s1r_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2202,21 +2211,22 @@ struct conv_75aac976_wgmma_m128n32p3s1rb3_p {
   static constexpr bool RES_PREFETCH = true;
   static constexpr int RES_OFFSET = 20480;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(256, 3) conv_75aac976_wgmma_m128n32p3s1rb3(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_75aac976_wgmma_m128n32p3s1r(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_75aac976_wgmma_m128n32p3s1rb3_p>(x, w, bias, res, nullptr, y);
+  aotune::conv_wgmma<conv_75aac976_wgmma_m128n32p3s1r_p>(x, w, bias, res, nullptr, y);
 }
 
 // FusedConv task 0f655a0006649a46: conv2d12
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x56x56]:cl in1=f16[128x256x1x1]:cl:const in2=f32[128]:const out=f16[1x128x56x56]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":6,"split_k":1,"epilogue":"staged"}
-struct conv_0f655a00_wgmma_m64n64p6s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":6,"split_k":1,"epilogue":"staged","early_trigger":true}
+struct conv_0f655a00_wgmma_m64n64p6s1t_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2244,14 +2254,15 @@ struct conv_0f655a00_wgmma_m64n64p6s1_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = true;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_wgmma_m64n64p6s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_wgmma_m64n64p6s1t(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_0f655a00_wgmma_m64n64p6s1_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_wgmma<conv_0f655a00_wgmma_m64n64p6s1t_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 44c505d791fe8fcc: conv2d13
@@ -2285,6 +2296,7 @@ struct conv_44c505d7_wgmma_m64n32p6s2c_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_44c505d7_wgmma_m64n32p6s2c(
@@ -2326,6 +2338,7 @@ struct conv_c07f5ecf_wgmma_m64n32p6s1_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_c07f5ecf_wgmma_m64n32p6s1(
@@ -2368,6 +2381,7 @@ struct conv_18bd6406_mma_m32n32k64w2x2p4s1_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_18bd6406_mma_m32n32k64w2x2p4s1(
     const __half* __restrict__ x,
@@ -2379,8 +2393,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_18bd6406_mma_m32n32k64
 
 // FusedConv task 48c2d04895761efe: conv2d17, conv2d20, conv2d23
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[128x128x3x3]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_48c2d048_wgmma_m64n32p6s2c_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"staged","split_reduce":"cluster","early_trigger":true}
+struct conv_48c2d048_wgmma_m64n32p6s2ct_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2408,14 +2422,15 @@ struct conv_48c2d048_wgmma_m64n32p6s2c_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = true;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_48c2d048_wgmma_m64n32p6s2c(
+extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_48c2d048_wgmma_m64n32p6s2ct(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_48c2d048_wgmma_m64n32p6s2c_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_wgmma<conv_48c2d048_wgmma_m64n32p6s2ct_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 1e32aea3652d773f: conv2d18, conv2d21, conv2d24
@@ -2449,6 +2464,7 @@ struct conv_1e32aea3_wgmma_m64n32p3s1r_p {
   static constexpr bool RES_PREFETCH = true;
   static constexpr int RES_OFFSET = 24576;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_1e32aea3_wgmma_m64n32p3s1r(
@@ -2462,8 +2478,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_1e32aea3_wgmma_m64n32p
 
 // FusedConv task c68ad69f9cf26146: conv2d25
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x28x28]:cl in1=f16[256x512x1x1]:cl:const in2=f32[256]:const out=f16[1x256x28x28]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
-struct conv_c68ad69f_mma_m32n32k64w2x2p4s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged","early_trigger":true}
+struct conv_c68ad69f_mma_m32n32k64w2x2p4s1t_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2491,19 +2507,20 @@ struct conv_c68ad69f_mma_m32n32k64w2x2p4s1_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = true;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_c68ad69f_mma_m32n32k64w2x2p4s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_c68ad69f_mma_m32n32k64w2x2p4s1t(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_c68ad69f_mma_m32n32k64w2x2p4s1_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_c68ad69f_mma_m32n32k64w2x2p4s1t_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 098434ab2f0443f4: conv2d26
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x28x28]:cl in1=f16[256x256x3x3]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":1,"warps_n":2,"stages":4,"split_k":4,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_098434ab_mma_m32n32k64w1x2p4s4c_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":1,"stages":4,"split_k":4,"epilogue":"direct","split_reduce":"cluster"}
+struct conv_098434ab_mma_m32n32k64w2x1p4s4cd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2522,28 +2539,29 @@ struct conv_098434ab_mma_m32n32k64w1x2p4s4c_p {
   static constexpr bool A_BOUNDS = true;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 2304, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 1, WARPS_N = 2, STAGES = 4, SPLIT_K = 4;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 1, STAGES = 4, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
-  static constexpr bool STAGED_EPILOGUE = true;
-  static constexpr int EPI_MI = 2;
+  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(64, 1) conv_098434ab_mma_m32n32k64w1x2p4s4c(
+extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(64, 1) conv_098434ab_mma_m32n32k64w2x1p4s4cd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_098434ab_mma_m32n32k64w1x2p4s4c_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_098434ab_mma_m32n32k64w2x1p4s4cd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task e0e12d6fa00b9bd1: conv2d27
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s2x2 precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[1024x768x1x1]:cl:const in2=f32[1024]:const in3=f16[1x512x28x28]:cl out=f16[1x1024x14x14]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"direct"}
-struct conv_e0e12d6f_wgmma_m64n32p6s1d_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged"}
+struct conv_e0e12d6f_wgmma_m64n32p6s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2566,26 +2584,27 @@ struct conv_e0e12d6f_wgmma_m64n32p6s1d_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_e0e12d6f_wgmma_m64n32p6s1d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_e0e12d6f_wgmma_m64n32p6s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ xs,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_e0e12d6f_wgmma_m64n32p6s1d_p>(x, w, bias, nullptr, xs, y);
+  aotune::conv_wgmma<conv_e0e12d6f_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, xs, y);
 }
 
 // FusedConv task 93076c40a191cef4: conv2d29, conv2d32, conv2d35, conv2d38 (+1 more)
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[256x1024x1x1]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_93076c40_mma_m32n32k64w2x2p4s4c_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"staged","split_reduce":"cluster","early_trigger":true}
+struct conv_93076c40_mma_m32n32k64w2x2p4s4ct_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2613,13 +2632,14 @@ struct conv_93076c40_mma_m32n32k64w2x2p4s4c_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = true;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_93076c40_mma_m32n32k64w2x2p4s4c(
+extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_93076c40_mma_m32n32k64w2x2p4s4ct(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_93076c40_mma_m32n32k64w2x2p4s4c_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_93076c40_mma_m32n32k64w2x2p4s4ct_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 48e86b9eea3a159e: conv2d30, conv2d33, conv2d36, conv2d39 (+1 more)
@@ -2653,6 +2673,7 @@ struct conv_48e86b9e_mma_m32n32k64w2x2p4s6c_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) conv_48e86b9e_mma_m32n32k64w2x2p4s6c(
     const __half* __restrict__ x,
@@ -2693,6 +2714,7 @@ struct conv_282f15c5_wgmma_m64n32p6s1r_p {
   static constexpr bool RES_PREFETCH = true;
   static constexpr int RES_OFFSET = 49152;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_282f15c5_wgmma_m64n32p6s1r(
@@ -2706,8 +2728,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_282f15c5_wgmma_m64n32p
 
 // FusedConv task 6f8ef6f32763abbf: conv2d44
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[512x1024x1x1]:cl:const in2=f32[512]:const out=f16[1x512x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":3,"split_k":2,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_6f8ef6f3_mma_m32n32k64w2x2p3s2c_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":3,"split_k":2,"epilogue":"staged","split_reduce":"cluster","early_trigger":true}
+struct conv_6f8ef6f3_mma_m32n32k64w2x2p3s2ct_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2735,19 +2757,20 @@ struct conv_6f8ef6f3_mma_m32n32k64w2x2p3s2c_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = true;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_6f8ef6f3_mma_m32n32k64w2x2p3s2c(
+extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_6f8ef6f3_mma_m32n32k64w2x2p3s2ct(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_6f8ef6f3_mma_m32n32k64w2x2p3s2c_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_6f8ef6f3_mma_m32n32k64w2x2p3s2ct_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task d82ebd66539eae75: conv2d45
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x14x14]:cl in1=f16[512x512x3x3]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":1,"stages":4,"split_k":8,"epilogue":"direct","split_reduce":"cluster"}
-struct conv_d82ebd66_mma_m32n32k64w2x1p4s8cd_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":1,"stages":4,"split_k":8,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_d82ebd66_mma_m32n32k64w2x1p4s8c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2770,18 +2793,19 @@ struct conv_d82ebd66_mma_m32n32k64w2x1p4s8cd_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(64, 1) conv_d82ebd66_mma_m32n32k64w2x1p4s8cd(
+extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(64, 1) conv_d82ebd66_mma_m32n32k64w2x1p4s8c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_d82ebd66_mma_m32n32k64w2x1p4s8cd_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_d82ebd66_mma_m32n32k64w2x1p4s8c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task af188f8111142790: conv2d46
@@ -2815,6 +2839,7 @@ struct conv_af188f81_wgmma_m64n32p5s3c_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 3) __launch_bounds__(128, 1) conv_af188f81_wgmma_m64n32p5s3c(
@@ -2828,8 +2853,8 @@ extern "C" __global__ void __cluster_dims__(1, 1, 3) __launch_bounds__(128, 1) c
 
 // FusedConv task 510ceff0b9f74501: conv2d48, conv2d51
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x2048x7x7]:cl in1=f16[512x2048x1x1]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"direct","split_reduce":"cluster"}
-struct conv_510ceff0_mma_m32n32k64w2x2p4s4cd_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"direct","split_reduce":"cluster","early_trigger":true}
+struct conv_510ceff0_mma_m32n32k64w2x2p4s4cdt_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2857,13 +2882,14 @@ struct conv_510ceff0_mma_m32n32k64w2x2p4s4cd_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = true;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_510ceff0_mma_m32n32k64w2x2p4s4cd(
+extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_510ceff0_mma_m32n32k64w2x2p4s4cdt(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_510ceff0_mma_m32n32k64w2x2p4s4cd_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_510ceff0_mma_m32n32k64w2x2p4s4cdt_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task c46df034189a77e3: conv2d49, conv2d52
@@ -2897,6 +2923,7 @@ struct conv_c46df034_mma_m32n32k64w2x2p4s8c_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(128, 1) conv_c46df034_mma_m32n32k64w2x2p4s8c(
     const __half* __restrict__ x,
@@ -2937,6 +2964,7 @@ struct conv_3e532f52_wgmma_m64n32p6s1r_p {
   static constexpr bool RES_PREFETCH = true;
   static constexpr int RES_OFFSET = 73728;
   static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_3e532f52_wgmma_m64n32p6s1r(
@@ -2968,8 +2996,8 @@ extern "C" __global__ void __launch_bounds__(64) gpool_3718bb6d_l4s16(
 
 // Dense task daa08d99dfe80377: linear1
 // epilogue=bias precision=fp16 in0=f16[1x2048] in1=f16[1000x2048]:const in2=f32[1000]:const out=f32[1x1000]
-// config {"kernel":"gemv","warps":4,"rows":1,"unroll":4}
-struct dense_daa08d99_gemv_w4r1u4_p {
+// config {"kernel":"gemv","warps":4,"rows":1,"unroll":8}
+struct dense_daa08d99_gemv_w4r1u8_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2988,12 +3016,12 @@ struct dense_daa08d99_gemv_w4r1u4_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 2048, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int WARPS = 4, ROWS = 1, UNROLL = 4, V = 8;
+  static constexpr int WARPS = 4, ROWS = 1, UNROLL = 8, V = 8;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) dense_daa08d99_gemv_w4r1u4(
+extern "C" __global__ void __launch_bounds__(128, 1) dense_daa08d99_gemv_w4r1u8(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     float* __restrict__ y) {
-  aotune::dense_gemv<dense_daa08d99_gemv_w4r1u4_p>(x, w, bias, nullptr, y);
+  aotune::dense_gemv<dense_daa08d99_gemv_w4r1u8_p>(x, w, bias, nullptr, y);
 }

@@ -8,7 +8,7 @@ use super::model_args::{LaunchArg, ModelArgs};
 use anyhow::Context;
 use aotune::runtime::{driver_present, LoadOptions};
 use aotune::tune::nvrtc::{self, CompileIn};
-use aotune::tune::refine::{refine, Builder, RefineOptions};
+use aotune::tune::refine::{refine, Builder, Candidates, RefineOptions};
 use aotune::tune::tunable_tasks;
 use aotune_spec::schedule::{BestLog, Target, Timing};
 use aotune_spec::tune::read_records;
@@ -30,6 +30,11 @@ pub struct RefineArgs {
     /// Write the refined log here instead of over --best.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// What to try per task: `records`, its fastest configs from --log
+    /// (--top, --within), or `trigger`, the config --best gives it with the
+    /// next kernel allowed to start earlier (tensor-core convs only).
+    #[arg(long, value_enum, default_value_t = CandidatesArg::Records)]
+    pub candidates: CandidatesArg,
     /// Most configs tried per task besides the one --best gives it.
     #[arg(long, default_value_t = 4)]
     pub top: usize,
@@ -52,6 +57,15 @@ pub struct RefineArgs {
     pub launch: LaunchArg,
 }
 
+/// `--candidates`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CandidatesArg {
+    /// Each task's fastest configs among the records.
+    Records,
+    /// Each task's config with its trigger moved (`early_trigger`).
+    Trigger,
+}
+
 pub fn refine_command(args: RefineArgs) -> anyhow::Result<()> {
     if !driver_present() {
         anyhow::bail!(
@@ -61,6 +75,10 @@ pub fn refine_command(args: RefineArgs) -> anyhow::Result<()> {
     }
     let rounds = args.rounds.max(1);
     let options = RefineOptions {
+        candidates: match args.candidates {
+            CandidatesArg::Records => Candidates::Records,
+            CandidatesArg::Trigger => Candidates::Trigger,
+        },
         top: args.top,
         within: args.within.max(1.0),
         rounds,

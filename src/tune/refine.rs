@@ -27,9 +27,23 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
+/// What `refine` tries for each task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Candidates {
+    /// The task's fastest configs among its records (timed alone).
+    #[default]
+    Records,
+    /// The incumbent with its trigger moved (a tensor-core conv's
+    /// `early_trigger` flipped): where the next kernel's CTAs may start
+    /// only shows in the graph, so the tuner never times it.
+    Trigger,
+}
+
 /// How much `refine` tries.
 #[derive(Debug, Clone, Copy)]
 pub struct RefineOptions {
+    /// Where the configs tried come from.
+    pub candidates: Candidates,
     /// Most configs tried per task besides the incumbent.
     pub top: usize,
     /// Only configs whose measured median is within this factor of the
@@ -49,6 +63,7 @@ pub struct RefineOptions {
 impl Default for RefineOptions {
     fn default() -> Self {
         RefineOptions {
+            candidates: Candidates::Records,
             top: 4,
             within: 1.25,
             rounds: 6,
@@ -167,16 +182,62 @@ pub fn shortlist<'r>(
     out
 }
 
+/// The task's record in `best` for this template and GPU.
+fn best_record<'b>(best: &'b BestLog, t: &TunableTask, gpu: &Target) -> Option<&'b BestRecord> {
+    best.records.iter().find(|r| {
+        r.task == t.space.task && r.template == t.space.template && r.target.same_gpu(gpu)
+    })
+}
+
 /// The config the model runs for a task: its record in `best` for this
 /// template and GPU, else the template's default.
 fn incumbent(best: &BestLog, t: &TunableTask, gpu: &Target) -> serde_json::Value {
-    best.records
-        .iter()
-        .find(|r| {
-            r.task == t.space.task && r.template == t.space.template && r.target.same_gpu(gpu)
-        })
+    best_record(best, t, gpu)
         .map(|r| r.config.clone())
         .unwrap_or_else(|| t.space.configs[t.space.default].clone())
+}
+
+/// A config to try for a task, with what a kept one's record needs.
+#[derive(Debug, Clone)]
+struct Candidate {
+    record: BestRecord,
+}
+
+impl Candidate {
+    fn from_record(r: &TuneRecord) -> Self {
+        Candidate {
+            record: BestRecord {
+                task: r.task.clone(),
+                op: r.op.clone(),
+                key: r.key.clone(),
+                template: r.template.clone(),
+                config: r.config.clone(),
+                median_us: r.success_us().unwrap_or(f64::NAN),
+                target: r.target.clone(),
+            },
+        }
+    }
+}
+
+/// `config` with its trigger moved: a tensor-core conv config (`mma`,
+/// `wgmma`) with `early_trigger` flipped (absent when false, as the configs
+/// serialize); `None` for every other kernel.
+pub fn trigger_variant(config: &serde_json::Value) -> Option<serde_json::Value> {
+    let kernel = config.get("kernel")?.as_str()?;
+    if kernel != "mma" && kernel != "wgmma" {
+        return None;
+    }
+    let mut out = config.as_object()?.clone();
+    let early = out
+        .get("early_trigger")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
+    if early {
+        out.remove("early_trigger");
+    } else {
+        out.insert("early_trigger".into(), serde_json::Value::Bool(true));
+    }
+    Some(serde_json::Value::Object(out))
 }
 
 /// ‖got − want‖ / ‖want‖, infinite with a NaN in `got`.
@@ -300,18 +361,34 @@ pub fn refine(
     // Every candidate of every task, rendered and compiled in one batch.
     let mut rendered = Vec::new();
     for (i, (t, inc, _)) in order.iter().enumerate() {
-        let list = shortlist(
-            records,
-            &t.space.task,
-            &t.space.template,
-            gpu,
-            inc,
-            options.top,
-            options.within,
-        );
-        for r in list {
-            let kernel = render_candidate(&compiled.graph, t.node, &r.config)?;
-            rendered.push((i, r, kernel));
+        let list: Vec<Candidate> = match options.candidates {
+            Candidates::Records => shortlist(
+                records,
+                &t.space.task,
+                &t.space.template,
+                gpu,
+                inc,
+                options.top,
+                options.within,
+            )
+            .into_iter()
+            .map(Candidate::from_record)
+            .collect(),
+            Candidates::Trigger => best_record(best, t, gpu)
+                .and_then(|r| {
+                    trigger_variant(&r.config).map(|config| Candidate {
+                        record: BestRecord {
+                            config,
+                            ..r.clone()
+                        },
+                    })
+                })
+                .into_iter()
+                .collect(),
+        };
+        for c in list {
+            let kernel = render_candidate(&compiled.graph, t.node, &c.record.config)?;
+            rendered.push((i, c, kernel));
         }
     }
     let jobs = rendered
@@ -377,8 +454,9 @@ pub fn refine(
             .launch_kernel(first)
             .expect("the launch index comes from the spec");
         let mut trials = Vec::new();
-        for (tag, (_, r, kernel)) in rendered.iter().enumerate().filter(|(_, c)| c.0 == i) {
-            let alone_us = r.success_us().unwrap_or(f64::NAN);
+        for (tag, (_, c, kernel)) in rendered.iter().enumerate().filter(|(_, c)| c.0 == i) {
+            let r = &c.record;
+            let alone_us = r.median_us;
             let skip = |why: String| Trial {
                 config: r.config.clone(),
                 alone_us,
@@ -563,6 +641,28 @@ mod tests {
                 ("b".into(), 2, Timing::Flushed)
             ]
         );
+    }
+
+    #[test]
+    fn the_trigger_variant_flips_early_trigger_of_tensor_core_convs_only() {
+        let mma = json!({"kernel": "mma", "block_m": 32, "split_k": 4});
+        let on = trigger_variant(&mma).unwrap();
+        assert_eq!(on["early_trigger"], json!(true));
+        assert_eq!(on["block_m"], json!(32));
+        // flipped back, it is the config as it serializes: the field absent.
+        assert_eq!(trigger_variant(&on).unwrap(), mma);
+        let wgmma = json!({"kernel": "wgmma", "block_m": 64, "early_trigger": true});
+        assert!(trigger_variant(&wgmma)
+            .unwrap()
+            .get("early_trigger")
+            .is_none());
+        for other in [
+            json!({"kernel": "gemv", "rows": 1}),
+            json!({"kernel": "simt"}),
+            json!({"block_m": 64}),
+        ] {
+            assert_eq!(trigger_variant(&other), None, "{other}");
+        }
     }
 
     #[test]

@@ -181,6 +181,15 @@ pub struct MmaConfig {
     pub epilogue: MmaEpilogue,
     #[serde(default, skip_serializing_if = "SplitReduce::is_global")]
     pub split_reduce: SplitReduce,
+    /// Under a programmatic dependent launch, let the next kernel's CTAs
+    /// start right after the grid dependency wait instead of after the k
+    /// loop (`launch_dependents`, common.cuh): they then read their first
+    /// weight tiles while this kernel computes, but take SM slots it could
+    /// use. Neutral when timed alone, so the tuner's spaces leave it off and
+    /// `aotune refine --candidates trigger` decides it in the model's graph.
+    /// Absent from the JSON when false.
+    #[serde(default, skip_serializing_if = "super::wgmma_config::is_false")]
+    pub early_trigger: bool,
 }
 
 /// Floats of padding per staged epilogue row: rows of `BN + 8` floats put
@@ -385,6 +394,7 @@ impl MmaConfig {
                                         split_k,
                                         epilogue,
                                         split_reduce,
+                                        early_trigger: false,
                                     };
                                     if c.validate(shape).is_ok() {
                                         out.push(c);
@@ -399,11 +409,11 @@ impl MmaConfig {
         out
     }
 
-    /// `mma_m64n64k32w2x2p3s1`, then `c` for the cluster split-K reduction
-    /// and `d` for the direct epilogue.
+    /// `mma_m64n64k32w2x2p3s1`, then `c` for the cluster split-K
+    /// reduction, `d` for the direct epilogue and `t` for the early trigger.
     pub fn tag(&self) -> String {
         format!(
-            "mma_m{}n{}k{}w{}x{}p{}s{}{}{}",
+            "mma_m{}n{}k{}w{}x{}p{}s{}{}{}{}",
             self.block_m,
             self.block_n,
             self.block_k,
@@ -415,7 +425,8 @@ impl MmaConfig {
             match self.epilogue {
                 MmaEpilogue::Staged => "",
                 MmaEpilogue::Direct => "d",
-            }
+            },
+            if self.early_trigger { "t" } else { "" }
         )
     }
 
@@ -484,6 +495,7 @@ impl MmaConfig {
             epilogue: self.epilogue,
             epi_mi: self.epilogue_mi(shape) as u32,
             residual_offset: None,
+            early_trigger: self.early_trigger,
         }
         .render(p, shape);
     }
@@ -524,6 +536,8 @@ pub(super) struct TileParams {
     /// Where the residual tile is prefetched to (bytes into the aligned
     /// dynamic shared memory), for configs that prefetch it.
     pub residual_offset: Option<usize>,
+    /// `launch_dependents` right after the grid dependency wait.
+    pub early_trigger: bool,
 }
 
 impl TileParams {
@@ -550,7 +564,8 @@ impl TileParams {
         .boolean(
             "WEIGHTS_FIRST",
             shape.n <= super::source::PROGRAMMATIC_MAX_BATCH,
-        );
+        )
+        .boolean("EARLY_TRIGGER", self.early_trigger);
     }
 }
 
@@ -584,7 +599,29 @@ mod tests {
             split_k: 1,
             epilogue: MmaEpilogue::Staged,
             split_reduce: SplitReduce::Global,
+            early_trigger: false,
         }
+    }
+
+    #[test]
+    fn the_early_trigger_is_named_rendered_and_left_out_of_the_space() {
+        let shape = conv(1, 512, 7, 512, 3, 1, DType::F16);
+        let on = MmaConfig {
+            early_trigger: true,
+            ..base()
+        };
+        assert_eq!(on.tag(), "mma_m64n64k32w2x2p3s1t");
+        assert!(!serde_json::to_string(&base())
+            .unwrap()
+            .contains("early_trigger"));
+        let mut p = Params::new("P");
+        on.render(&mut p, &shape);
+        assert!(p
+            .render()
+            .contains("static constexpr bool EARLY_TRIGGER = true;"));
+        assert!(MmaConfig::search_space(&shape)
+            .iter()
+            .all(|c| !c.early_trigger));
     }
 
     #[test]

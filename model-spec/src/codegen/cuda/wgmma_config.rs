@@ -71,6 +71,15 @@ pub struct WgmmaConfig {
     /// memory). Absent from the JSON when false.
     #[serde(default, skip_serializing_if = "is_false")]
     pub swap_ab: bool,
+    /// Under a programmatic dependent launch, let the next kernel's CTAs
+    /// start right after the grid dependency wait instead of after the k
+    /// loop (`launch_dependents`, common.cuh): they then read their first
+    /// weight tiles while this kernel computes, but take SM slots it could
+    /// use. Neutral when timed alone, so the tuner's spaces leave it off and
+    /// `aotune refine --candidates trigger` decides it in the model's graph.
+    /// Absent from the JSON when false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub early_trigger: bool,
 }
 
 fn one() -> u32 {
@@ -81,7 +90,7 @@ fn is_one(v: &u32) -> bool {
     *v == 1
 }
 
-fn is_false(v: &bool) -> bool {
+pub(super) fn is_false(v: &bool) -> bool {
     !*v
 }
 
@@ -368,6 +377,7 @@ impl WgmmaConfig {
                                         min_blocks,
                                         prefetch_residual,
                                         swap_ab,
+                                        early_trigger: false,
                                     };
                                     if !c.redundant_stages(shape) && c.validate(shape).is_ok() {
                                         out.push(c);
@@ -417,10 +427,11 @@ impl WgmmaConfig {
 
     /// `wgmma_m128n256p4s1`, then `c` for the cluster split-K reduction,
     /// `d` for the direct epilogue, `r` for the prefetched residual,
-    /// `b3` for `min_blocks` 3 and `x` for swapped operands.
+    /// `b3` for `min_blocks` 3, `x` for swapped operands and `t` for the
+    /// early trigger.
     pub fn tag(&self) -> String {
         format!(
-            "wgmma_m{}n{}p{}s{}{}{}{}{}{}",
+            "wgmma_m{}n{}p{}s{}{}{}{}{}{}{}",
             self.block_m,
             self.block_n,
             self.stages,
@@ -436,7 +447,8 @@ impl WgmmaConfig {
             } else {
                 String::new()
             },
-            if self.swap_ab { "x" } else { "" }
+            if self.swap_ab { "x" } else { "" },
+            if self.early_trigger { "t" } else { "" }
         )
     }
 
@@ -525,6 +537,7 @@ impl WgmmaConfig {
             epilogue: self.epilogue,
             epi_mi: 1,
             residual_offset: self.prefetch_residual.then(|| self.residual_offset(shape)),
+            early_trigger: self.early_trigger,
         }
         .render(p, shape);
         p.boolean("SWAP_AB", self.swap_ab);
@@ -587,6 +600,7 @@ mod tests {
             min_blocks: 1,
             prefetch_residual: false,
             swap_ab: false,
+            early_trigger: false,
         }
     }
 
@@ -885,5 +899,34 @@ mod tests {
         assert_eq!(c.tag(), "wgmma_m128n128p4s1");
         let back: WgmmaConfig = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
         assert_eq!(back, c);
+    }
+
+    #[test]
+    fn the_early_trigger_is_named_rendered_and_absent_from_the_json_when_off() {
+        let shape = conv(1, 512, 7, 512, 3, 1, DType::F16);
+        let off = base();
+        let on = WgmmaConfig {
+            early_trigger: true,
+            ..off
+        };
+        assert!(!serde_json::to_string(&off)
+            .unwrap()
+            .contains("early_trigger"));
+        let json = serde_json::to_string(&on).unwrap();
+        assert!(json.ends_with(r#","early_trigger":true}"#), "{json}");
+        assert_eq!(serde_json::from_str::<WgmmaConfig>(&json).unwrap(), on);
+        assert_eq!(on.tag(), format!("{}t", off.tag()));
+        let render = |c: &WgmmaConfig| {
+            let mut p = Params::new("P");
+            c.render(&mut p, &shape);
+            p.render()
+        };
+        assert!(render(&on).contains("static constexpr bool EARLY_TRIGGER = true;"));
+        assert!(render(&off).contains("static constexpr bool EARLY_TRIGGER = false;"));
+        // The tuner's spaces leave it to `refine`: alone it changes nothing.
+        assert!(WgmmaConfig::search_space(&shape)
+            .iter()
+            .all(|c| !c.early_trigger));
+        assert!(on.validate(&shape).is_ok());
     }
 }

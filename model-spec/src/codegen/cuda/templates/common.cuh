@@ -21,7 +21,9 @@ namespace aotune {
 // kernel start after their k loop, so that its CTAs are placed on the SMs as
 // this kernel's drain (triggered at entry, a small grid's successor crowded
 // onto the SMs this one left free, measured 22% slower at batch 1), while
-// the epilogue runs. Without the launch attribute both are no-ops.
+// the epilogue runs. A config with `early_trigger` lets it start right after
+// the wait instead (`aotune refine --candidates trigger` picks those per
+// layer, in the model's graph). Without the launch attribute both are no-ops.
 __device__ __forceinline__ void launch_dependents() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");

@@ -562,6 +562,7 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
   for (int i = 0; i < MI * NI * 4; ++i) acc[i] = 0.0f;
 
   load_prologue<STAGES - 1, P::WEIGHTS_FIRST>(loader, As, A_STAGE, Bs, B_STAGE, kt_begin, kt_end, [] {});
+  if (P::EARLY_TRIGGER) launch_dependents();  // early_trigger (mma_config.rs)
 
   for (int kt = kt_begin; kt < kt_end; ++kt) {
     const int i = kt - kt_begin;
@@ -596,7 +597,7 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
     }
   }
   cp_async_wait<0>();
-  launch_dependents();  // the next kernel's CTAs may start (common.cuh)
+  if (!P::EARLY_TRIGGER) launch_dependents();  // the next kernel's CTAs may start (common.cuh)
 
   if (!reduce_split_k<P, MI * NI * 4, T>(acc, smem_raw)) return;
 

@@ -213,6 +213,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   load_prologue<PREFETCH, P::WEIGHTS_FIRST>(loader, As, A_STAGE, Bs, B_STAGE, kt_begin, kt_end, [&] {
     if (P::RES_PREFETCH) prefetch_residual_tile<P, BM, BN, T>(res, rs, m0, n0);
   });
+  if (P::EARLY_TRIGGER) launch_dependents();  // early_trigger (wgmma_config.rs)
 
   for (int kt = kt_begin; kt < kt_end; ++kt) {
     const int i = kt - kt_begin, stage = i % STAGES;
@@ -246,7 +247,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
     fence_operands(acc);
   }
   cp_async_wait<0>();
-  launch_dependents();  // the next kernel's CTAs may start (common.cuh)
+  if (!P::EARLY_TRIGGER) launch_dependents();  // the next kernel's CTAs may start (common.cuh)
 
   if (!reduce_split_k<P, R, T>(acc, smem)) return;
 
