@@ -399,6 +399,27 @@ pub(crate) fn mma_coverage(shape: &ConvShape) -> Vec<ConvConfig> {
     out
 }
 
+/// The first mma and the first wgmma config of `space` with `early_trigger`
+/// on: no space holds it (`refine --candidates trigger` sets it), so it is
+/// compiled here.
+fn early_trigger_variants(space: &[ConvConfig]) -> Vec<ConvConfig> {
+    let mma = space.iter().find_map(|c| match c {
+        ConvConfig::Mma(m) => Some(ConvConfig::Mma(MmaConfig {
+            early_trigger: true,
+            ..*m
+        })),
+        _ => None,
+    });
+    let wgmma = space.iter().find_map(|c| match c {
+        ConvConfig::Wgmma(w) => Some(ConvConfig::Wgmma(WgmmaConfig {
+            early_trigger: true,
+            ..*w
+        })),
+        _ => None,
+    });
+    mma.into_iter().chain(wgmma).collect()
+}
+
 fn conv_instances(precision: Precision, per_case: usize) -> Vec<Instance> {
     let mut out = Vec::new();
     for (label, graph) in conv_cases(precision) {
@@ -431,6 +452,7 @@ fn conv_instances(precision: Precision, per_case: usize) -> Vec<Instance> {
         configs.extend(sample(&swapped, per_case));
         configs.extend(sample(&other, per_case));
         configs.extend(mma_coverage(&shape));
+        configs.extend(early_trigger_variants(&space));
         configs.push(ConvConfig::default_for(&shape));
         for (i, c) in configs.iter().enumerate() {
             assert!(c.validate(&shape).is_ok());
