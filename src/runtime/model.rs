@@ -958,6 +958,34 @@ fn find_kernels(module: &Module, spec: &ModelSpec) -> Result<Vec<Function>, Runt
         .collect()
 }
 
+/// Shared memory per block (static and dynamic) the device lets a kernel
+/// opt into.
+fn shared_optin(ctx: &CudaContext, during: String) -> Result<u64, RuntimeError> {
+    driver::device_attribute(
+        ctx,
+        DeviceAttribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+    )
+    .map(|v| v.max(0) as u64)
+    .map_err(|source| RuntimeError::Cuda {
+        call: "cuDeviceGetAttribute",
+        during,
+        source,
+    })
+}
+
+/// The most threads per block `function` allows (its register use limits
+/// it) and its static shared memory, in bytes.
+fn function_limits(function: &Function, during: String) -> Result<(u64, u64), RuntimeError> {
+    let cuda = |source| RuntimeError::Cuda {
+        call: "cuFuncGetAttribute",
+        during: during.clone(),
+        source,
+    };
+    let threads = function.max_threads_per_block().map_err(cuda)?.max(0) as u64;
+    let static_bytes = function.static_shared_bytes().map_err(cuda)?.max(0) as u64;
+    Ok((threads, static_bytes))
+}
+
 /// Checks each launch's block size and shared memory against the kernel and
 /// device limits, and opts kernels into more than 48 KiB of dynamic shared
 /// memory where a launch needs it.
@@ -967,35 +995,15 @@ fn configure_kernels(
     ctx: &CudaContext,
     device: &DeviceInfo,
 ) -> Result<(), RuntimeError> {
-    let optin = driver::device_attribute(
-        ctx,
-        DeviceAttribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-    )
-    .map_err(RuntimeError::cuda(
-        "cuDeviceGetAttribute",
-        "reading the shared memory limit",
-    ))?
-    .max(0) as u64;
+    let optin = shared_optin(ctx, "reading the shared memory limit".into())?;
     let max_dynamic = launch_plan::max_shared_bytes_per_kernel(spec);
     let mut limits = Vec::with_capacity(functions.len());
     for (kernel, function) in functions.iter().enumerate() {
         let symbol = &spec.kernels[kernel];
-        let during = || format!("reading the attributes of kernel `{symbol}`");
-        let cuda = |call| {
-            move |source| RuntimeError::Cuda {
-                call,
-                during: during(),
-                source,
-            }
-        };
-        let threads = function
-            .max_threads_per_block()
-            .map_err(cuda("cuFuncGetAttribute"))?
-            .max(0) as u64;
-        let static_bytes = function
-            .static_shared_bytes()
-            .map_err(cuda("cuFuncGetAttribute"))?
-            .max(0) as u64;
+        let (threads, static_bytes) = function_limits(
+            function,
+            format!("reading the attributes of kernel `{symbol}`"),
+        )?;
         let dynamic = u64::from(max_dynamic[kernel]);
         if static_bytes + dynamic <= optin
             && static_bytes + dynamic > u64::from(DEFAULT_SHARED_LIMIT)

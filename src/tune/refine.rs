@@ -21,7 +21,7 @@ use crate::runtime::{LaunchKernel, Model, RuntimeError};
 use aotune_spec::codegen::cuda::candidate::render_candidate;
 use aotune_spec::codegen::cuda::CodegenError;
 use aotune_spec::schedule::{BestLog, BestRecord, Target, Timing, BEST_FORMAT};
-use aotune_spec::tune::TuneRecord;
+use aotune_spec::tune::{best_record, TuneRecord};
 use aotune_spec::Compiled;
 use std::collections::HashMap;
 use std::path::Path;
@@ -183,7 +183,7 @@ pub fn shortlist<'r>(
 }
 
 /// The task's record in `best` for this template and GPU.
-fn best_record<'b>(best: &'b BestLog, t: &TunableTask, gpu: &Target) -> Option<&'b BestRecord> {
+fn record_in<'b>(best: &'b BestLog, t: &TunableTask, gpu: &Target) -> Option<&'b BestRecord> {
     best.records.iter().find(|r| {
         r.task == t.space.task && r.template == t.space.template && r.target.same_gpu(gpu)
     })
@@ -192,31 +192,9 @@ fn best_record<'b>(best: &'b BestLog, t: &TunableTask, gpu: &Target) -> Option<&
 /// The config the model runs for a task: its record in `best` for this
 /// template and GPU, else the template's default.
 fn incumbent(best: &BestLog, t: &TunableTask, gpu: &Target) -> serde_json::Value {
-    best_record(best, t, gpu)
+    record_in(best, t, gpu)
         .map(|r| r.config.clone())
         .unwrap_or_else(|| t.space.configs[t.space.default].clone())
-}
-
-/// A config to try for a task, with what a kept one's record needs.
-#[derive(Debug, Clone)]
-struct Candidate {
-    record: BestRecord,
-}
-
-impl Candidate {
-    fn from_record(r: &TuneRecord) -> Self {
-        Candidate {
-            record: BestRecord {
-                task: r.task.clone(),
-                op: r.op.clone(),
-                key: r.key.clone(),
-                template: r.template.clone(),
-                config: r.config.clone(),
-                median_us: r.success_us().unwrap_or(f64::NAN),
-                target: r.target.clone(),
-            },
-        }
-    }
 }
 
 /// `config` with its trigger moved: a tensor-core conv config (`mma`,
@@ -361,7 +339,8 @@ pub fn refine(
     // Every candidate of every task, rendered and compiled in one batch.
     let mut rendered = Vec::new();
     for (i, (t, inc, _)) in order.iter().enumerate() {
-        let list: Vec<Candidate> = match options.candidates {
+        // Each candidate as the best-log record it becomes when kept.
+        let list: Vec<BestRecord> = match options.candidates {
             Candidates::Records => shortlist(
                 records,
                 &t.space.task,
@@ -372,22 +351,20 @@ pub fn refine(
                 options.within,
             )
             .into_iter()
-            .map(Candidate::from_record)
+            .map(best_record)
             .collect(),
-            Candidates::Trigger => best_record(best, t, gpu)
+            Candidates::Trigger => record_in(best, t, gpu)
                 .and_then(|r| {
-                    trigger_variant(&r.config).map(|config| Candidate {
-                        record: BestRecord {
-                            config,
-                            ..r.clone()
-                        },
+                    trigger_variant(&r.config).map(|config| BestRecord {
+                        config,
+                        ..r.clone()
                     })
                 })
                 .into_iter()
                 .collect(),
         };
         for c in list {
-            let kernel = render_candidate(&compiled.graph, t.node, &c.record.config)?;
+            let kernel = render_candidate(&compiled.graph, t.node, &c.config)?;
             rendered.push((i, c, kernel));
         }
     }
@@ -454,8 +431,7 @@ pub fn refine(
             .launch_kernel(first)
             .expect("the launch index comes from the spec");
         let mut trials = Vec::new();
-        for (tag, (_, c, kernel)) in rendered.iter().enumerate().filter(|(_, c)| c.0 == i) {
-            let r = &c.record;
+        for (tag, (_, r, kernel)) in rendered.iter().enumerate().filter(|(_, c)| c.0 == i) {
             let alone_us = r.median_us;
             let skip = |why: String| Trial {
                 config: r.config.clone(),
@@ -529,16 +505,11 @@ pub fn refine(
                 current = candidate;
                 kept_records.retain(|k: &BestRecord| k.task != r.task);
                 kept_records.push(BestRecord {
-                    task: r.task.clone(),
-                    op: r.op.clone(),
-                    key: r.key.clone(),
-                    template: r.template.clone(),
-                    config: r.config.clone(),
-                    median_us: alone_us,
                     target: Target {
                         timing: Timing::Graph,
                         ..r.target.clone()
                     },
+                    ..r.clone()
                 });
             }
             trials.push(Trial {

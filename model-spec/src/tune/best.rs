@@ -8,7 +8,6 @@ use super::records::TuneRecord;
 use crate::schedule::{BestLog, BestRecord, Target, Timing, BEST_FORMAT};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The best log of `records`, sorted as [`BestLog::to_json`] writes it.
 /// What a best log holds one record of, in its order: task, target, template.
 type SlotKey = (String, String, String, String, String, Timing, String);
 
@@ -24,6 +23,21 @@ fn slot_key(task: &str, target: &Target, template: &str) -> SlotKey {
     )
 }
 
+/// The best log's record of `r`: its config and median (infinite when it
+/// failed) for its task, template and target.
+pub fn best_record(r: &TuneRecord) -> BestRecord {
+    BestRecord {
+        task: r.task.clone(),
+        op: r.op.clone(),
+        key: r.key.clone(),
+        template: r.template.clone(),
+        config: r.config.clone(),
+        median_us: r.success_us().unwrap_or(f64::INFINITY),
+        target: r.target.clone(),
+    }
+}
+
+/// The best log of `records`, sorted as [`BestLog::to_json`] writes it.
 pub fn best_log(records: &[TuneRecord]) -> BestLog {
     let mut best: BTreeMap<SlotKey, &TuneRecord> = BTreeMap::new();
     for r in records {
@@ -40,18 +54,7 @@ pub fn best_log(records: &[TuneRecord]) -> BestLog {
     }
     BestLog {
         format: BEST_FORMAT.to_string(),
-        records: best
-            .into_values()
-            .map(|r| BestRecord {
-                task: r.task.clone(),
-                op: r.op.clone(),
-                key: r.key.clone(),
-                template: r.template.clone(),
-                config: r.config.clone(),
-                median_us: r.success_us().unwrap_or(f64::INFINITY),
-                target: r.target.clone(),
-            })
-            .collect(),
+        records: best.into_values().map(best_record).collect(),
     }
 }
 

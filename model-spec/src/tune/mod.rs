@@ -41,7 +41,7 @@ mod sim;
 #[cfg(test)]
 mod sim_tests;
 
-pub use best::{best_log, merge_into};
+pub use best::{best_log, best_record, merge_into};
 pub use driver::{tune, TaskResult, TracePoint, TuneError, TuneOutcome};
 pub use measure::{FailStage, Measurer, Trial, TrialOutcome};
 pub use options::TuneOptions;

@@ -2,8 +2,11 @@
 //! load a kernel from its own image, point launches at it, recapture the
 //! graphs. The arena, weights and parameter arrays stay as they are.
 
-use super::{capture_graphs, load_module, Model, RuntimeError, DEFAULT_SHARED_LIMIT};
-use crate::runtime::driver::{self, DeviceAttribute, Function};
+use super::{
+    capture_graphs, function_limits, load_module, shared_optin, Model, RuntimeError,
+    DEFAULT_SHARED_LIMIT,
+};
+use crate::runtime::driver::Function;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 static NEXT_MODEL_ID: AtomicU64 = AtomicU64::new(1);
@@ -65,27 +68,9 @@ impl Model {
                 symbol: symbol.to_string(),
                 index: 0,
             })?;
-        let cuda = |call: &'static str| {
-            move |source| RuntimeError::Cuda {
-                call,
-                during: format!("preparing kernel `{symbol}`"),
-                source,
-            }
-        };
-        let threads = function
-            .max_threads_per_block()
-            .map_err(cuda("cuFuncGetAttribute"))?
-            .max(0) as u64;
-        let static_bytes = function
-            .static_shared_bytes()
-            .map_err(cuda("cuFuncGetAttribute"))?
-            .max(0) as u64;
-        let optin = driver::device_attribute(
-            &self.ctx,
-            DeviceAttribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-        )
-        .map_err(cuda("cuDeviceGetAttribute"))?
-        .max(0) as u64;
+        let during = || format!("preparing kernel `{symbol}`");
+        let (threads, static_bytes) = function_limits(&function, during())?;
+        let optin = shared_optin(&self.ctx, during())?;
         let wanted: u64 = block.iter().map(|&b| u64::from(b)).product();
         let shared = static_bytes + u64::from(smem_bytes);
         if wanted > threads || shared > optin {
@@ -99,7 +84,11 @@ impl Model {
         if shared > u64::from(DEFAULT_SHARED_LIMIT) {
             function
                 .set_max_dynamic_shared_bytes(smem_bytes as i32)
-                .map_err(cuda("cuFuncSetAttribute"))?;
+                .map_err(|source| RuntimeError::Cuda {
+                    call: "cuFuncSetAttribute",
+                    during: during(),
+                    source,
+                })?;
         }
         self.extra_modules.push(module);
         Ok(LaunchKernel {
