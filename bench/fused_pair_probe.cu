@@ -38,7 +38,10 @@
     }                                                                             \
   } while (0)
 
-constexpr int THREADS = 128;  // 4 warps
+#ifndef WARPS
+#define WARPS 4  // bench/fused_pair_probe.sh builds 4 and 8
+#endif
+constexpr int THREADS = WARPS * 32;
 constexpr int PAD = 8;        // halves of padding per shared row: ldmatrix conflict-free
 
 enum Mode { FUSED = 0, EXPAND = 1, REDUCE = 2 };
@@ -63,6 +66,12 @@ __device__ __forceinline__ void launch_dependents() {
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
                    : "memory");
+}
+__device__ __forceinline__ void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 __device__ __forceinline__ unsigned cluster_rank() {
   unsigned r;
@@ -135,20 +144,34 @@ struct Shape {
   static constexpr int NS = N2 / C;  // the expand's channels per CTA = the reduce's K slice
   static constexpr int CW = N1 / C;  // reduce output columns each rank finishes
   static constexpr int MI = BM / 16;
-  static constexpr int WN_E = NS / 4, NI_E = WN_E / 8;  // expand: warps split NS
-  static constexpr int WN_R = N1 / 4, NI_R = WN_R / 8;  // reduce: warps split N1
+  static constexpr int WN_E = NS / WARPS, NI_E = WN_E / 8;  // expand: warps split NS
+  static constexpr int WN_R = N1 / WARPS, NI_R = WN_R / 8;  // reduce: warps split N1
   static constexpr int WES = K1 + PAD, WRS = NS + PAD, XS = K1 + PAD, YS = NS + PAD;
   static constexpr int PS = N1 + 4;  // f32 partial rows, 16-byte aligned
   static constexpr size_t WE_BYTES = size_t(NS) * WES * 2, WR_BYTES = size_t(N1) * WRS * 2;
   static constexpr size_t X_BYTES = size_t(BM) * XS * 2, Y_BYTES = size_t(BM) * YS * 2;
   static constexpr size_t P_BYTES = size_t(BM) * PS * 4;
-  static size_t smem(int mode) {
-    switch (mode) {
-      case FUSED: return WE_BYTES + WR_BYTES + X_BYTES + Y_BYTES + P_BYTES;
-      case EXPAND: return WE_BYTES + X_BYTES;
-      default: return WR_BYTES + Y_BYTES + P_BYTES;
-    }
+  // Shared memory, in this order; each section a multiple of 16 bytes and
+  // present only in the modes that use it.
+  struct Layout {
+    size_t we, wr, x, y, res, be, br, part, total;
+  };
+  __host__ __device__ static constexpr Layout layout(int mode) {
+    const bool e = mode != REDUCE, r = mode != EXPAND;
+    Layout l{};
+    size_t o = 0;
+    l.we = o, o += e ? WE_BYTES : 0;
+    l.wr = o, o += r ? WR_BYTES : 0;
+    l.x = o, o += e ? X_BYTES : 0;
+    l.y = o, o += Y_BYTES;  // the expand's output tile (staging), or the reduce's input
+    l.res = o, o += e ? Y_BYTES : 0;
+    l.be = o, o += e ? size_t(NS) * 4 : 0;
+    l.br = o, o += r ? size_t(CW) * 4 : 0;
+    l.part = o, o += r ? P_BYTES : 0;
+    l.total = o;
+    return l;
   }
+  static size_t smem(int mode) { return layout(mode).total; }
   // Whether the template takes this tiling: whole pairs of 8-wide n blocks
   // per warp, 16-row m blocks, 4-column vectors in the cluster reduction.
   static constexpr bool OK = NI_E >= 2 && NI_E % 2 == 0 && NI_R % 2 == 0 && BM % 16 == 0 &&
@@ -160,37 +183,79 @@ struct Args {
   const float *be, *br;
   half *y, *z;
   int m;
+  unsigned long long* prof;  // null, or [launch][cta][PHASES] %globaltimer stamps by thread 0
+  int launch;
 };
+
+// Phases stamped when profiling: entry, weights issued, after the grid dependency
+// wait, operands in shared memory, expand done, reduce GEMM done, first cluster
+// barrier, cluster reduction done, exit.
+constexpr int PHASES = 9;
+__device__ __forceinline__ unsigned long long globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+#define STAMP(i)                                                                           \
+  do {                                                                                     \
+    if (p.prof != nullptr && threadIdx.x == 0)                                             \
+      p.prof[(size_t(p.launch) * gridDim.x + blockIdx.x) * PHASES + (i)] = globaltimer(); \
+  } while (0)
+
+// n floats (n % 4 == 0) from global into shared memory.
+__device__ __forceinline__ void load_floats(float* s, const float* g, int n) {
+  for (int i = threadIdx.x; i < n / 4; i += THREADS) cp_async16(s + 4 * i, g + 4 * i, true);
+}
 
 template <int MODE, bool EARLY, int BM, int C, int K1, int N2, int N1>
 __global__ void __launch_bounds__(THREADS) pair_kernel(Args p) {
   using S = Shape<BM, C, K1, N2, N1>;
+  constexpr typename S::Layout L = S::layout(MODE);
   extern __shared__ __align__(128) unsigned char smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t4 = lane % 4;
   const int r = MODE == EXPAND ? blockIdx.x % C : int(cluster_rank());
   const int m0 = (blockIdx.x / C) * BM, valid = min(BM, p.m - m0), c0 = r * S::NS;
-  half* we_s = reinterpret_cast<half*>(smem);
-  half* wr_s = reinterpret_cast<half*>(smem + (MODE == FUSED ? S::WE_BYTES : 0));
-  unsigned char* rest = smem + (MODE != REDUCE ? S::WE_BYTES : 0) + (MODE != EXPAND ? S::WR_BYTES : 0);
-  half* x_s = reinterpret_cast<half*>(rest);
-  half* y_s = reinterpret_cast<half*>(rest + (MODE == FUSED ? S::X_BYTES : 0));
-  float* p_s = reinterpret_cast<float*>(rest + (MODE == FUSED ? S::X_BYTES : 0) + S::Y_BYTES);
+  half* we_s = reinterpret_cast<half*>(smem + L.we);
+  half* wr_s = reinterpret_cast<half*>(smem + L.wr);
+  half* x_s = reinterpret_cast<half*>(smem + L.x);
+  half* y_s = reinterpret_cast<half*>(smem + L.y);
+  half* res_s = reinterpret_cast<half*>(smem + L.res);
+  float* be_s = reinterpret_cast<float*>(smem + L.be);
+  float* br_s = reinterpret_cast<float*>(smem + L.br);
+  float* p_s = reinterpret_cast<float*>(smem + L.part);
 
-  // Weights first: constants, so they may be read before the wait.
-  if (MODE != REDUCE) load_tile<S::NS, K1>(we_s, S::WES, p.we + size_t(c0) * K1, K1, S::NS);
-  if (MODE != EXPAND) load_tile<N1, S::NS>(wr_s, S::WRS, p.wr + c0, N2, N1);
+  STAMP(0);
+  // Weights and biases first: constants, so they may be read before the wait.
+  if (MODE != REDUCE) {
+    load_tile<S::NS, K1>(we_s, S::WES, p.we + size_t(c0) * K1, K1, S::NS);
+    load_floats(be_s, p.be + c0, S::NS);
+  }
+  if (MODE != EXPAND) {
+    load_tile<N1, S::NS>(wr_s, S::WRS, p.wr + c0, N2, N1);
+    load_floats(br_s, p.br + r * S::CW, S::CW);
+  }
   cp_async_commit();
+  STAMP(1);
   grid_dependency_wait();
+  STAMP(2);
   if (EARLY) launch_dependents();
-  if (MODE != REDUCE) load_tile<BM, K1>(x_s, S::XS, p.x + size_t(m0) * K1, K1, valid);
-  else load_tile<BM, S::NS>(y_s, S::YS, p.y_in + size_t(m0) * N2 + c0, N2, valid);
+  // Activations after it: the input (and the residual) tile.
+  if (MODE != REDUCE) {
+    load_tile<BM, K1>(x_s, S::XS, p.x + size_t(m0) * K1, K1, valid);
+    load_tile<BM, S::NS>(res_s, S::YS, p.r + size_t(m0) * N2 + c0, N2, valid);
+  } else {
+    load_tile<BM, S::NS>(y_s, S::YS, p.y_in + size_t(m0) * N2 + c0, N2, valid);
+  }
   cp_async_commit();
   cp_async_wait_all();
   __syncthreads();
+  STAMP(3);
 
   if (MODE != REDUCE) {
     float acc[S::MI][S::NI_E][4] = {};
     warp_gemm<S::MI, S::NI_E, K1>(acc, x_s, S::XS, we_s, S::WES, warp * S::WN_E);
+    // Epilogue from shared memory only (bias, residual, ReLU, fp16) into the
+    // staging tile; rows past the image are zero, as the reduce's K slice.
 #pragma unroll
     for (int mi = 0; mi < S::MI; ++mi)
 #pragma unroll
@@ -198,22 +263,26 @@ __global__ void __launch_bounds__(THREADS) pair_kernel(Args p) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = mi * 16 + g + 8 * h, col = warp * S::WN_E + ni * 8 + 2 * t4;
-          const int m = m0 + row, n = c0 + col;
-          float v0 = 0.0f, v1 = 0.0f;
-          if (row < valid) {
-            const __half2 res = *reinterpret_cast<const __half2*>(p.r + size_t(m) * N2 + n);
-            v0 = fmaxf(acc[mi][ni][2 * h] + p.be[n] + __low2float(res), 0.0f);
-            v1 = fmaxf(acc[mi][ni][2 * h + 1] + p.be[n + 1] + __high2float(res), 0.0f);
-            *reinterpret_cast<__half2*>(p.y + size_t(m) * N2 + n) = __floats2half2_rn(v0, v1);
-          }
-          if (MODE == FUSED)
-            *reinterpret_cast<__half2*>(y_s + row * S::YS + col) = __floats2half2_rn(v0, v1);
+          const __half2 res = *reinterpret_cast<const __half2*>(res_s + row * S::YS + col);
+          const float v0 = fmaxf(acc[mi][ni][2 * h] + be_s[col] + __low2float(res), 0.0f);
+          const float v1 = fmaxf(acc[mi][ni][2 * h + 1] + be_s[col + 1] + __high2float(res), 0.0f);
+          *reinterpret_cast<__half2*>(y_s + row * S::YS + col) =
+              row < valid ? __floats2half2_rn(v0, v1) : __floats2half2_rn(0.0f, 0.0f);
         }
+    __syncthreads();  // the slice is whole in y_s
+    // Coalesced 16-byte stores of the slice to Y (the next expand's residual).
+    constexpr int CHUNKS = S::NS / 8;
+    for (int i = threadIdx.x; i < BM * CHUNKS; i += THREADS) {
+      const int row = i / CHUNKS, c = i % CHUNKS;
+      if (row < valid)
+        *reinterpret_cast<int4*>(p.y + size_t(m0 + row) * N2 + c0 + c * 8) =
+            *reinterpret_cast<const int4*>(y_s + row * S::YS + c * 8);
+    }
+    STAMP(4);
     if (MODE == EXPAND) {
       if (!EARLY) launch_dependents();
       return;
     }
-    __syncthreads();  // the slice is whole in y_s
   }
 
   float acc[S::MI][S::NI_R][4] = {};
@@ -229,25 +298,40 @@ __global__ void __launch_bounds__(THREADS) pair_kernel(Args p) {
         *reinterpret_cast<float2*>(p_s + row * S::PS + col) =
             make_float2(acc[mi][ni][2 * h], acc[mi][ni][2 * h + 1]);
       }
+  STAMP(5);
   cluster_sync();  // every rank's partial is complete and visible
-  constexpr int VECS = BM * S::CW / 4;
-  for (int e = threadIdx.x; e < VECS; e += THREADS) {
-    const int row = e / (S::CW / 4), col = r * S::CW + (e % (S::CW / 4)) * 4;
-    float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+  STAMP(6);
+  // Rank r sums columns [r·CW, (r+1)·CW) over the C partials: every remote
+  // read is issued before any result is stored.
+  constexpr int VECS = BM * S::CW / 4, PER = (VECS + THREADS - 1) / THREADS;
+  float4 sum[PER];
 #pragma unroll
-    for (int q = 0; q < C; ++q) {
-      const float4 v = ld_cluster_f4(p_s + row * S::PS + col, q);
-      s.x += v.x; s.y += v.y; s.z += v.z; s.w += v.w;
-    }
-    if (row < valid) {
-      half* out = p.z + size_t(m0 + row) * N1 + col;
-      *reinterpret_cast<__half2*>(out) =
-          __floats2half2_rn(fmaxf(s.x + p.br[col], 0.f), fmaxf(s.y + p.br[col + 1], 0.f));
-      *reinterpret_cast<__half2*>(out + 2) =
-          __floats2half2_rn(fmaxf(s.z + p.br[col + 2], 0.f), fmaxf(s.w + p.br[col + 3], 0.f));
+  for (int j = 0; j < PER; ++j) {
+    const int e = threadIdx.x + j * THREADS, row = e / (S::CW / 4), col = r * S::CW + (e % (S::CW / 4)) * 4;
+    sum[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (e < VECS) {
+#pragma unroll
+      for (int q = 0; q < C; ++q) {
+        const float4 v = ld_cluster_f4(p_s + row * S::PS + col, q);
+        sum[j].x += v.x; sum[j].y += v.y; sum[j].z += v.z; sum[j].w += v.w;
+      }
     }
   }
-  cluster_sync();  // no rank leaves while another still reads its partial
+  cluster_arrive();  // this rank has read what it needs of the others' partials
+#pragma unroll
+  for (int j = 0; j < PER; ++j) {
+    const int e = threadIdx.x + j * THREADS, row = e / (S::CW / 4), cl = (e % (S::CW / 4)) * 4;
+    if (e < VECS && row < valid) {
+      const float4 s4 = sum[j];
+      __half2 lo = __floats2half2_rn(fmaxf(s4.x + br_s[cl], 0.f), fmaxf(s4.y + br_s[cl + 1], 0.f));
+      __half2 hi = __floats2half2_rn(fmaxf(s4.z + br_s[cl + 2], 0.f), fmaxf(s4.w + br_s[cl + 3], 0.f));
+      uint2 packed = make_uint2(*reinterpret_cast<unsigned*>(&lo), *reinterpret_cast<unsigned*>(&hi));
+      *reinterpret_cast<uint2*>(p.z + size_t(m0 + row) * N1 + r * S::CW + cl) = packed;
+    }
+  }
+  STAMP(7);
+  cluster_wait();  // no rank leaves while another still reads its partial
+  STAMP(8);
 }
 
 // ---- host ----------------------------------------------------------------------
@@ -323,7 +407,8 @@ static double rel_err(const half* dev, const std::vector<float>& want) {
 }
 
 template <int MODE, bool EARLY, int BM, int C, int K1, int N2, int N1>
-static cudaError_t launch(const Problem& p, cudaStream_t s, bool programmatic) {
+static cudaError_t launch(const Problem& p, cudaStream_t s, bool programmatic,
+                          unsigned long long* prof = nullptr, int launch_id = 0) {
   using S = Shape<BM, C, K1, N2, N1>;
   auto kernel = pair_kernel<MODE, EARLY, BM, C, K1, N2, N1>;
   const int tiles = (p.m + BM - 1) / BM;
@@ -348,7 +433,10 @@ static cudaError_t launch(const Problem& p, cudaStream_t s, bool programmatic) {
   cfg.stream = s;
   cfg.attrs = attrs;
   cfg.numAttrs = n;
-  return cudaLaunchKernelEx(&cfg, kernel, p.dev);
+  Args a = p.dev;
+  a.prof = prof;
+  a.launch = launch_id;
+  return cudaLaunchKernelEx(&cfg, kernel, a);
 }
 
 template <int MODE, bool EARLY, int BM, int C, int K1, int N2, int N1>
@@ -400,6 +488,54 @@ static double time_graph(cudaStream_t s, int steps, Step step) {
   return ms[ms.size() / 2] * 1e3 / steps;
 }
 
+// Replays a graph of `steps` steps whose launches stamp their phases (see
+// PHASES), then prints, for launch `steps / 2` of each kernel, the median over
+// its CTAs of each phase's time after that launch's first CTA entry, and the gap
+// from the previous launch's last stamp to this launch's first entry.
+template <class Step>
+static void profile_graph(const char* label, cudaStream_t s, int steps, int kernels, int ctas[2], Step step) {
+  const size_t n = size_t(steps) * kernels * 2048 * PHASES;
+  unsigned long long* d;
+  CHECK(cudaMalloc(&d, n * sizeof(unsigned long long)));
+  CHECK(cudaMemset(d, 0, n * sizeof(unsigned long long)));
+  cudaGraph_t g;
+  cudaGraphExec_t e;
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < steps; ++i) CHECK(step(i > 0, d, i * kernels));
+  CHECK(cudaStreamEndCapture(s, &g));
+  CHECK(cudaGraphInstantiate(&e, g, 0));
+  for (int i = 0; i < 30; ++i) CHECK(cudaGraphLaunch(e, s));
+  CHECK(cudaStreamSynchronize(s));
+  std::vector<unsigned long long> h(n);
+  CHECK(cudaMemcpy(h.data(), d, n * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+  CHECK(cudaGraphExecDestroy(e));
+  CHECK(cudaGraphDestroy(g));
+  CHECK(cudaFree(d));
+  // Launch ids run 0, 1, ... in stream order: step i's kernel k is i·kernels + k;
+  // a launch's stamps are [launch][cta][phase], its grid being ctas[k] CTAs.
+  for (int k = 0; k < kernels; ++k) {
+    const int L = (steps / 2) * kernels + k, prev = L - 1;
+    const int nc = ctas[k], pc = ctas[(k + kernels - 1) % kernels];
+    unsigned long long t0 = ~0ull, prev_end = 0;
+    for (int c = 0; c < nc; ++c) t0 = std::min(t0, h[(size_t(L) * nc + c) * PHASES]);
+    for (int c = 0; c < pc; ++c)
+      for (int q = 0; q < PHASES; ++q) prev_end = std::max(prev_end, h[(size_t(prev) * pc + c) * PHASES + q]);
+    std::printf("    %s kernel %d: gap from previous launch's last stamp %+.2f µs; phases (median over %d CTAs, µs):",
+                label, k, (double(t0) - double(prev_end)) * 1e-3, nc);
+    for (int q = 0; q < PHASES; ++q) {
+      std::vector<double> v;
+      for (int c = 0; c < nc; ++c) {
+        const unsigned long long t = h[(size_t(L) * nc + c) * PHASES + q];
+        if (t != 0) v.push_back((double(t) - double(t0)) * 1e-3);
+      }
+      if (v.empty()) continue;
+      std::sort(v.begin(), v.end());
+      std::printf(" %d:%.2f", q, v[v.size() / 2]);
+    }
+    std::printf("\n");
+  }
+}
+
 template <bool EARLY, int BM, int C, int K1, int N2, int N1>
 static void run_variant(Problem& p, cudaStream_t s) {
   if (!prepare<FUSED, EARLY, BM, C, K1, N2, N1>() || !prepare<EXPAND, EARLY, BM, C, K1, N2, N1>() ||
@@ -433,6 +569,16 @@ static void run_variant(Problem& p, cudaStream_t s) {
   });
   std::printf(" fused %6.2f µs  expand+reduce %6.2f µs  saved %+6.2f µs  rel.err %.1e/%.1e %.1e/%.1e %s\n",
               fused, pair, pair - fused, fy, fz, py, pz, ok ? "ok" : "MISMATCH");
+  if (std::getenv("PROFILE") == nullptr) return;
+  const int tiles = (p.m + BM - 1) / BM;
+  int one[2] = {tiles * C, tiles * C};
+  profile_graph("fused", s, 10, 1, one, [&](bool pdl, unsigned long long* d, int id) {
+    return launch<FUSED, EARLY, BM, C, K1, N2, N1>(p, s, pdl, d, id);
+  });
+  profile_graph("pair ", s, 10, 2, one, [&](bool pdl, unsigned long long* d, int id) {
+    cudaError_t e = launch<EXPAND, EARLY, BM, C, K1, N2, N1>(p, s, pdl, d, id);
+    return e != cudaSuccess ? e : launch<REDUCE, EARLY, BM, C, K1, N2, N1>(p, s, true, d, id + 1);
+  });
 }
 
 template <bool EARLY, int BM, int C, int K1, int N2, int N1>

@@ -6,15 +6,17 @@
 # log against the refined one, interleaved, twice each, the first with the
 # per-layer profile; `verify --per-layer` with the refined log. REFINE_ARGS
 # adds flags to refine (e.g. `--candidates trigger`); passes separated by `|`
-# run in turn, each on the previous one's output. Then PyTorch at those
+# run in turn, each on the previous one's output. DEFAULTS=1 benches the
+# heuristic defaults (no --tuning) in the same rounds. Then PyTorch at those
 # batches, unless NO_PYTORCH. Carry .device/aotune (bench/prepare_device.sh cli).
 set -u
 . "$(dirname "$0")/device_env.sh"
 M=models/resnet50.best.json R="$OUT/refined.best.json"
 cp $M "$R"
-bench() {  # bench NAME BATCH TUNING [flags]
+bench() {  # bench NAME BATCH TUNING|none [flags]
   local name=$1 b=$2 t=$3; shift 3
-  $B bench /tmp/r50.onnx --precision fp16 --batch $b --json --tuning $t "$@" > "$OUT/bench_$name.log" 2>&1
+  [ "$t" = none ] && t= || t="--tuning $t"
+  $B bench /tmp/r50.onnx --precision fp16 --batch $b --json $t "$@" > "$OUT/bench_$name.log" 2>&1
   grep "^{" "$OUT/bench_$name.log" | sed "s/^{/{\"run\":\"$name\",/" >> "$OUT/bench.jsonl"
 }
 IFS='|' read -ra PASSES <<< "${REFINE_ARGS:- }"
@@ -30,6 +32,7 @@ done
 for b in ${BATCHES:-1}; do
   pl=${PER_LAYER:-}
   for i in 1 2; do
+    [ -n "${DEFAULTS:-}" ] && bench b${b}_defaults_$i $b none $pl
     bench b${b}_committed_$i $b $M $pl
     bench b${b}_refined_$i $b "$R" $pl
     pl=

@@ -244,52 +244,87 @@ namespace aotune {
 //
 // The SPLIT CTAs of one output tile form a cluster along z (the kernel is
 // declared __cluster_dims__(1, 1, SPLIT), so cluster rank == blockIdx.z).
-// Each stores its FR accumulators in its own shared memory (`part`, FR * T
-// floats, fragment-major like the global partials); after a cluster barrier
-// rank 0 sums the slices of ranks 0..SPLIT-1 in that fixed order through
+// Ranks 1..SPLIT-1 store their FR accumulators in their own shared memory
+// (`part`, FR * T floats, fragment-major like the global partials) and arrive
+// at a cluster barrier. Rank 0 keeps its own in registers, waits there, and
+// adds the slices of ranks 1..SPLIT-1 in that fixed order through
 // distributed shared memory (the same order, so the same bits, as
-// splitk_reduce), a second barrier keeps every rank's shared memory alive
-// until it has, and rank 0 alone runs the epilogue. No global workspace, no
-// counters, no round trip through L2. The caller has finished reading
-// `part` (the pipeline stages) in every warp before the call.
+// splitk_reduce); up to 4 slices, every remote load is issued before the
+// sums need them, so they cost about one round trip. A second barrier phase
+// keeps every rank's shared memory alive until rank 0 has read it: rank 0
+// arrives there as soon as its loads are done and goes on to the epilogue;
+// the other ranks wait there and leave; rank 0 waits out the phase at the
+// very end (cluster_split_finish), when everyone has long arrived. No global
+// workspace, no counters, no round trip through L2. The caller has finished
+// reading `part` (the pipeline stages) in every warp before the call.
 
-__device__ __forceinline__ void cluster_barrier() {
+__device__ __forceinline__ void cluster_arrive() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 #endif
+}
+
+__device__ __forceinline__ void cluster_barrier() {
+  cluster_arrive();
+  cluster_wait();
 }
 
 template <int FR, int T, int SPLIT>
 __device__ __forceinline__ bool cluster_splitk_reduce(float (&acc)[FR], float* part) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const int tid = threadIdx.x;
-#pragma unroll
-  for (int f = 0; f < FR; ++f) part[f * T + tid] = acc[f];
-  cluster_barrier();
   unsigned int rank;
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
-  if (rank == 0) {
-    const unsigned int local = static_cast<unsigned int>(__cvta_generic_to_shared(part));
-#pragma unroll 1
-    for (int s = 0; s < SPLIT; ++s) {
-      unsigned int remote;
-      asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(s));
+  if (rank != 0) {
 #pragma unroll
-      for (int f = 0; f < FR; ++f) {
-        float v;
-        asm volatile("ld.shared::cluster.f32 %0, [%1];\n"
-                     : "=f"(v)
-                     : "r"(remote + (unsigned int)(f * T + tid) * 4u));
-        acc[f] = (s == 0) ? v : acc[f] + v;
-      }
-    }
+    for (int f = 0; f < FR; ++f) part[f * T + tid] = acc[f];
+    cluster_barrier();  // the slice is visible to rank 0
+    cluster_barrier();  // rank 0 has read it
+    return false;
   }
   cluster_barrier();
-  return rank == 0;
+  const unsigned int local = static_cast<unsigned int>(__cvta_generic_to_shared(part));
+  auto add_slice = [&](int s) {
+    unsigned int remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(s));
+#pragma unroll
+    for (int f = 0; f < FR; ++f) {
+      float v;
+      asm volatile("ld.shared::cluster.f32 %0, [%1];\n"
+                   : "=f"(v)
+                   : "r"(remote + (unsigned int)(f * T + tid) * 4u));
+      acc[f] += v;
+    }
+  };
+  // Up to 4 slices, every load is issued before the sums need them (one
+  // round trip); from 6 on, one slice after another was measured faster
+  // (b1, session 12: split 4 −0.25 µs, split 8 +0.3–0.6 µs unrolled).
+  if constexpr (SPLIT <= 4) {
+#pragma unroll
+    for (int s = 1; s < SPLIT; ++s) add_slice(s);
+  } else {
+#pragma unroll 1
+    for (int s = 1; s < SPLIT; ++s) add_slice(s);
+  }
+  cluster_arrive();  // the loads above have returned: the other ranks may leave
+  return true;
 #else
   return false;
 #endif
+}
+
+// Rank 0 of a cluster split-K tile, at the end of its kernel: waits out the
+// barrier phase it arrived at in cluster_splitk_reduce (every rank arrived
+// there long before, so this does not stall).
+template <class P>
+__device__ __forceinline__ void cluster_split_finish() {
+  if (P::SPLIT_K > 1 && P::CLUSTER_SPLIT) cluster_wait();
 }
 
 }  // namespace aotune
@@ -907,6 +942,7 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
   } else {
     direct_epilogue<P, MI, NI, WTM, WTN>(acc, wm, wn, g, t4, m0, n0, y, bias, res);
   }
+  cluster_split_finish<P>();
 }
 
 }  // namespace aotune
@@ -1178,6 +1214,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   } else {
     direct_epilogue<P, 1, NI, 16, BN>(acc, warp, 0, g, t4, m0, n0, y, bias, res);
   }
+  cluster_split_finish<P>();
 }
 
 }  // namespace aotune
@@ -1993,8 +2030,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_973f3cf9_wgmma_m64n32p
 
 // MaxPool task 599c45e3f031a378: maxpool2d1
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 precision=fp16 in0=f16[1x64x112x112]:cl out=f16[1x64x56x56]:cl
-// config {"block":256,"per_thread":1}
-struct maxpool_599c45e3_b256i1_p {
+// config {"block":512,"per_thread":1}
+struct maxpool_599c45e3_b512i1_p {
   typedef __half TIn;
   typedef __half TOut;
   static constexpr int N = 1, C = 64, H = 112, W = 112, P = 56, Q = 56;
@@ -2005,12 +2042,12 @@ struct maxpool_599c45e3_b256i1_p {
   static constexpr bool CHANNELS_LAST = true;
   static constexpr int V = 8;
 };
-extern "C" __global__ void __launch_bounds__(256) maxpool_599c45e3_b256i1(
+extern "C" __global__ void __launch_bounds__(512) maxpool_599c45e3_b512i1(
     const __half* __restrict__ x,
     __half* __restrict__ y) {
   aotune::grid_dependency_wait();
   aotune::launch_dependents();
-  aotune::pool2d<maxpool_599c45e3_b256i1_p>(x, y);
+  aotune::pool2d<maxpool_599c45e3_b512i1_p>(x, y);
 }
 
 // FusedConv task 120440eed174797f: conv2d2
@@ -2309,8 +2346,8 @@ extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) c
 
 // FusedConv task c07f5ecfcffe3ee5: conv2d14
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s2x2 precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[512x384x1x1]:cl:const in2=f32[512]:const in3=f16[1x256x56x56]:cl out=f16[1x512x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged"}
-struct conv_c07f5ecf_wgmma_m64n32p6s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":5,"split_k":1,"epilogue":"staged"}
+struct conv_c07f5ecf_wgmma_m64n32p5s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2329,7 +2366,7 @@ struct conv_c07f5ecf_wgmma_m64n32p6s1_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = true;
   static constexpr int K_MAIN = 128, SC_C = 256, SC_H = 56, SC_W = 56, SC_SH = 2, SC_SW = 2;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
@@ -2341,13 +2378,13 @@ struct conv_c07f5ecf_wgmma_m64n32p6s1_p {
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_c07f5ecf_wgmma_m64n32p6s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_c07f5ecf_wgmma_m64n32p5s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ xs,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_c07f5ecf_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, xs, y);
+  aotune::conv_wgmma<conv_c07f5ecf_wgmma_m64n32p5s1_p>(x, w, bias, nullptr, xs, y);
 }
 
 // FusedConv task 18bd64069eccc24e: conv2d16, conv2d19, conv2d22
@@ -2435,8 +2472,8 @@ extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) c
 
 // FusedConv task 1e32aea3652d773f: conv2d18, conv2d21, conv2d24
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[512x128x1x1]:cl:const in2=f32[512]:const in3=f16[1x512x28x28]:cl out=f16[1x512x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":3,"split_k":1,"epilogue":"staged","prefetch_residual":true}
-struct conv_1e32aea3_wgmma_m64n32p3s1r_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":5,"split_k":1,"epilogue":"staged","prefetch_residual":true}
+struct conv_1e32aea3_wgmma_m64n32p5s1r_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2455,7 +2492,7 @@ struct conv_1e32aea3_wgmma_m64n32p3s1r_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 128, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 3, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
@@ -2467,13 +2504,13 @@ struct conv_1e32aea3_wgmma_m64n32p3s1r_p {
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_1e32aea3_wgmma_m64n32p3s1r(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_1e32aea3_wgmma_m64n32p5s1r(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_1e32aea3_wgmma_m64n32p3s1r_p>(x, w, bias, res, nullptr, y);
+  aotune::conv_wgmma<conv_1e32aea3_wgmma_m64n32p5s1r_p>(x, w, bias, res, nullptr, y);
 }
 
 // FusedConv task c68ad69f9cf26146: conv2d25
@@ -2560,8 +2597,8 @@ extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(64, 1) co
 
 // FusedConv task e0e12d6fa00b9bd1: conv2d27
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s2x2 precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[1024x768x1x1]:cl:const in2=f32[1024]:const in3=f16[1x512x28x28]:cl out=f16[1x1024x14x14]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged"}
-struct conv_e0e12d6f_wgmma_m64n32p6s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"direct"}
+struct conv_e0e12d6f_wgmma_m64n32p6s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2584,7 +2621,7 @@ struct conv_e0e12d6f_wgmma_m64n32p6s1_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
@@ -2592,19 +2629,19 @@ struct conv_e0e12d6f_wgmma_m64n32p6s1_p {
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_e0e12d6f_wgmma_m64n32p6s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_e0e12d6f_wgmma_m64n32p6s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ xs,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_e0e12d6f_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, xs, y);
+  aotune::conv_wgmma<conv_e0e12d6f_wgmma_m64n32p6s1d_p>(x, w, bias, nullptr, xs, y);
 }
 
 // FusedConv task 93076c40a191cef4: conv2d29, conv2d32, conv2d35, conv2d38 (+1 more)
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[256x1024x1x1]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"staged","split_reduce":"cluster","early_trigger":true}
-struct conv_93076c40_mma_m32n32k64w2x2p4s4ct_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":3,"split_k":4,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_93076c40_mma_m32n32k64w2x2p3s4c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2623,7 +2660,7 @@ struct conv_93076c40_mma_m32n32k64w2x2p4s4ct_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 1024, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 4;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 3, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
@@ -2632,14 +2669,14 @@ struct conv_93076c40_mma_m32n32k64w2x2p4s4ct_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool EARLY_TRIGGER = true;
+  static constexpr bool EARLY_TRIGGER = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_93076c40_mma_m32n32k64w2x2p4s4ct(
+extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_93076c40_mma_m32n32k64w2x2p3s4c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_93076c40_mma_m32n32k64w2x2p4s4ct_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_93076c40_mma_m32n32k64w2x2p3s4c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 48e86b9eea3a159e: conv2d30, conv2d33, conv2d36, conv2d39 (+1 more)
@@ -2769,8 +2806,8 @@ extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) c
 
 // FusedConv task d82ebd66539eae75: conv2d45
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x14x14]:cl in1=f16[512x512x3x3]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":1,"stages":4,"split_k":8,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_d82ebd66_mma_m32n32k64w2x1p4s8c_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":8,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_d82ebd66_mma_m32n32k64w2x2p4s8c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2789,7 +2826,7 @@ struct conv_d82ebd66_mma_m32n32k64w2x1p4s8c_p {
   static constexpr bool A_BOUNDS = true;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 4608, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 1, STAGES = 4, SPLIT_K = 8;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 8;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
@@ -2800,12 +2837,12 @@ struct conv_d82ebd66_mma_m32n32k64w2x1p4s8c_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(64, 1) conv_d82ebd66_mma_m32n32k64w2x1p4s8c(
+extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(128, 1) conv_d82ebd66_mma_m32n32k64w2x2p4s8c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_d82ebd66_mma_m32n32k64w2x1p4s8c_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_d82ebd66_mma_m32n32k64w2x2p4s8c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task af188f8111142790: conv2d46
@@ -2996,8 +3033,8 @@ extern "C" __global__ void __launch_bounds__(64) gpool_3718bb6d_l4s16(
 
 // Dense task daa08d99dfe80377: linear1
 // epilogue=bias precision=fp16 in0=f16[1x2048] in1=f16[1000x2048]:const in2=f32[1000]:const out=f32[1x1000]
-// config {"kernel":"gemv","warps":4,"rows":1,"unroll":8}
-struct dense_daa08d99_gemv_w4r1u8_p {
+// config {"kernel":"gemv","warps":8,"rows":1,"unroll":4}
+struct dense_daa08d99_gemv_w8r1u4_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -3016,12 +3053,12 @@ struct dense_daa08d99_gemv_w4r1u8_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 2048, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int WARPS = 4, ROWS = 1, UNROLL = 8, V = 8;
+  static constexpr int WARPS = 8, ROWS = 1, UNROLL = 4, V = 8;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) dense_daa08d99_gemv_w4r1u8(
+extern "C" __global__ void __launch_bounds__(256, 1) dense_daa08d99_gemv_w8r1u4(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     float* __restrict__ y) {
-  aotune::dense_gemv<dense_daa08d99_gemv_w4r1u8_p>(x, w, bias, nullptr, y);
+  aotune::dense_gemv<dense_daa08d99_gemv_w8r1u4_p>(x, w, bias, nullptr, y);
 }

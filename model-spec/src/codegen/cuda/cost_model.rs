@@ -70,7 +70,7 @@ pub struct TileModel {
     pub regs_per_thread: usize,
     pub split_k: usize,
     /// The split-K slices reduce inside a thread-block cluster (shared
-    /// memory, two cluster barriers) instead of through L2.
+    /// memory, one cluster barrier on rank 0's path) instead of through L2.
     pub split_in_cluster: bool,
     /// k-tiles whose loads are in flight while one is computed.
     pub tiles_in_flight: usize,
@@ -141,11 +141,12 @@ pub fn estimate_ns(m: usize, n: usize, k: usize, t: &TileModel) -> f64 {
     let mut total = rounds as f64 * per_round;
     if split > 1 && t.split_in_cluster {
         let tile_bytes = (t.bm * t.bn * 4) as f64;
-        // Every CTA stages its slice in shared memory; rank 0 reads the
-        // others' through distributed shared memory between two barriers.
+        // Every CTA but rank 0 stages its slice in shared memory; rank 0
+        // waits at one barrier, then reads the others' through distributed
+        // shared memory (common.cuh::cluster_splitk_reduce).
         total += conc as f64 * tile_bytes / SMEM_BYTES_PER_NS
             + (split - 1) as f64 * tile_bytes / SM_BYTES_PER_NS
-            + 2.0 * CLUSTER_BARRIER_NS;
+            + CLUSTER_BARRIER_NS;
     } else if split > 1 {
         let tile_bytes = (t.bm * t.bn * 4) as f64;
         // Every CTA writes its slice; the last of each tile reads the others.

@@ -610,6 +610,7 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
   } else {
     direct_epilogue<P, MI, NI, WTM, WTN>(acc, wm, wn, g, t4, m0, n0, y, bias, res);
   }
+  cluster_split_finish<P>();
 }
 
 }  // namespace aotune

@@ -264,6 +264,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   } else {
     direct_epilogue<P, 1, NI, 16, BN>(acc, warp, 0, g, t4, m0, n0, y, bias, res);
   }
+  cluster_split_finish<P>();
 }
 
 }  // namespace aotune
