@@ -28,15 +28,8 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                  \
-  do {                                                                            \
-    cudaError_t e_ = (x);                                                         \
-    if (e_ != cudaSuccess) {                                                      \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x,              \
-                   cudaGetErrorString(e_));                                       \
-      std::exit(1);                                                               \
-    }                                                                             \
-  } while (0)
+#include "probe_util.cuh"
+
 
 #ifndef WARPS
 #define WARPS 4  // bench/fused_pair_probe.sh builds 4 and 8
@@ -63,24 +56,8 @@ __device__ __forceinline__ void grid_dependency_wait() {
 __device__ __forceinline__ void launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 }
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::
-                   : "memory");
-}
-__device__ __forceinline__ void cluster_arrive() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait() {
-  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
 __device__ __forceinline__ float4 ld_cluster_f4(const float* local, unsigned rank) {
-  unsigned remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_u32(local)), "r"(rank));
+  const unsigned remote = cluster_addr(local, rank);
   float4 v;
   asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
                : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
@@ -413,26 +390,8 @@ static cudaError_t launch(const Problem& p, cudaStream_t s, bool programmatic,
   auto kernel = pair_kernel<MODE, EARLY, BM, C, K1, N2, N1>;
   const int tiles = (p.m + BM - 1) / BM;
   cudaLaunchAttribute attrs[2];
-  int n = 0;
-  if (MODE != EXPAND) {
-    attrs[n].id = cudaLaunchAttributeClusterDimension;
-    attrs[n].val.clusterDim.x = C;
-    attrs[n].val.clusterDim.y = 1;
-    attrs[n].val.clusterDim.z = 1;
-    ++n;
-  }
-  if (programmatic) {
-    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[n].val.programmaticStreamSerializationAllowed = 1;
-    ++n;
-  }
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(tiles * C);
-  cfg.blockDim = dim3(THREADS);
-  cfg.dynamicSmemBytes = S::smem(MODE);
-  cfg.stream = s;
-  cfg.attrs = attrs;
-  cfg.numAttrs = n;
+  cudaLaunchConfig_t cfg =
+      probe_launch_config(attrs, tiles * C, THREADS, S::smem(MODE), s, MODE != EXPAND ? C : 1, programmatic);
   Args a = p.dev;
   a.prof = prof;
   a.launch = launch_id;
@@ -467,25 +426,9 @@ static double time_graph(cudaStream_t s, int steps, Step step) {
   }
   CHECK(cudaGraphInstantiate(&e, g, 0));
   CHECK(cudaGraphDestroy(g));
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 20; ++i) CHECK(cudaGraphLaunch(e, s));
-  std::vector<float> ms;
-  for (int i = 0; i < 200; ++i) {
-    CHECK(cudaEventRecord(a, s));
-    CHECK(cudaGraphLaunch(e, s));
-    CHECK(cudaEventRecord(b, s));
-    CHECK(cudaEventSynchronize(b));
-    float t;
-    CHECK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
+  const double ms = graph_median_ms(e, s);
   CHECK(cudaGraphExecDestroy(e));
-  CHECK(cudaEventDestroy(a));
-  CHECK(cudaEventDestroy(b));
-  return ms[ms.size() / 2] * 1e3 / steps;
+  return ms * 1e3 / steps;
 }
 
 // Replays a graph of `steps` steps whose launches stamp their phases (see
