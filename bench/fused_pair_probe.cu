@@ -17,8 +17,10 @@
 // expand+reduce pairs, all programmatic but the first; 200 replays after 20
 // warm-up, median, per launch (per pair). Both outputs are checked against a
 // CPU reference (f32 accumulation, fp16 rounding) first.
-// STATUS: written in session 11 and compiled with nvcc 13.0 for sm_90a; not
-// yet run on a GPU. Build and run: bash bench/fused_pair_probe.sh.
+// STATUS: run on the H200 in session 12 (v2: bias and residual staged in
+// shared memory, all remote loads issued before any store); results and the
+// verdict in docs/notes/design-fused-block-boundary.md. Build and run:
+// bash bench/fused_pair_probe.sh (PROFILE=1 adds the phase timelines).
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <algorithm>
