@@ -8,9 +8,10 @@
 //   old     every rank stores its slice locally; cluster barrier; rank 0 reads
 //           ranks 0..SPLIT-1 through DSMEM, one slice after another; barrier;
 //           rank 0 writes (the production reduction up to session 11);
-//   now     ranks ≠ 0 store locally; barrier; rank 0 reads the others with
-//           every load in flight (SPLIT ≤ 4) or one slice at a time (above),
-//           arrives, writes, and waits at exit (common.cuh since session 12);
+//   now     the production reduction (common.cuh's cluster_splitk_reduce,
+//           included from the templates): ranks ≠ 0 store locally; barrier;
+//           rank 0 reads the others with every load in flight (SPLIT ≤ 4) or
+//           one slice at a time (above), arrives, writes, waits at exit;
 //   push    ranks ≠ 0 store their slice into rank 0's shared memory
 //           (st.shared::cluster, a region of its own); one barrier; rank 0
 //           sums locally and writes (a barrier phase split around the k loop
@@ -34,6 +35,16 @@
 
 #include "probe_util.cuh"
 
+// The production reduction itself (the `now` variant), with the prelude the
+// generated kernels.cu gives it (codegen/cuda/source.rs).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+namespace aotune {
+__device__ float splitk_partials[1];
+__device__ unsigned int splitk_counters[1];
+}  // namespace aotune
+#include "../model-spec/src/codegen/cuda/templates/common.cuh"
+
 
 constexpr int T = 128;
 enum Variant { OLD = 0, NOW = 1, PUSH = 2, SPREAD = 3, NONE = 4 };
@@ -47,6 +58,13 @@ __device__ __forceinline__ float ld_remote(unsigned addr) {
 __device__ __forceinline__ void st_remote(unsigned addr, float v) {
   asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
 }
+
+// The two members of a conv's params that cluster_split_finish reads.
+template <int SPLIT>
+struct ClusterSplit {
+  static constexpr int SPLIT_K = SPLIT;
+  static constexpr bool CLUSTER_SPLIT = true;
+};
 
 // Shared floats each variant needs per CTA.
 template <int V, int SPLIT, int FR>
@@ -101,30 +119,10 @@ __global__ void __launch_bounds__(T) reduce_kernel(const float* __restrict__ in,
 #pragma unroll
       for (int f = 0; f < FR; ++f) o[f * T + tid] = acc[f];
   } else if constexpr (V == NOW) {
-    if (rank != 0) {
-#pragma unroll
-      for (int f = 0; f < FR; ++f) part[f * T + tid] = acc[f];
-      cluster_sync();
-      cluster_sync();
-      return;
-    }
-    cluster_sync();
-    auto add_slice = [&](int s) {
-      const unsigned r = cluster_addr(part, s);
-#pragma unroll
-      for (int f = 0; f < FR; ++f) acc[f] += ld_remote(r + unsigned(f * T + tid) * 4u);
-    };
-    if constexpr (SPLIT <= 4) {
-#pragma unroll
-      for (int s = 1; s < SPLIT; ++s) add_slice(s);
-    } else {
-#pragma unroll 1
-      for (int s = 1; s < SPLIT; ++s) add_slice(s);
-    }
-    cluster_arrive();
+    if (!aotune::cluster_splitk_reduce<FR, T, SPLIT>(acc, part)) return;
 #pragma unroll
     for (int f = 0; f < FR; ++f) o[f * T + tid] = acc[f];
-    cluster_wait();
+    aotune::cluster_split_finish<ClusterSplit<SPLIT>>();
   } else if constexpr (V == PUSH) {
     cluster_wait();
     if (rank != 0) {
