@@ -8,11 +8,14 @@
 # adds flags to refine (e.g. `--candidates trigger`); passes separated by `|`
 # run in turn, each on the previous one's output. DEFAULTS=1 benches the
 # heuristic defaults (no --tuning) in the same rounds. Then PyTorch at those
-# batches, unless NO_PYTORCH. Carry .device/aotune (bench/prepare_device.sh cli).
+# batches, unless NO_PYTORCH. BASE=log refines that log instead of the
+# committed one (still benched against the committed one), RECORDS=dir reads
+# the candidates' records from dir (e.g. /tmp/records after bench/tune_all.sh
+# in the same call). Carry .device/aotune (bench/prepare_device.sh cli).
 set -u
 . "$(dirname "$0")/device_env.sh"
 M=models/resnet50.best.json R="$OUT/refined.best.json"
-cp $M "$R"
+cp "${BASE:-$M}" "$R"
 bench() {  # bench NAME BATCH TUNING|none [flags]
   local name=$1 b=$2 t=$3; shift 3
   [ "$t" = none ] && t= || t="--tuning $t"
@@ -23,7 +26,7 @@ IFS='|' read -ra PASSES <<< "${REFINE_ARGS:- }"
 for b in ${BATCHES:-1}; do
   for p in "${!PASSES[@]}"; do
     s=$(date +%s)
-    $B refine /tmp/r50.onnx --batch $b --precision fp16 --log models/resnet50.b$b.fp16.records.jsonl \
+    $B refine /tmp/r50.onnx --batch $b --precision fp16 --log "${RECORDS:-models}/resnet50.b$b.fp16.records.jsonl" \
       --best "$R" ${PASSES[$p]} > "$OUT/refine_b${b}_$p.log" 2>&1
     echo "== refine b$b pass $p (${PASSES[$p]}) rc=$? $(( $(date +%s) - s )) s"
     grep -E "^graph|kept|error|Error" "$OUT/refine_b${b}_$p.log" | tail -n 12

@@ -31,8 +31,10 @@ pub struct RefineArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// What to try per task: `records`, its fastest configs from --log
-    /// (--top, --within), or `trigger`, the config --best gives it with the
-    /// next kernel allowed to start earlier (tensor-core convs only).
+    /// (--top, --within); `trigger`, the config --best gives it with the
+    /// next kernel allowed to start earlier (tensor-core convs only); or
+    /// `spread`, that config with its cluster split-K reduction swapped
+    /// between rank 0 summing and a reduce-scatter (mma convs only).
     #[arg(long, value_enum, default_value_t = CandidatesArg::Records)]
     pub candidates: CandidatesArg,
     /// Most configs tried per task besides the one --best gives it.
@@ -64,6 +66,9 @@ pub enum CandidatesArg {
     Records,
     /// Each task's config with its trigger moved (`early_trigger`).
     Trigger,
+    /// Each task's config with its cluster reduction swapped (`split_reduce`
+    /// cluster ↔ spread).
+    Spread,
 }
 
 pub fn refine_command(args: RefineArgs) -> anyhow::Result<()> {
@@ -78,6 +83,7 @@ pub fn refine_command(args: RefineArgs) -> anyhow::Result<()> {
         candidates: match args.candidates {
             CandidatesArg::Records => Candidates::Records,
             CandidatesArg::Trigger => Candidates::Trigger,
+            CandidatesArg::Spread => Candidates::Spread,
         },
         top: args.top,
         within: args.within.max(1.0),

@@ -37,6 +37,10 @@ pub enum Candidates {
     /// `early_trigger` flipped): where the next kernel's CTAs may start
     /// only shows in the graph, so the tuner never times it.
     Trigger,
+    /// The incumbent with its cluster split-K reduction swapped: an mma
+    /// conv reducing through rank 0 (`cluster`) tried as a reduce-scatter
+    /// (`spread`, direct epilogue), and back.
+    Spread,
 }
 
 /// How much `refine` tries.
@@ -218,6 +222,25 @@ pub fn trigger_variant(config: &serde_json::Value) -> Option<serde_json::Value> 
     Some(serde_json::Value::Object(out))
 }
 
+/// `config` with its cluster reduction swapped: an `mma` config whose
+/// split-K slices reduce through rank 0 (`split_reduce: cluster`) as a
+/// reduce-scatter (`spread`, which needs the direct epilogue), and a
+/// `spread` one back to `cluster`; `None` for every other config.
+pub fn spread_variant(config: &serde_json::Value) -> Option<serde_json::Value> {
+    if config.get("kernel")?.as_str()? != "mma" {
+        return None;
+    }
+    let swapped = match config.get("split_reduce")?.as_str()? {
+        "cluster" => "spread",
+        "spread" => "cluster",
+        _ => return None,
+    };
+    let mut out = config.as_object()?.clone();
+    out.insert("split_reduce".into(), swapped.into());
+    out.insert("epilogue".into(), "direct".into());
+    Some(serde_json::Value::Object(out))
+}
+
 /// ‖got − want‖ / ‖want‖, infinite with a NaN in `got`.
 fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
     let (mut d, mut w) = (0.0f64, 0.0f64);
@@ -353,9 +376,13 @@ pub fn refine(
             .into_iter()
             .map(best_record)
             .collect(),
-            Candidates::Trigger => record_in(best, t, gpu)
+            Candidates::Trigger | Candidates::Spread => record_in(best, t, gpu)
                 .and_then(|r| {
-                    trigger_variant(&r.config).map(|config| BestRecord {
+                    let variant = match options.candidates {
+                        Candidates::Trigger => trigger_variant(&r.config),
+                        _ => spread_variant(&r.config),
+                    };
+                    variant.map(|config| BestRecord {
                         config,
                         ..r.clone()
                     })
@@ -612,6 +639,26 @@ mod tests {
                 ("b".into(), 2, Timing::Flushed)
             ]
         );
+    }
+
+    #[test]
+    fn the_spread_variant_swaps_the_cluster_reduction_of_mma_convs_only() {
+        let mma = json!({"kernel": "mma", "split_k": 8, "split_reduce": "cluster",
+                         "epilogue": "staged", "early_trigger": true});
+        let spread = spread_variant(&mma).unwrap();
+        assert_eq!(spread["split_reduce"], json!("spread"));
+        assert_eq!(spread["epilogue"], json!("direct"));
+        assert_eq!(spread["early_trigger"], json!(true));
+        let back = spread_variant(&spread).unwrap();
+        assert_eq!(back["split_reduce"], json!("cluster"));
+        for other in [
+            json!({"kernel": "mma", "split_k": 1}),
+            json!({"kernel": "mma", "split_k": 4, "split_reduce": "global"}),
+            json!({"kernel": "wgmma", "split_k": 2, "split_reduce": "cluster"}),
+            json!({"kernel": "gemv"}),
+        ] {
+            assert_eq!(spread_variant(&other), None, "{other}");
+        }
     }
 
     #[test]

@@ -146,7 +146,6 @@ use super::config::{KernelConfig, LinearConfig, LinearShape};
 use super::cost_model;
 use super::implicit_gemm::{cheapest, ConvShape, MmaConfig, ShortcutShape, SimtConfig};
 use super::index_map::same_order;
-use super::mma_config::SplitReduce;
 use super::source::{
     clustered_wrapper, tiled_wrapper, wrapper, Arg, DependencyWait, Geometry, Instance, Params,
     Template, Workspace,
@@ -310,7 +309,7 @@ impl ConvConfig {
             ConvConfig::Wgmma(c) => (c.split_k, c.split_reduce),
             _ => return None,
         };
-        (split > 1 && reduce == SplitReduce::Cluster).then_some(split)
+        (split > 1 && reduce.is_cluster()).then_some(split)
     }
 
     /// Resident CTAs per SM the kernel asks ptxas to allow for

@@ -72,6 +72,9 @@ pub struct TileModel {
     /// The split-K slices reduce inside a thread-block cluster (shared
     /// memory, one cluster barrier on rank 0's path) instead of through L2.
     pub split_in_cluster: bool,
+    /// Inside the cluster, a reduce-scatter: every rank sums and finishes
+    /// a share of the tile (`cluster_spread_reduce`).
+    pub split_spread: bool,
     /// k-tiles whose loads are in flight while one is computed.
     pub tiles_in_flight: usize,
     /// Peak MACs per ns per SM for this kernel kind.
@@ -137,9 +140,19 @@ pub fn estimate_ns(m: usize, n: usize, k: usize, t: &TileModel) -> f64 {
         + (conc * t.staging_bytes) as f64 / SMEM_BYTES_PER_NS
         + t.epilogue_barriers as f64 * BARRIER_NS;
     let res_latency = if t.res_after_loop { LATENCY_NS } else { 0.0 };
+    let spread = split > 1 && t.split_in_cluster && t.split_spread;
+    // A reduce-scatter shares the epilogue between the tile's ranks.
+    let epilogue = if spread { epilogue / split as f64 } else { epilogue };
     let per_round = LATENCY_NS + k_tiles_per_cta as f64 * iteration + epilogue + res_latency;
     let mut total = rounds as f64 * per_round;
-    if split > 1 && t.split_in_cluster {
+    if spread {
+        let tile_bytes = (t.bm * t.bn * 4) as f64;
+        // Every rank pushes its slice to the owners through distributed
+        // shared memory, one barrier, then sums its share locally.
+        total += tile_bytes / SM_BYTES_PER_NS
+            + conc as f64 * tile_bytes / SMEM_BYTES_PER_NS
+            + CLUSTER_BARRIER_NS;
+    } else if split > 1 && t.split_in_cluster {
         let tile_bytes = (t.bm * t.bn * 4) as f64;
         // Every CTA but rank 0 stages its slice in shared memory; rank 0
         // waits at one barrier, then reads the others' through distributed
@@ -172,6 +185,7 @@ mod tests {
             regs_per_thread: 96,
             split_k,
             split_in_cluster: false,
+            split_spread: false,
             tiles_in_flight: 2,
             peak: MMA_MACS_PER_NS,
             inner_efficiency: 0.8,
@@ -207,6 +221,21 @@ mod tests {
             estimate_ns(m, n, k, &single),
             estimate_ns(m, n, k, &flagged)
         );
+    }
+
+    #[test]
+    fn a_reduce_scatter_costs_less_than_rank_0_summing_eight_slices() {
+        // ResNet-50's stage-4 3×3 at batch 1, 32×32 tiles split 8.
+        let cluster = TileModel {
+            split_in_cluster: true,
+            ..mma(32, 32, 8)
+        };
+        let spread = TileModel {
+            split_spread: true,
+            ..cluster
+        };
+        let (m, n, k) = (49, 512, 4608);
+        assert!(estimate_ns(m, n, k, &spread) < estimate_ns(m, n, k, &cluster));
     }
 
     #[test]

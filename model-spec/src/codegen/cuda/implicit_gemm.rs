@@ -438,6 +438,7 @@ impl SimtConfig {
             regs_per_thread: self.regs_estimate(shape),
             split_k: self.split_k as usize,
             split_in_cluster: false,
+            split_spread: false,
             tiles_in_flight: 1,
             peak: cost_model::SIMT_MACS_PER_NS,
             inner_efficiency: fma / (fma + overhead),

@@ -76,6 +76,12 @@ pub enum SplitReduce {
     /// [`MAX_CLUSTER`]) and rank 0 sums them through distributed shared
     /// memory: no workspace, no counter, no round trip through L2.
     Cluster,
+    /// The slices of a tile form a cluster and reduce-scatter: every rank
+    /// pushes each share of its slice into the shared memory of the rank
+    /// that owns it, one cluster barrier, and each rank sums and finishes
+    /// its own share (`cluster_spread_reduce`, common.cuh). Direct epilogue,
+    /// mma.sync template only.
+    Spread,
 }
 
 impl SplitReduce {
@@ -85,19 +91,39 @@ impl SplitReduce {
         *self == SplitReduce::Global
     }
 
+    /// The slices of a tile form a thread-block cluster.
+    pub fn is_cluster(self) -> bool {
+        matches!(self, SplitReduce::Cluster | SplitReduce::Spread)
+    }
+
     /// Whether a config with `split_k` slices may reduce this way.
     pub(super) fn check(self, split_k: u32) -> Result<(), String> {
         match self {
-            SplitReduce::Cluster if !(2..=MAX_CLUSTER).contains(&split_k) => Err(format!(
-                "split_reduce cluster needs split_k in 2..={MAX_CLUSTER} (a portable cluster), \
-                 got {split_k}"
-            )),
+            SplitReduce::Cluster | SplitReduce::Spread
+                if !(2..=MAX_CLUSTER).contains(&split_k) =>
+            {
+                Err(format!(
+                    "split_reduce {} needs split_k in 2..={MAX_CLUSTER} (a portable cluster), \
+                     got {split_k}",
+                    self.name()
+                ))
+            }
             _ => Ok(()),
         }
     }
 
+    /// The name the JSON gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SplitReduce::Global => "global",
+            SplitReduce::Cluster => "cluster",
+            SplitReduce::Spread => "spread",
+        }
+    }
+
     /// Shared memory the cluster reduction stages: one f32 per output of
-    /// the `bm × bn` tile.
+    /// the `bm × bn` tile (the spread reduction's region comes on top of
+    /// everything else: [`MmaConfig::smem_bytes`]).
     pub(super) fn smem_bytes(self, split_k: u32, bm: u32, bn: u32) -> usize {
         match self {
             SplitReduce::Cluster if split_k > 1 => (bm * bn) as usize * 4,
@@ -110,22 +136,28 @@ impl SplitReduce {
     pub(super) fn workspace(self, shape: &ConvShape, bm: u32, bn: u32, split_k: u32) -> Workspace {
         match self {
             SplitReduce::Global => split_workspace(shape, bm, bn, split_k),
-            SplitReduce::Cluster => Workspace::default(),
+            SplitReduce::Cluster | SplitReduce::Spread => Workspace::default(),
         }
     }
 
-    /// Suffix of a kernel tag: `c` for the cluster reduction.
+    /// Suffix of a kernel tag: `c` for the cluster reduction, `r` for the
+    /// reduce-scatter.
     pub(super) fn tag(self) -> &'static str {
         match self {
             SplitReduce::Global => "",
             SplitReduce::Cluster => "c",
+            SplitReduce::Spread => "r",
         }
     }
 
     /// The ways a config with `split_k` slices can reduce.
     pub(super) fn choices(split_k: u32) -> &'static [SplitReduce] {
         if (2..=MAX_CLUSTER).contains(&split_k) {
-            &[SplitReduce::Global, SplitReduce::Cluster]
+            &[
+                SplitReduce::Global,
+                SplitReduce::Cluster,
+                SplitReduce::Spread,
+            ]
         } else {
             &[SplitReduce::Global]
         }
@@ -244,18 +276,35 @@ impl MmaConfig {
     }
 
     /// Dynamic shared memory: the pipeline, or the staged epilogue's
-    /// passes if those need more.
+    /// passes if those need more, then the spread reduction's region.
     pub fn smem_bytes(&self, shape: &ConvShape) -> usize {
+        self.spread_offset(shape) + self.spread_region_bytes()
+    }
+
+    /// Where the spread reduction's region starts: past the pipeline and
+    /// the staging, which may still be in use when the other ranks push.
+    fn spread_offset(&self, shape: &ConvShape) -> usize {
         let staging = match self.epilogue {
             MmaEpilogue::Staged => self.epilogue_bytes(self.epilogue_mi(shape)),
             MmaEpilogue::Direct => 0,
         };
-        self.pipeline_bytes(shape)
-            .max(staging)
-            .max(
-                self.split_reduce
-                    .smem_bytes(self.split_k, self.block_m, self.block_n),
-            )
+        self.pipeline_bytes(shape).max(staging).max(
+            self.split_reduce
+                .smem_bytes(self.split_k, self.block_m, self.block_n),
+        )
+    }
+
+    /// The spread reduction's region (`cluster_spread_reduce`): a float2
+    /// slot per thread per owned accumulator pair, for each of the
+    /// `split_k` ranks. 0 for the other reductions.
+    fn spread_region_bytes(&self) -> usize {
+        if self.split_reduce != SplitReduce::Spread || self.split_k < 2 {
+            return 0;
+        }
+        let (wtm, wtn) = self.warp_tile();
+        let pairs = wtm / 16 * (wtn / 8) * 2;
+        let slots = pairs.div_ceil(self.split_k as usize);
+        self.split_k as usize * slots * self.threads() * 8
     }
 
     /// C (and a shortcut's C) is a multiple of one 16-byte chunk: A moves
@@ -360,6 +409,11 @@ impl MmaConfig {
         }
         check_split(self.split_k, shape.gemm_k().div_ceil(self.block_k as usize))?;
         self.split_reduce.check(self.split_k)?;
+        if self.split_reduce == SplitReduce::Spread && self.epilogue != MmaEpilogue::Direct {
+            return Err(
+                "split_reduce spread finishes each rank's share with the direct epilogue".into(),
+            );
+        }
         mma_grid(shape, self.block_m, self.block_n, self.split_k).map(|_| ())
     }
 
@@ -465,7 +519,8 @@ impl MmaConfig {
             smem_bytes: self.smem_bytes(shape),
             regs_per_thread: self.regs_estimate(shape),
             split_k: self.split_k as usize,
-            split_in_cluster: !self.split_reduce.is_global(),
+            split_in_cluster: self.split_reduce.is_cluster(),
+            split_spread: self.split_reduce == SplitReduce::Spread,
             tiles_in_flight: self.stages as usize - 1,
             peak: operands.peak(),
             inner_efficiency: 0.9 * (mma / smem).min(1.0),
@@ -495,6 +550,7 @@ impl MmaConfig {
             epilogue: self.epilogue,
             epi_mi: self.epilogue_mi(shape) as u32,
             residual_offset: None,
+            spread_offset: self.spread_offset(shape),
             early_trigger: self.early_trigger,
         }
         .render(p, shape);
@@ -536,6 +592,9 @@ pub(super) struct TileParams {
     /// Where the residual tile is prefetched to (bytes into the aligned
     /// dynamic shared memory), for configs that prefetch it.
     pub residual_offset: Option<usize>,
+    /// Where the spread reduction's region starts (bytes into the dynamic
+    /// shared memory; read only with [`SplitReduce::Spread`]).
+    pub spread_offset: usize,
     /// `launch_dependents` right after the grid dependency wait.
     pub early_trigger: bool,
 }
@@ -557,6 +616,11 @@ impl TileParams {
             "CLUSTER_SPLIT",
             self.split_k > 1 && self.split_reduce == SplitReduce::Cluster,
         )
+        .boolean(
+            "CLUSTER_SPREAD",
+            self.split_k > 1 && self.split_reduce == SplitReduce::Spread,
+        )
+        .int("SPREAD_OFFSET", self.spread_offset as u32)
         .boolean("STAGED_EPILOGUE", self.epilogue == MmaEpilogue::Staged)
         .int("EPI_MI", self.epi_mi)
         .boolean("RES_PREFETCH", self.residual_offset.is_some())

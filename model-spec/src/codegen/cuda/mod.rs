@@ -66,7 +66,7 @@ pub use error::CodegenError;
 pub use global_pool::GlobalPoolConfig;
 pub use implicit_gemm::{ConvShape, MmaConfig, SimtConfig};
 pub use matmul::MatmulConfig;
-pub use mma_config::{MmaEpilogue, MmaOperands};
+pub use mma_config::{MmaEpilogue, MmaOperands, SplitReduce};
 pub use space_to_depth::SpaceToDepthConfig;
 pub use to_nhwc::ToNhwcConfig;
 pub use wgmma_config::WgmmaConfig;

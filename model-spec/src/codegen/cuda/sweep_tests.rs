@@ -420,6 +420,24 @@ fn early_trigger_variants(space: &[ConvConfig]) -> Vec<ConvConfig> {
     mma.into_iter().chain(wgmma).collect()
 }
 
+/// The first mma config of `space` reducing as a reduce-scatter
+/// (`split_reduce: spread`) at each split-K factor: its region and pair
+/// ownership differ with the split, so each one is compiled.
+fn spread_variants(space: &[ConvConfig]) -> Vec<ConvConfig> {
+    let mut out: Vec<ConvConfig> = Vec::new();
+    for c in space {
+        if let ConvConfig::Mma(m) = c {
+            let seen = out
+                .iter()
+                .any(|o| matches!(o, ConvConfig::Mma(x) if x.split_k == m.split_k));
+            if m.split_reduce == SplitReduce::Spread && !seen {
+                out.push(*c);
+            }
+        }
+    }
+    out
+}
+
 fn conv_instances(precision: Precision, per_case: usize) -> Vec<Instance> {
     let mut out = Vec::new();
     for (label, graph) in conv_cases(precision) {
@@ -453,6 +471,7 @@ fn conv_instances(precision: Precision, per_case: usize) -> Vec<Instance> {
         configs.extend(sample(&other, per_case));
         configs.extend(mma_coverage(&shape));
         configs.extend(early_trigger_variants(&space));
+        configs.extend(spread_variants(&space));
         configs.push(ConvConfig::default_for(&shape));
         for (i, c) in configs.iter().enumerate() {
             assert!(c.validate(&shape).is_ok());

@@ -247,6 +247,9 @@ impl WgmmaConfig {
         self.check_min_blocks(regs, self.smem_bytes(shape))?;
         check_split(self.split_k, shape.gemm_k().div_ceil(BLOCK_K as usize))?;
         self.split_reduce.check(self.split_k)?;
+        if self.split_reduce == SplitReduce::Spread {
+            return Err("split_reduce spread is the mma.sync template's alone".into());
+        }
         if self.prefetch_residual {
             self.check_prefetch_residual(shape)?;
         }
@@ -498,7 +501,8 @@ impl WgmmaConfig {
                     cap.min(self.regs_estimate(shape))
                 }),
             split_k: self.split_k as usize,
-            split_in_cluster: !self.split_reduce.is_global(),
+            split_in_cluster: self.split_reduce.is_cluster(),
+            split_spread: false,
             tiles_in_flight: self.tiles_in_flight(),
             peak: cost_model::WGMMA_MACS_PER_NS,
             // With 3 stages (each k tile waits for its wgmmas before the next
@@ -537,6 +541,7 @@ impl WgmmaConfig {
             epilogue: self.epilogue,
             epi_mi: 1,
             residual_offset: self.prefetch_residual.then(|| self.residual_offset(shape)),
+            spread_offset: 0,
             early_trigger: self.early_trigger,
         }
         .render(p, shape);

@@ -305,6 +305,91 @@ __device__ __forceinline__ bool cluster_splitk_reduce(float (&acc)[FR], float* p
 #endif
 }
 
+// ---- split-K as a reduce-scatter inside a cluster (sm_90) -----------------
+//
+// The other way to sum a cluster's slices (split_reduce "spread",
+// P::CLUSTER_SPREAD): every rank finishes a share of the tile instead of
+// rank 0 all of it. A thread's FR accumulators are FR / 2 pairs (the two
+// adjacent columns of one mma fragment row: acc[2p], acc[2p + 1]); pair p
+// belongs to rank p % SPLIT. Every rank pushes each pair to its owner
+// (st.shared::cluster) into slot [rank][p / SPLIT] of the owner's spread
+// region, shared memory past everything else the kernel uses, so a push may
+// land while the owner still runs its k loop. One cluster barrier (release,
+// then acquire), and each owner sums its pairs over slots 0..SPLIT-1 in rank
+// order, the order of splitk_reduce and cluster_splitk_reduce (the same
+// bits), and finishes them with the direct epilogue (spread_owns). Remote
+// stores may only target a CTA that has started: every CTA arrives at a first
+// barrier phase at entry (cluster_spread_start) and waits for it just before
+// its pushes, long after everyone arrived. Session 13's probe
+// (bench/cluster_reduce_probe.cu, "spread"): split 8 10.97 µs against 12.83
+// for cluster_splitk_reduce.
+
+__device__ __forceinline__ unsigned int cluster_ctarank() {
+  unsigned int rank = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+#endif
+  return rank;
+}
+
+// At kernel entry of a spread-reducing kernel: this CTA has started.
+template <class P>
+__device__ __forceinline__ void cluster_spread_start() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (P::SPLIT_K > 1 && P::CLUSTER_SPREAD)
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+#endif
+}
+
+// Whether this rank finishes pair p of its accumulators.
+template <class P>
+__device__ __forceinline__ bool spread_owns(int p, unsigned int rank) {
+  return !(P::SPLIT_K > 1 && P::CLUSTER_SPREAD) || p % P::SPLIT_K == static_cast<int>(rank);
+}
+
+// Sums the pairs this rank owns (in place, in acc); whether it owns any.
+// `region`: SPLIT * ceil(FR / 2 / SPLIT) * T float2s of this CTA's shared
+// memory that nothing else uses.
+template <int FR, int T, int SPLIT>
+__device__ __forceinline__ bool cluster_spread_reduce(float (&acc)[FR], float2* region,
+                                                      unsigned int rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Pairs of the thread's accumulators, and the most any rank owns.
+  constexpr int PAIRS = FR / 2, SLOTS = (PAIRS + SPLIT - 1) / SPLIT;
+  static_assert(FR % 2 == 0, "accumulators in pairs");
+  const int tid = threadIdx.x;
+  cluster_wait();  // the entry phase: every CTA of the cluster has started
+  const unsigned int local = static_cast<unsigned int>(__cvta_generic_to_shared(region));
+#pragma unroll
+  for (int p = 0; p < PAIRS; ++p) {
+    unsigned int remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(p % SPLIT));
+    remote += (unsigned int)((int(rank) * SLOTS + p / SPLIT) * T + tid) * 8u;
+    asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(remote), "f"(acc[2 * p]),
+                 "f"(acc[2 * p + 1])
+                 : "memory");
+  }
+  cluster_barrier();  // release the pushes; acquire everyone else's
+  if (static_cast<int>(rank) >= PAIRS) return false;
+#pragma unroll
+  for (int p = 0; p < PAIRS; ++p) {
+    if (p % SPLIT != static_cast<int>(rank)) continue;
+    float2 sum = region[(p / SPLIT) * T + tid];  // rank 0's slice
+#pragma unroll
+    for (int s = 1; s < SPLIT; ++s) {
+      const float2 v = region[(s * SLOTS + p / SPLIT) * T + tid];
+      sum.x += v.x;
+      sum.y += v.y;
+    }
+    acc[2 * p] = sum.x;
+    acc[2 * p + 1] = sum.y;
+  }
+  return true;
+#else
+  return false;
+#endif
+}
+
 // Rank 0 of a cluster split-K tile, at the end of its kernel: waits out the
 // barrier phase it arrived at in cluster_splitk_reduce (every rank arrived
 // there long before, so this does not stall).

@@ -9,7 +9,8 @@
 // numbered with the N tile fastest (blockIdx.x), so the CTAs sharing an A
 // tile run together and A comes from DRAM once however many N tiles there
 // are. SPLIT_K > 1 splits the k tiles over blockIdx.z (see splitk_reduce, or
-// cluster_splitk_reduce when the slices of a tile form a cluster).
+// cluster_splitk_reduce / cluster_spread_reduce when the slices of a tile
+// form a cluster).
 //
 // Shared tiles are row-major with k contiguous, rows of KC 16-byte chunks,
 // no padding: chunk c of row r is stored at chunk c ^ ((r / (8 / KC)) % KC).
@@ -277,7 +278,8 @@ template <class P, int MI, int NI, int WTM, int WTN>
 __device__ __forceinline__ void direct_epilogue(const float* acc, int wm, int wn, int g, int t4,
                                                 int m0, int n0, typename P::TOut* __restrict__ y,
                                                 const typename P::TBias* __restrict__ bias,
-                                                const typename P::TRes* __restrict__ res) {
+                                                const typename P::TRes* __restrict__ res,
+                                                unsigned int spread_rank = 0) {
   constexpr int M = P::GEMM_M, N = P::GEMM_N;
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi) {
@@ -287,6 +289,7 @@ __device__ __forceinline__ void direct_epilogue(const float* acc, int wm, int wn
       if (m >= M) continue;
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) {
+        if (!spread_owns<P>((mi * NI + ni) * 2 + half_row, spread_rank)) continue;
         const int n = n0 + wn * WTN + ni * 8 + t4 * 2;
         float v[2] = {acc[(mi * NI + ni) * 4 + half_row * 2],
                       acc[(mi * NI + ni) * 4 + half_row * 2 + 1]};
@@ -458,10 +461,17 @@ struct TileLoader {
 // Sums the split-K slices of this CTA's tile into one CTA's accumulators:
 // inside the tile's cluster, through the pipeline stages at `smem`
 // (P::CLUSTER_SPLIT), or through the global workspace. Whether this CTA
-// finishes the tile (always, without split-K). Shared with conv_wgmma.cu.
+// finishes the tile (always, without split-K). With P::CLUSTER_SPREAD every
+// rank sums and finishes a share of the tile (cluster_spread_reduce: the
+// region at P::SPREAD_OFFSET) and this says whether it has one. Shared with
+// conv_wgmma.cu.
 template <class P, int FR, int T>
 __device__ __forceinline__ bool reduce_split_k(float (&acc)[FR], unsigned char* smem) {
   if (P::SPLIT_K == 1) return true;
+  if constexpr (P::CLUSTER_SPREAD) {
+    return cluster_spread_reduce<FR, T, P::SPLIT_K>(
+        acc, reinterpret_cast<float2*>(smem + P::SPREAD_OFFSET), cluster_ctarank());
+  }
   if (P::CLUSTER_SPLIT) {
     __syncthreads();  // every warp is done with the stages that now hold the slice
     return cluster_splitk_reduce<FR, T, P::SPLIT_K>(acc, reinterpret_cast<float*>(smem));
@@ -534,6 +544,8 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* As = smem_raw;
   unsigned char* Bs = smem_raw + STAGES * A_STAGE;
+  cluster_spread_start<P>();
+  static_assert(!P::CLUSTER_SPREAD || !P::STAGED_EPILOGUE, "a spread tile ends in the direct epilogue");
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int wm = warp / WARPS_N, wn = warp % WARPS_N;
@@ -608,7 +620,8 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
     staged_epilogue<P, MI, NI, WTM, WTN, T>(reinterpret_cast<float*>(smem_raw), acc, wm, wn, g,
                                             t4, m0, n0, y, bias, res);
   } else {
-    direct_epilogue<P, MI, NI, WTM, WTN>(acc, wm, wn, g, t4, m0, n0, y, bias, res);
+    direct_epilogue<P, MI, NI, WTM, WTN>(acc, wm, wn, g, t4, m0, n0, y, bias, res,
+                                         P::CLUSTER_SPREAD ? cluster_ctarank() : 0u);
   }
   cluster_split_finish<P>();
 }
