@@ -319,6 +319,91 @@ __device__ __forceinline__ bool cluster_splitk_reduce(float (&acc)[FR], float* p
 #endif
 }
 
+// ---- split-K as a reduce-scatter inside a cluster (sm_90) -----------------
+//
+// The other way to sum a cluster's slices (split_reduce "spread",
+// P::CLUSTER_SPREAD): every rank finishes a share of the tile instead of
+// rank 0 all of it. A thread's FR accumulators are FR / 2 pairs (the two
+// adjacent columns of one mma fragment row: acc[2p], acc[2p + 1]); pair p
+// belongs to rank p % SPLIT. Every rank pushes each pair to its owner
+// (st.shared::cluster) into slot [rank][p / SPLIT] of the owner's spread
+// region, shared memory past everything else the kernel uses, so a push may
+// land while the owner still runs its k loop. One cluster barrier (release,
+// then acquire), and each owner sums its pairs over slots 0..SPLIT-1 in rank
+// order, the order of splitk_reduce and cluster_splitk_reduce (the same
+// bits), and finishes them with the direct epilogue (spread_owns). Remote
+// stores may only target a CTA that has started: every CTA arrives at a first
+// barrier phase at entry (cluster_spread_start) and waits for it just before
+// its pushes, long after everyone arrived. Session 13's probe
+// (bench/cluster_reduce_probe.cu, "spread"): split 8 10.97 µs against 12.83
+// for cluster_splitk_reduce.
+
+__device__ __forceinline__ unsigned int cluster_ctarank() {
+  unsigned int rank = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+#endif
+  return rank;
+}
+
+// At kernel entry of a spread-reducing kernel: this CTA has started.
+template <class P>
+__device__ __forceinline__ void cluster_spread_start() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (P::SPLIT_K > 1 && P::CLUSTER_SPREAD)
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+#endif
+}
+
+// Whether this rank finishes pair p of its accumulators.
+template <class P>
+__device__ __forceinline__ bool spread_owns(int p, unsigned int rank) {
+  return !(P::SPLIT_K > 1 && P::CLUSTER_SPREAD) || p % P::SPLIT_K == static_cast<int>(rank);
+}
+
+// Sums the pairs this rank owns (in place, in acc); whether it owns any.
+// `region`: SPLIT * ceil(FR / 2 / SPLIT) * T float2s of this CTA's shared
+// memory that nothing else uses.
+template <int FR, int T, int SPLIT>
+__device__ __forceinline__ bool cluster_spread_reduce(float (&acc)[FR], float2* region,
+                                                      unsigned int rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Pairs of the thread's accumulators, and the most any rank owns.
+  constexpr int PAIRS = FR / 2, SLOTS = (PAIRS + SPLIT - 1) / SPLIT;
+  static_assert(FR % 2 == 0, "accumulators in pairs");
+  const int tid = threadIdx.x;
+  cluster_wait();  // the entry phase: every CTA of the cluster has started
+  const unsigned int local = static_cast<unsigned int>(__cvta_generic_to_shared(region));
+#pragma unroll
+  for (int p = 0; p < PAIRS; ++p) {
+    unsigned int remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(p % SPLIT));
+    remote += (unsigned int)((int(rank) * SLOTS + p / SPLIT) * T + tid) * 8u;
+    asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(remote), "f"(acc[2 * p]),
+                 "f"(acc[2 * p + 1])
+                 : "memory");
+  }
+  cluster_barrier();  // release the pushes; acquire everyone else's
+  if (static_cast<int>(rank) >= PAIRS) return false;
+#pragma unroll
+  for (int p = 0; p < PAIRS; ++p) {
+    if (p % SPLIT != static_cast<int>(rank)) continue;
+    float2 sum = region[(p / SPLIT) * T + tid];  // rank 0's slice
+#pragma unroll
+    for (int s = 1; s < SPLIT; ++s) {
+      const float2 v = region[(s * SLOTS + p / SPLIT) * T + tid];
+      sum.x += v.x;
+      sum.y += v.y;
+    }
+    acc[2 * p] = sum.x;
+    acc[2 * p + 1] = sum.y;
+  }
+  return true;
+#else
+  return false;
+#endif
+}
+
 // Rank 0 of a cluster split-K tile, at the end of its kernel: waits out the
 // barrier phase it arrived at in cluster_splitk_reduce (every rank arrived
 // there long before, so this does not stall).
@@ -341,7 +426,8 @@ __device__ __forceinline__ void cluster_split_finish() {
 // numbered with the N tile fastest (blockIdx.x), so the CTAs sharing an A
 // tile run together and A comes from DRAM once however many N tiles there
 // are. SPLIT_K > 1 splits the k tiles over blockIdx.z (see splitk_reduce, or
-// cluster_splitk_reduce when the slices of a tile form a cluster).
+// cluster_splitk_reduce / cluster_spread_reduce when the slices of a tile
+// form a cluster).
 //
 // Shared tiles are row-major with k contiguous, rows of KC 16-byte chunks,
 // no padding: chunk c of row r is stored at chunk c ^ ((r / (8 / KC)) % KC).
@@ -609,7 +695,8 @@ template <class P, int MI, int NI, int WTM, int WTN>
 __device__ __forceinline__ void direct_epilogue(const float* acc, int wm, int wn, int g, int t4,
                                                 int m0, int n0, typename P::TOut* __restrict__ y,
                                                 const typename P::TBias* __restrict__ bias,
-                                                const typename P::TRes* __restrict__ res) {
+                                                const typename P::TRes* __restrict__ res,
+                                                unsigned int spread_rank = 0) {
   constexpr int M = P::GEMM_M, N = P::GEMM_N;
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi) {
@@ -619,6 +706,7 @@ __device__ __forceinline__ void direct_epilogue(const float* acc, int wm, int wn
       if (m >= M) continue;
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) {
+        if (!spread_owns<P>((mi * NI + ni) * 2 + half_row, spread_rank)) continue;
         const int n = n0 + wn * WTN + ni * 8 + t4 * 2;
         float v[2] = {acc[(mi * NI + ni) * 4 + half_row * 2],
                       acc[(mi * NI + ni) * 4 + half_row * 2 + 1]};
@@ -790,10 +878,17 @@ struct TileLoader {
 // Sums the split-K slices of this CTA's tile into one CTA's accumulators:
 // inside the tile's cluster, through the pipeline stages at `smem`
 // (P::CLUSTER_SPLIT), or through the global workspace. Whether this CTA
-// finishes the tile (always, without split-K). Shared with conv_wgmma.cu.
+// finishes the tile (always, without split-K). With P::CLUSTER_SPREAD every
+// rank sums and finishes a share of the tile (cluster_spread_reduce: the
+// region at P::SPREAD_OFFSET) and this says whether it has one. Shared with
+// conv_wgmma.cu.
 template <class P, int FR, int T>
 __device__ __forceinline__ bool reduce_split_k(float (&acc)[FR], unsigned char* smem) {
   if (P::SPLIT_K == 1) return true;
+  if constexpr (P::CLUSTER_SPREAD) {
+    return cluster_spread_reduce<FR, T, P::SPLIT_K>(
+        acc, reinterpret_cast<float2*>(smem + P::SPREAD_OFFSET), cluster_ctarank());
+  }
   if (P::CLUSTER_SPLIT) {
     __syncthreads();  // every warp is done with the stages that now hold the slice
     return cluster_splitk_reduce<FR, T, P::SPLIT_K>(acc, reinterpret_cast<float*>(smem));
@@ -866,6 +961,8 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
   extern __shared__ __align__(16) unsigned char smem_raw[];
   unsigned char* As = smem_raw;
   unsigned char* Bs = smem_raw + STAGES * A_STAGE;
+  cluster_spread_start<P>();
+  static_assert(!P::CLUSTER_SPREAD || !P::STAGED_EPILOGUE, "a spread tile ends in the direct epilogue");
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int wm = warp / WARPS_N, wn = warp % WARPS_N;
@@ -940,7 +1037,8 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
     staged_epilogue<P, MI, NI, WTM, WTN, T>(reinterpret_cast<float*>(smem_raw), acc, wm, wn, g,
                                             t4, m0, n0, y, bias, res);
   } else {
-    direct_epilogue<P, MI, NI, WTM, WTN>(acc, wm, wn, g, t4, m0, n0, y, bias, res);
+    direct_epilogue<P, MI, NI, WTM, WTN>(acc, wm, wn, g, t4, m0, n0, y, bias, res,
+                                         P::CLUSTER_SPREAD ? cluster_ctarank() : 0u);
   }
   cluster_split_finish<P>();
 }
@@ -2012,6 +2110,8 @@ struct conv_973f3cf9_wgmma_m64n32p5s1_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2076,6 +2176,8 @@ struct conv_120440ee_mma_m32n32k64w2x2p2s1_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr int SPREAD_OFFSET = 16384;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2117,6 +2219,8 @@ struct conv_63fe5adf_wgmma_m64n32p6s1_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2159,6 +2263,8 @@ struct conv_7e9866df_wgmma_m64n32p5s1_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2202,6 +2308,8 @@ struct conv_a108646c_mma_m32n32k64w2x2p4s1_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr int SPREAD_OFFSET = 32768;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2243,6 +2351,8 @@ struct conv_75aac976_wgmma_m128n32p3s1r_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;
@@ -2286,6 +2396,8 @@ struct conv_0f655a00_wgmma_m64n64p6s1t_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2328,6 +2440,8 @@ struct conv_44c505d7_wgmma_m64n32p6s2c_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
+  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2370,6 +2484,8 @@ struct conv_c07f5ecf_wgmma_m64n32p5s1_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2413,6 +2529,8 @@ struct conv_18bd6406_mma_m32n32k64w2x2p4s1_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr int SPREAD_OFFSET = 32768;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2454,6 +2572,8 @@ struct conv_48c2d048_wgmma_m64n32p6s2ct_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
+  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2496,6 +2616,8 @@ struct conv_1e32aea3_wgmma_m64n32p5s1r_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;
@@ -2539,6 +2661,8 @@ struct conv_c68ad69f_mma_m32n32k64w2x2p4s1t_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr int SPREAD_OFFSET = 32768;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2580,6 +2704,8 @@ struct conv_098434ab_mma_m32n32k64w2x1p4s4cd_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
+  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr int SPREAD_OFFSET = 32768;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2621,6 +2747,8 @@ struct conv_e0e12d6f_wgmma_m64n32p6s1d_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2640,8 +2768,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_e0e12d6f_wgmma_m64n32p
 
 // FusedConv task 93076c40a191cef4: conv2d29, conv2d32, conv2d35, conv2d38 (+1 more)
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[256x1024x1x1]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":3,"split_k":4,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_93076c40_mma_m32n32k64w2x2p3s4c_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":3,"split_k":4,"epilogue":"direct","split_reduce":"spread"}
+struct conv_93076c40_mma_m32n32k64w2x2p3s4rd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2663,26 +2791,28 @@ struct conv_93076c40_mma_m32n32k64w2x2p3s4c_p {
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 3, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = true;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = true;
+  static constexpr int SPREAD_OFFSET = 24576;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_93076c40_mma_m32n32k64w2x2p3s4c(
+extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_93076c40_mma_m32n32k64w2x2p3s4rd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_93076c40_mma_m32n32k64w2x2p3s4c_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_93076c40_mma_m32n32k64w2x2p3s4rd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 48e86b9eea3a159e: conv2d30, conv2d33, conv2d36, conv2d39 (+1 more)
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[256x256x3x3]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":6,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_48e86b9e_mma_m32n32k64w2x2p4s6c_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":6,"epilogue":"direct","split_reduce":"spread"}
+struct conv_48e86b9e_mma_m32n32k64w2x2p4s6rd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2704,20 +2834,22 @@ struct conv_48e86b9e_mma_m32n32k64w2x2p4s6c_p {
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 6;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = true;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = true;
+  static constexpr int SPREAD_OFFSET = 32768;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) conv_48e86b9e_mma_m32n32k64w2x2p4s6c(
+extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) conv_48e86b9e_mma_m32n32k64w2x2p4s6rd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_48e86b9e_mma_m32n32k64w2x2p4s6c_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_48e86b9e_mma_m32n32k64w2x2p4s6rd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 282f15c5de3a2c49: conv2d31, conv2d34, conv2d37, conv2d40 (+1 more)
@@ -2746,6 +2878,8 @@ struct conv_282f15c5_wgmma_m64n32p6s1r_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;
@@ -2789,6 +2923,8 @@ struct conv_6f8ef6f3_mma_m32n32k64w2x2p3s2ct_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
+  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr int SPREAD_OFFSET = 24576;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2830,6 +2966,8 @@ struct conv_d82ebd66_mma_m32n32k64w2x2p4s8c_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
+  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr int SPREAD_OFFSET = 32768;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2871,6 +3009,8 @@ struct conv_af188f81_wgmma_m64n32p5s3c_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
+  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2890,8 +3030,8 @@ extern "C" __global__ void __cluster_dims__(1, 1, 3) __launch_bounds__(128, 1) c
 
 // FusedConv task 510ceff0b9f74501: conv2d48, conv2d51
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x2048x7x7]:cl in1=f16[512x2048x1x1]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"direct","split_reduce":"cluster","early_trigger":true}
-struct conv_510ceff0_mma_m32n32k64w2x2p4s4cdt_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"direct","split_reduce":"spread","early_trigger":true}
+struct conv_510ceff0_mma_m32n32k64w2x2p4s4rdt_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2913,7 +3053,9 @@ struct conv_510ceff0_mma_m32n32k64w2x2p4s4cdt_p {
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = true;
+  static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = true;
+  static constexpr int SPREAD_OFFSET = 32768;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2921,18 +3063,18 @@ struct conv_510ceff0_mma_m32n32k64w2x2p4s4cdt_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = true;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_510ceff0_mma_m32n32k64w2x2p4s4cdt(
+extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_510ceff0_mma_m32n32k64w2x2p4s4rdt(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_510ceff0_mma_m32n32k64w2x2p4s4cdt_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_510ceff0_mma_m32n32k64w2x2p4s4rdt_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task c46df034189a77e3: conv2d49, conv2d52
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[512x512x3x3]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":8,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_c46df034_mma_m32n32k64w2x2p4s8c_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":8,"epilogue":"direct","split_reduce":"spread"}
+struct conv_c46df034_mma_m32n32k64w2x2p4s8rd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2954,20 +3096,22 @@ struct conv_c46df034_mma_m32n32k64w2x2p4s8c_p {
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 8;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = true;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = true;
+  static constexpr int SPREAD_OFFSET = 32768;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(128, 1) conv_c46df034_mma_m32n32k64w2x2p4s8c(
+extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(128, 1) conv_c46df034_mma_m32n32k64w2x2p4s8rd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_c46df034_mma_m32n32k64w2x2p4s8c_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_c46df034_mma_m32n32k64w2x2p4s8rd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 3e532f528cbe6711: conv2d50, conv2d53
@@ -2996,6 +3140,8 @@ struct conv_3e532f52_wgmma_m64n32p6s1r_p {
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;

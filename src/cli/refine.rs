@@ -34,7 +34,7 @@ pub struct RefineArgs {
     /// (--top, --within); `trigger`, the config --best gives it with the
     /// next kernel allowed to start earlier (tensor-core convs only); or
     /// `spread`, that config with its cluster split-K reduction swapped
-    /// between rank 0 summing and a reduce-scatter (mma convs only).
+    /// between rank 0 summing and a reduce-scatter (tensor-core convs only).
     #[arg(long, value_enum, default_value_t = CandidatesArg::Records)]
     pub candidates: CandidatesArg,
     /// Most configs tried per task besides the one --best gives it.

@@ -37,8 +37,8 @@ pub enum Candidates {
     /// `early_trigger` flipped): where the next kernel's CTAs may start
     /// only shows in the graph, so the tuner never times it.
     Trigger,
-    /// The incumbent with its cluster split-K reduction swapped: an mma
-    /// conv reducing through rank 0 (`cluster`) tried as a reduce-scatter
+    /// The incumbent with its cluster split-K reduction swapped: a
+    /// tensor-core conv reducing through rank 0 (`cluster`) tried as a reduce-scatter
     /// (`spread`, direct epilogue), and back.
     Spread,
 }
@@ -222,12 +222,14 @@ pub fn trigger_variant(config: &serde_json::Value) -> Option<serde_json::Value> 
     Some(serde_json::Value::Object(out))
 }
 
-/// `config` with its cluster reduction swapped: an `mma` config whose
-/// split-K slices reduce through rank 0 (`split_reduce: cluster`) as a
-/// reduce-scatter (`spread`, which needs the direct epilogue), and a
-/// `spread` one back to `cluster`; `None` for every other config.
+/// `config` with its cluster reduction swapped: a tensor-core conv config
+/// (`mma`, `wgmma`) whose split-K slices reduce through rank 0
+/// (`split_reduce: cluster`) as a reduce-scatter (`spread`, which needs the
+/// direct epilogue), and a `spread` one back to `cluster`; `None` for every
+/// other config.
 pub fn spread_variant(config: &serde_json::Value) -> Option<serde_json::Value> {
-    if config.get("kernel")?.as_str()? != "mma" {
+    let kernel = config.get("kernel")?.as_str()?;
+    if kernel != "mma" && kernel != "wgmma" {
         return None;
     }
     let swapped = match config.get("split_reduce")?.as_str()? {
@@ -651,10 +653,12 @@ mod tests {
         assert_eq!(spread["early_trigger"], json!(true));
         let back = spread_variant(&spread).unwrap();
         assert_eq!(back["split_reduce"], json!("cluster"));
+        let wgmma = json!({"kernel": "wgmma", "split_k": 3, "split_reduce": "cluster"});
+        assert_eq!(spread_variant(&wgmma).unwrap()["split_reduce"], json!("spread"));
         for other in [
             json!({"kernel": "mma", "split_k": 1}),
             json!({"kernel": "mma", "split_k": 4, "split_reduce": "global"}),
-            json!({"kernel": "wgmma", "split_k": 2, "split_reduce": "cluster"}),
+            json!({"kernel": "simt", "split_k": 2}),
             json!({"kernel": "gemv"}),
         ] {
             assert_eq!(spread_variant(&other), None, "{other}");

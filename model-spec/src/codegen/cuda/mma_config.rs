@@ -79,8 +79,8 @@ pub enum SplitReduce {
     /// The slices of a tile form a cluster and reduce-scatter: every rank
     /// pushes each share of its slice into the shared memory of the rank
     /// that owns it, one cluster barrier, and each rank sums and finishes
-    /// its own share (`cluster_spread_reduce`, common.cuh). Direct epilogue,
-    /// mma.sync template only.
+    /// its own share (`cluster_spread_reduce`, common.cuh). Direct epilogue
+    /// only.
     Spread,
 }
 
@@ -140,13 +140,13 @@ impl SplitReduce {
         }
     }
 
-    /// Suffix of a kernel tag: `c` for the cluster reduction, `r` for the
+    /// Suffix of a kernel tag: `c` for the cluster reduction, `rs` for the
     /// reduce-scatter.
     pub(super) fn tag(self) -> &'static str {
         match self {
             SplitReduce::Global => "",
             SplitReduce::Cluster => "c",
-            SplitReduce::Spread => "r",
+            SplitReduce::Spread => "rs",
         }
     }
 
@@ -464,7 +464,8 @@ impl MmaConfig {
     }
 
     /// `mma_m64n64k32w2x2p3s1`, then `c` for the cluster split-K
-    /// reduction, `d` for the direct epilogue and `t` for the early trigger.
+    /// reduction (`rs` for the reduce-scatter), `d` for the direct epilogue
+    /// and `t` for the early trigger.
     pub fn tag(&self) -> String {
         format!(
             "mma_m{}n{}k{}w{}x{}p{}s{}{}{}{}",

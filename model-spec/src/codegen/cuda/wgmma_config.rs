@@ -166,9 +166,28 @@ impl WgmmaConfig {
     }
 
     /// Dynamic shared memory: the pipeline or the staged epilogue, the
-    /// prefetched residual tile, plus the alignment slack.
+    /// prefetched residual tile, the spread reduction's region, plus the
+    /// alignment slack.
     pub fn smem_bytes(&self, shape: &ConvShape) -> usize {
-        self.residual_offset(shape) + self.residual_bytes() + ALIGN_SLACK
+        self.spread_offset(shape) + self.spread_region_bytes() + ALIGN_SLACK
+    }
+
+    /// Where the spread reduction's region starts: past everything else,
+    /// which may still be in use when the other ranks push.
+    fn spread_offset(&self, shape: &ConvShape) -> usize {
+        self.residual_offset(shape) + self.residual_bytes()
+    }
+
+    /// The spread reduction's region (`cluster_spread_reduce`): a float2
+    /// slot per thread per owned accumulator pair (`block_n / 4` pairs a
+    /// thread), for each of the `split_k` ranks. 0 for the other reductions.
+    fn spread_region_bytes(&self) -> usize {
+        if self.split_reduce != SplitReduce::Spread || self.split_k < 2 {
+            return 0;
+        }
+        let pairs = self.block_n as usize / 4;
+        let slots = pairs.div_ceil(self.split_k as usize);
+        self.split_k as usize * slots * self.threads() * 8
     }
 
     /// The register cap `min_blocks` sets, when it sets one.
@@ -247,8 +266,10 @@ impl WgmmaConfig {
         self.check_min_blocks(regs, self.smem_bytes(shape))?;
         check_split(self.split_k, shape.gemm_k().div_ceil(BLOCK_K as usize))?;
         self.split_reduce.check(self.split_k)?;
-        if self.split_reduce == SplitReduce::Spread {
-            return Err("split_reduce spread is the mma.sync template's alone".into());
+        if self.split_reduce == SplitReduce::Spread && self.epilogue != MmaEpilogue::Direct {
+            return Err(
+                "split_reduce spread finishes each rank's share with the direct epilogue".into(),
+            );
         }
         if self.prefetch_residual {
             self.check_prefetch_residual(shape)?;
@@ -428,7 +449,7 @@ impl WgmmaConfig {
             && !self.swap_ab
     }
 
-    /// `wgmma_m128n256p4s1`, then `c` for the cluster split-K reduction,
+    /// `wgmma_m128n256p4s1`, then `c` for the cluster split-K reduction (`rs`: reduce-scatter),
     /// `d` for the direct epilogue, `r` for the prefetched residual,
     /// `b3` for `min_blocks` 3, `x` for swapped operands and `t` for the
     /// early trigger.
@@ -502,7 +523,7 @@ impl WgmmaConfig {
                 }),
             split_k: self.split_k as usize,
             split_in_cluster: self.split_reduce.is_cluster(),
-            split_spread: false,
+            split_spread: self.split_reduce == SplitReduce::Spread,
             tiles_in_flight: self.tiles_in_flight(),
             peak: cost_model::WGMMA_MACS_PER_NS,
             // With 3 stages (each k tile waits for its wgmmas before the next
@@ -541,7 +562,7 @@ impl WgmmaConfig {
             epilogue: self.epilogue,
             epi_mi: 1,
             residual_offset: self.prefetch_residual.then(|| self.residual_offset(shape)),
-            spread_offset: 0,
+            spread_offset: self.spread_offset(shape),
             early_trigger: self.early_trigger,
         }
         .render(p, shape);

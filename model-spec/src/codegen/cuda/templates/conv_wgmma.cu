@@ -176,6 +176,9 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   constexpr int ALLOC_STAGES = KT_SPLIT < STAGES ? KT_SPLIT : STAGES;
   unsigned char* As = smem;
   unsigned char* Bs = smem + ALLOC_STAGES * A_STAGE;
+  cluster_spread_start<P>();
+  static_assert(!P::CLUSTER_SPREAD || (!P::STAGED_EPILOGUE && !SWAP),
+                "a spread tile ends in the direct epilogue");
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = tid / 128;
   const int m0 = (blockIdx.x / N_TILES) * BM, n0 = (blockIdx.x % N_TILES) * BN;
@@ -262,7 +265,8 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
     staged_epilogue<P, 1, NI, 16, BN, T>(reinterpret_cast<float*>(smem), acc, warp, 0, g, t4, m0,
                                          n0, y, bias, res, rs);
   } else {
-    direct_epilogue<P, 1, NI, 16, BN>(acc, warp, 0, g, t4, m0, n0, y, bias, res);
+    direct_epilogue<P, 1, NI, 16, BN>(acc, warp, 0, g, t4, m0, n0, y, bias, res,
+                                      P::CLUSTER_SPREAD ? cluster_ctarank() : 0u);
   }
   cluster_split_finish<P>();
 }
