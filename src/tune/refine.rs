@@ -654,7 +654,10 @@ mod tests {
         let back = spread_variant(&spread).unwrap();
         assert_eq!(back["split_reduce"], json!("cluster"));
         let wgmma = json!({"kernel": "wgmma", "split_k": 3, "split_reduce": "cluster"});
-        assert_eq!(spread_variant(&wgmma).unwrap()["split_reduce"], json!("spread"));
+        assert_eq!(
+            spread_variant(&wgmma).unwrap()["split_reduce"],
+            json!("spread")
+        );
         for other in [
             json!({"kernel": "mma", "split_k": 1}),
             json!({"kernel": "mma", "split_k": 4, "split_reduce": "global"}),

@@ -142,7 +142,11 @@ pub fn estimate_ns(m: usize, n: usize, k: usize, t: &TileModel) -> f64 {
     let res_latency = if t.res_after_loop { LATENCY_NS } else { 0.0 };
     let spread = split > 1 && t.split_in_cluster && t.split_spread;
     // A reduce-scatter shares the epilogue between the tile's ranks.
-    let epilogue = if spread { epilogue / split as f64 } else { epilogue };
+    let epilogue = if spread {
+        epilogue / split as f64
+    } else {
+        epilogue
+    };
     let per_round = LATENCY_NS + k_tiles_per_cta as f64 * iteration + epilogue + res_latency;
     let mut total = rounds as f64 * per_round;
     if spread {

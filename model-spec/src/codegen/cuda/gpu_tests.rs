@@ -10,7 +10,8 @@
 use super::gpu::{self, Gpu, Loaded};
 use super::source::{assemble, Instance};
 use super::sweep_tests::{
-    conv_cases, dense_cases, misc_cases, mma_coverage, node_instance, sample, stem_head_cases,
+    conv_cases, dense_cases, misc_cases, mma_coverage, node_instance, sample, spread_variants,
+    stem_head_cases,
 };
 use super::test_graphs::values;
 use super::*;
@@ -65,6 +66,8 @@ fn configs(graph: &Graph, label: &str, per_template: usize) -> Vec<Instance> {
         Op::FusedConv { .. } => {
             let shape = conv::conv_shape(graph, NodeId(0)).unwrap();
             let space = ConvConfig::search_space(&shape);
+            // The reduce-scatter at each split-K factor the shape allows.
+            let spreads = spread_variants(&space);
             let (mma, other): (Vec<_>, Vec<_>) = space
                 .into_iter()
                 .partition(|c| matches!(c, ConvConfig::Mma(_)));
@@ -80,6 +83,7 @@ fn configs(graph: &Graph, label: &str, per_template: usize) -> Vec<Instance> {
                     .take(2),
             );
             picked.extend(mma_coverage(&shape));
+            picked.extend(spreads);
             add(picked.iter().map(|c| json(c)).collect());
         }
         Op::Dense { .. } => {

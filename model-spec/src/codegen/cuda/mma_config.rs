@@ -99,9 +99,7 @@ impl SplitReduce {
     /// Whether a config with `split_k` slices may reduce this way.
     pub(super) fn check(self, split_k: u32) -> Result<(), String> {
         match self {
-            SplitReduce::Cluster | SplitReduce::Spread
-                if !(2..=MAX_CLUSTER).contains(&split_k) =>
-            {
+            SplitReduce::Cluster | SplitReduce::Spread if !(2..=MAX_CLUSTER).contains(&split_k) => {
                 Err(format!(
                     "split_reduce {} needs split_k in 2..={MAX_CLUSTER} (a portable cluster), \
                      got {split_k}",
@@ -288,10 +286,12 @@ impl MmaConfig {
             MmaEpilogue::Staged => self.epilogue_bytes(self.epilogue_mi(shape)),
             MmaEpilogue::Direct => 0,
         };
-        self.pipeline_bytes(shape).max(staging).max(
-            self.split_reduce
-                .smem_bytes(self.split_k, self.block_m, self.block_n),
-        )
+        self.pipeline_bytes(shape)
+            .max(staging)
+            .max(
+                self.split_reduce
+                    .smem_bytes(self.split_k, self.block_m, self.block_n),
+            )
     }
 
     /// The spread reduction's region (`cluster_spread_reduce`): a float2

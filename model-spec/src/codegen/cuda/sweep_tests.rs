@@ -420,17 +420,22 @@ fn early_trigger_variants(space: &[ConvConfig]) -> Vec<ConvConfig> {
     mma.into_iter().chain(wgmma).collect()
 }
 
-/// The first mma config of `space` reducing as a reduce-scatter
-/// (`split_reduce: spread`) at each split-K factor: its region and pair
-/// ownership differ with the split, so each one is compiled.
-fn spread_variants(space: &[ConvConfig]) -> Vec<ConvConfig> {
-    let mut out: Vec<ConvConfig> = Vec::new();
+/// The first mma and the first wgmma config of `space` reducing as a
+/// reduce-scatter (`split_reduce: spread`) at each split-K factor: the
+/// region and the pairs each rank owns differ with the split and the tile,
+/// so each one is compiled (and checked on the GPU, gpu_tests.rs).
+pub(crate) fn spread_variants(space: &[ConvConfig]) -> Vec<ConvConfig> {
+    let spread = |c: &ConvConfig| match c {
+        ConvConfig::Mma(m) if m.split_reduce == SplitReduce::Spread => Some(("mma", m.split_k)),
+        ConvConfig::Wgmma(w) if w.split_reduce == SplitReduce::Spread => Some(("wgmma", w.split_k)),
+        _ => None,
+    };
+    let mut seen = Vec::new();
+    let mut out = Vec::new();
     for c in space {
-        if let ConvConfig::Mma(m) = c {
-            let seen = out
-                .iter()
-                .any(|o| matches!(o, ConvConfig::Mma(x) if x.split_k == m.split_k));
-            if m.split_reduce == SplitReduce::Spread && !seen {
+        if let Some(key) = spread(c) {
+            if !seen.contains(&key) {
+                seen.push(key);
                 out.push(*c);
             }
         }
