@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU-machine call: `aotune refine` of the committed log at each batch of
-# BATCHES (default "1"; fp16, PDL as `--launch auto`, candidates from
-# models/resnet50.bB.fp16.records.jsonl) into $OUT/refined.best.json (each
+# BATCHES (default "1"; PRECISION, default fp16; PDL as `--launch auto`,
+# candidates from models/resnet50.bB.PRECISION.records.jsonl) into $OUT/refined.best.json (each
 # batch refines the previous one's output), then, per batch, the committed
 # log against the refined one, interleaved, twice each, the first with the
 # per-layer profile; `verify --per-layer` with the refined log. REFINE_ARGS
@@ -14,19 +14,19 @@
 # in the same call). Carry .device/aotune (bench/prepare_device.sh cli).
 set -u
 . "$(dirname "$0")/device_env.sh"
-M=models/resnet50.best.json R="$OUT/refined.best.json"
+M=models/resnet50.best.json R="$OUT/refined.best.json" P=${PRECISION:-fp16}
 cp "${BASE:-$M}" "$R"
 bench() {  # bench NAME BATCH TUNING|none [flags]
   local name=$1 b=$2 t=$3; shift 3
   [ "$t" = none ] && t= || t="--tuning $t"
-  $B bench /tmp/r50.onnx --precision fp16 --batch $b --json $t "$@" > "$OUT/bench_$name.log" 2>&1
+  $B bench /tmp/r50.onnx --precision $P --batch $b --json $t "$@" > "$OUT/bench_$name.log" 2>&1
   grep "^{" "$OUT/bench_$name.log" | sed "s/^{/{\"run\":\"$name\",/" >> "$OUT/bench.jsonl"
 }
 IFS='|' read -ra PASSES <<< "${REFINE_ARGS:- }"
 for b in ${BATCHES:-1}; do
   for p in "${!PASSES[@]}"; do
     s=$(date +%s)
-    $B refine /tmp/r50.onnx --batch $b --precision fp16 --log "${RECORDS:-models}/resnet50.b$b.fp16.records.jsonl" \
+    $B refine /tmp/r50.onnx --batch $b --precision $P --log "${RECORDS:-models}/resnet50.b$b.$P.records.jsonl" \
       --best "$R" ${PASSES[$p]} > "$OUT/refine_b${b}_$p.log" 2>&1
     echo "== refine b$b pass $p (${PASSES[$p]}) rc=$? $(( $(date +%s) - s )) s"
     grep -E "^graph|kept|error|Error" "$OUT/refine_b${b}_$p.log" | tail -n 12
@@ -40,7 +40,7 @@ for b in ${BATCHES:-1}; do
     bench b${b}_refined_$i $b "$R" $pl
     pl=
   done
-  $B verify /tmp/r50.onnx --precision fp16 --batch $b --per-layer --tuning "$R" > "$OUT/verify_b$b.log" 2>&1
+  $B verify /tmp/r50.onnx --precision $P --batch $b --per-layer --tuning "$R" > "$OUT/verify_b$b.log" 2>&1
   echo "== verify b$b refined rc=$?"; grep -E "first|every|rel|error" "$OUT/verify_b$b.log" | tail -2
 done
 [ -n "${NO_PYTORCH:-}" ] || python3 bench/pytorch_baseline.py --batches $(echo ${BATCHES:-1} | tr ' ' ,) > "$OUT/pytorch.log" 2>&1

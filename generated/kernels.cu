@@ -1224,6 +1224,9 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   constexpr int ALLOC_STAGES = KT_SPLIT < STAGES ? KT_SPLIT : STAGES;
   unsigned char* As = smem;
   unsigned char* Bs = smem + ALLOC_STAGES * A_STAGE;
+  cluster_spread_start<P>();
+  static_assert(!P::CLUSTER_SPREAD || (!P::STAGED_EPILOGUE && !SWAP),
+                "a spread tile ends in the direct epilogue");
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = tid / 128;
   const int m0 = (blockIdx.x / N_TILES) * BM, n0 = (blockIdx.x % N_TILES) * BN;
@@ -1310,7 +1313,8 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
     staged_epilogue<P, 1, NI, 16, BN, T>(reinterpret_cast<float*>(smem), acc, warp, 0, g, t4, m0,
                                          n0, y, bias, res, rs);
   } else {
-    direct_epilogue<P, 1, NI, 16, BN>(acc, warp, 0, g, t4, m0, n0, y, bias, res);
+    direct_epilogue<P, 1, NI, 16, BN>(acc, warp, 0, g, t4, m0, n0, y, bias, res,
+                                      P::CLUSTER_SPREAD ? cluster_ctarank() : 0u);
   }
   cluster_split_finish<P>();
 }
@@ -2111,7 +2115,7 @@ struct conv_973f3cf9_wgmma_m64n32p5s1_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 0;
+  static constexpr int SPREAD_OFFSET = 49152;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2130,8 +2134,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_973f3cf9_wgmma_m64n32p
 
 // MaxPool task 599c45e3f031a378: maxpool2d1
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 precision=fp16 in0=f16[1x64x112x112]:cl out=f16[1x64x56x56]:cl
-// config {"block":512,"per_thread":1}
-struct maxpool_599c45e3_b512i1_p {
+// config {"block":128,"per_thread":1}
+struct maxpool_599c45e3_b128i1_p {
   typedef __half TIn;
   typedef __half TOut;
   static constexpr int N = 1, C = 64, H = 112, W = 112, P = 56, Q = 56;
@@ -2142,18 +2146,18 @@ struct maxpool_599c45e3_b512i1_p {
   static constexpr bool CHANNELS_LAST = true;
   static constexpr int V = 8;
 };
-extern "C" __global__ void __launch_bounds__(512) maxpool_599c45e3_b512i1(
+extern "C" __global__ void __launch_bounds__(128) maxpool_599c45e3_b128i1(
     const __half* __restrict__ x,
     __half* __restrict__ y) {
   aotune::grid_dependency_wait();
   aotune::launch_dependents();
-  aotune::pool2d<maxpool_599c45e3_b512i1_p>(x, y);
+  aotune::pool2d<maxpool_599c45e3_b128i1_p>(x, y);
 }
 
 // FusedConv task 120440eed174797f: conv2d2
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[64x64x1x1]:cl:const in2=f32[64]:const out=f16[1x64x56x56]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":2,"split_k":1,"epilogue":"staged"}
-struct conv_120440ee_mma_m32n32k64w2x2p2s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":2,"split_k":1,"epilogue":"staged","early_trigger":true}
+struct conv_120440ee_mma_m32n32k64w2x2p2s1t_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2183,14 +2187,14 @@ struct conv_120440ee_mma_m32n32k64w2x2p2s1_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool EARLY_TRIGGER = false;
+  static constexpr bool EARLY_TRIGGER = true;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_120440ee_mma_m32n32k64w2x2p2s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_120440ee_mma_m32n32k64w2x2p2s1t(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_120440ee_mma_m32n32k64w2x2p2s1_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_120440ee_mma_m32n32k64w2x2p2s1t_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 63fe5adffdadb14f: conv2d3, conv2d7, conv2d10
@@ -2220,7 +2224,7 @@ struct conv_63fe5adf_wgmma_m64n32p6s1_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 0;
+  static constexpr int SPREAD_OFFSET = 73728;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2239,8 +2243,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_63fe5adf_wgmma_m64n32p
 
 // FusedConv task 7e9866dffc764e00: conv2d5
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s1x1 precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[256x128x1x1]:cl:const in2=f32[256]:const in3=f16[1x64x56x56]:cl out=f16[1x256x56x56]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":5,"split_k":1,"epilogue":"staged"}
-struct conv_7e9866df_wgmma_m64n32p5s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
+struct conv_7e9866df_mma_m32n64k64w2x2p4s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2259,27 +2263,26 @@ struct conv_7e9866df_wgmma_m64n32p5s1_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = true;
   static constexpr int K_MAIN = 64, SC_C = 64, SC_H = 56, SC_W = 56, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 0;
+  static constexpr int SPREAD_OFFSET = 49152;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
-  static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_7e9866df_wgmma_m64n32p5s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_7e9866df_mma_m32n64k64w2x2p4s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ xs,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_7e9866df_wgmma_m64n32p5s1_p>(x, w, bias, nullptr, xs, y);
+  aotune::conv_mma<conv_7e9866df_mma_m32n64k64w2x2p4s1_p>(x, w, bias, nullptr, xs, y);
 }
 
 // FusedConv task a108646cf77137b7: conv2d6, conv2d9
@@ -2327,8 +2330,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_a108646c_mma_m32n32k64
 
 // FusedConv task 75aac976b4cb125d: conv2d8, conv2d11
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[256x64x1x1]:cl:const in2=f32[256]:const in3=f16[1x256x56x56]:cl out=f16[1x256x56x56]:cl
-// config {"kernel":"wgmma","block_m":128,"block_n":32,"stages":3,"split_k":1,"epilogue":"staged","prefetch_residual":true}
-struct conv_75aac976_wgmma_m128n32p3s1r_p {
+// config {"kernel":"wgmma","block_m":128,"block_n":32,"stages":3,"split_k":1,"epilogue":"staged","min_blocks":3,"prefetch_residual":true}
+struct conv_75aac976_wgmma_m128n32p3s1rb3_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2352,7 +2355,7 @@ struct conv_75aac976_wgmma_m128n32p3s1r_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 0;
+  static constexpr int SPREAD_OFFSET = 28672;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;
@@ -2361,19 +2364,19 @@ struct conv_75aac976_wgmma_m128n32p3s1r_p {
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_75aac976_wgmma_m128n32p3s1r(
+extern "C" __global__ void __launch_bounds__(256, 3) conv_75aac976_wgmma_m128n32p3s1rb3(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_75aac976_wgmma_m128n32p3s1r_p>(x, w, bias, res, nullptr, y);
+  aotune::conv_wgmma<conv_75aac976_wgmma_m128n32p3s1rb3_p>(x, w, bias, res, nullptr, y);
 }
 
 // FusedConv task 0f655a0006649a46: conv2d12
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x56x56]:cl in1=f16[128x256x1x1]:cl:const in2=f32[128]:const out=f16[1x128x56x56]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":6,"split_k":1,"epilogue":"staged","early_trigger":true}
-struct conv_0f655a00_wgmma_m64n64p6s1t_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":6,"split_k":1,"epilogue":"staged"}
+struct conv_0f655a00_wgmma_m64n64p6s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2397,27 +2400,27 @@ struct conv_0f655a00_wgmma_m64n64p6s1t_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 0;
+  static constexpr int SPREAD_OFFSET = 65536;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool EARLY_TRIGGER = true;
+  static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_wgmma_m64n64p6s1t(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_wgmma_m64n64p6s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_0f655a00_wgmma_m64n64p6s1t_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_wgmma<conv_0f655a00_wgmma_m64n64p6s1_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 44c505d791fe8fcc: conv2d13
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x128x56x56]:cl in1=f16[128x128x3x3]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_44c505d7_wgmma_m64n32p6s2c_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":5,"split_k":3,"epilogue":"direct","split_reduce":"spread"}
+struct conv_44c505d7_wgmma_m64n32p5s3rsd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2436,13 +2439,13 @@ struct conv_44c505d7_wgmma_m64n32p6s2c_p {
   static constexpr bool A_BOUNDS = true;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 1152, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 3;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = true;
-  static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 0;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = true;
+  static constexpr int SPREAD_OFFSET = 61440;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
@@ -2450,18 +2453,18 @@ struct conv_44c505d7_wgmma_m64n32p6s2c_p {
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_44c505d7_wgmma_m64n32p6s2c(
+extern "C" __global__ void __cluster_dims__(1, 1, 3) __launch_bounds__(128, 1) conv_44c505d7_wgmma_m64n32p5s3rsd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_44c505d7_wgmma_m64n32p6s2c_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_wgmma<conv_44c505d7_wgmma_m64n32p5s3rsd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task c07f5ecfcffe3ee5: conv2d14
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s2x2 precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[512x384x1x1]:cl:const in2=f32[512]:const in3=f16[1x256x56x56]:cl out=f16[1x512x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":5,"split_k":1,"epilogue":"staged"}
-struct conv_c07f5ecf_wgmma_m64n32p5s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":6,"split_k":1,"epilogue":"staged"}
+struct conv_c07f5ecf_wgmma_m64n64p6s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2480,12 +2483,12 @@ struct conv_c07f5ecf_wgmma_m64n32p5s1_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = true;
   static constexpr int K_MAIN = 128, SC_C = 256, SC_H = 56, SC_W = 56, SC_SH = 2, SC_SW = 2;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 0;
+  static constexpr int SPREAD_OFFSET = 98304;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2494,19 +2497,19 @@ struct conv_c07f5ecf_wgmma_m64n32p5s1_p {
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_c07f5ecf_wgmma_m64n32p5s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_c07f5ecf_wgmma_m64n64p6s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ xs,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_c07f5ecf_wgmma_m64n32p5s1_p>(x, w, bias, nullptr, xs, y);
+  aotune::conv_wgmma<conv_c07f5ecf_wgmma_m64n64p6s1_p>(x, w, bias, nullptr, xs, y);
 }
 
 // FusedConv task 18bd64069eccc24e: conv2d16, conv2d19, conv2d22
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x28x28]:cl in1=f16[128x512x1x1]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
-struct conv_18bd6406_mma_m32n32k64w2x2p4s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"direct"}
+struct conv_18bd6406_mma_m32n32k64w2x2p4s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2531,25 +2534,25 @@ struct conv_18bd6406_mma_m32n32k64w2x2p4s1_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
   static constexpr int SPREAD_OFFSET = 32768;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_18bd6406_mma_m32n32k64w2x2p4s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_18bd6406_mma_m32n32k64w2x2p4s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_18bd6406_mma_m32n32k64w2x2p4s1_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_18bd6406_mma_m32n32k64w2x2p4s1d_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 48c2d04895761efe: conv2d17, conv2d20, conv2d23
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[128x128x3x3]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"staged","split_reduce":"cluster","early_trigger":true}
-struct conv_48c2d048_wgmma_m64n32p6s2ct_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"staged","split_reduce":"cluster"}
+struct conv_48c2d048_wgmma_m64n32p6s2c_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2573,27 +2576,27 @@ struct conv_48c2d048_wgmma_m64n32p6s2ct_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 0;
+  static constexpr int SPREAD_OFFSET = 73728;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool EARLY_TRIGGER = true;
+  static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_48c2d048_wgmma_m64n32p6s2ct(
+extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_48c2d048_wgmma_m64n32p6s2c(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_48c2d048_wgmma_m64n32p6s2ct_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_wgmma<conv_48c2d048_wgmma_m64n32p6s2c_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 1e32aea3652d773f: conv2d18, conv2d21, conv2d24
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[512x128x1x1]:cl:const in2=f32[512]:const in3=f16[1x512x28x28]:cl out=f16[1x512x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":5,"split_k":1,"epilogue":"staged","prefetch_residual":true}
-struct conv_1e32aea3_wgmma_m64n32p5s1r_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":3,"split_k":1,"epilogue":"staged","prefetch_residual":true}
+struct conv_1e32aea3_wgmma_m64n32p3s1r_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2612,12 +2615,12 @@ struct conv_1e32aea3_wgmma_m64n32p5s1r_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 128, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 3, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 0;
+  static constexpr int SPREAD_OFFSET = 28672;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;
@@ -2626,19 +2629,19 @@ struct conv_1e32aea3_wgmma_m64n32p5s1r_p {
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_1e32aea3_wgmma_m64n32p5s1r(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_1e32aea3_wgmma_m64n32p3s1r(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_1e32aea3_wgmma_m64n32p5s1r_p>(x, w, bias, res, nullptr, y);
+  aotune::conv_wgmma<conv_1e32aea3_wgmma_m64n32p3s1r_p>(x, w, bias, res, nullptr, y);
 }
 
 // FusedConv task c68ad69f9cf26146: conv2d25
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x28x28]:cl in1=f16[256x512x1x1]:cl:const in2=f32[256]:const out=f16[1x256x28x28]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged","early_trigger":true}
-struct conv_c68ad69f_mma_m32n32k64w2x2p4s1t_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"direct"}
+struct conv_c68ad69f_wgmma_m64n32p6s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2657,31 +2660,32 @@ struct conv_c68ad69f_mma_m32n32k64w2x2p4s1t_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 512, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 32768;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr int SPREAD_OFFSET = 73728;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool EARLY_TRIGGER = true;
+  static constexpr bool EARLY_TRIGGER = false;
+  static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_c68ad69f_mma_m32n32k64w2x2p4s1t(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_c68ad69f_wgmma_m64n32p6s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_c68ad69f_mma_m32n32k64w2x2p4s1t_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_wgmma<conv_c68ad69f_wgmma_m64n32p6s1d_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 098434ab2f0443f4: conv2d26
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x28x28]:cl in1=f16[256x256x3x3]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":1,"stages":4,"split_k":4,"epilogue":"direct","split_reduce":"cluster"}
-struct conv_098434ab_mma_m32n32k64w2x1p4s4cd_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"direct","split_reduce":"spread"}
+struct conv_098434ab_mma_m32n32k64w2x2p4s4rsd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2700,11 +2704,11 @@ struct conv_098434ab_mma_m32n32k64w2x1p4s4cd_p {
   static constexpr bool A_BOUNDS = true;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 2304, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 1, STAGES = 4, SPLIT_K = 4;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = true;
-  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = true;
   static constexpr int SPREAD_OFFSET = 32768;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
@@ -2713,18 +2717,18 @@ struct conv_098434ab_mma_m32n32k64w2x1p4s4cd_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(64, 1) conv_098434ab_mma_m32n32k64w2x1p4s4cd(
+extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_098434ab_mma_m32n32k64w2x2p4s4rsd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_098434ab_mma_m32n32k64w2x1p4s4cd_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_098434ab_mma_m32n32k64w2x2p4s4rsd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task e0e12d6fa00b9bd1: conv2d27
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s2x2 precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[1024x768x1x1]:cl:const in2=f32[1024]:const in3=f16[1x512x28x28]:cl out=f16[1x1024x14x14]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"direct"}
-struct conv_e0e12d6f_wgmma_m64n32p6s1d_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
+struct conv_e0e12d6f_mma_m32n32k64w2x2p4s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2743,33 +2747,32 @@ struct conv_e0e12d6f_wgmma_m64n32p6s1d_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = true;
   static constexpr int K_MAIN = 256, SC_C = 512, SC_H = 28, SC_W = 28, SC_SH = 2, SC_SW = 2;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 0;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr int SPREAD_OFFSET = 32768;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
-  static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_e0e12d6f_wgmma_m64n32p6s1d(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_e0e12d6f_mma_m32n32k64w2x2p4s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ xs,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_e0e12d6f_wgmma_m64n32p6s1d_p>(x, w, bias, nullptr, xs, y);
+  aotune::conv_mma<conv_e0e12d6f_mma_m32n32k64w2x2p4s1_p>(x, w, bias, nullptr, xs, y);
 }
 
 // FusedConv task 93076c40a191cef4: conv2d29, conv2d32, conv2d35, conv2d38 (+1 more)
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[256x1024x1x1]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":3,"split_k":4,"epilogue":"direct","split_reduce":"spread"}
-struct conv_93076c40_mma_m32n32k64w2x2p3s4rd_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"direct","split_reduce":"spread"}
+struct conv_93076c40_mma_m32n32k64w2x2p4s4rsd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2788,12 +2791,12 @@ struct conv_93076c40_mma_m32n32k64w2x2p3s4rd_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 1024, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 3, SPLIT_K = 4;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = true;
-  static constexpr int SPREAD_OFFSET = 24576;
+  static constexpr int SPREAD_OFFSET = 32768;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2801,18 +2804,18 @@ struct conv_93076c40_mma_m32n32k64w2x2p3s4rd_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_93076c40_mma_m32n32k64w2x2p3s4rd(
+extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_93076c40_mma_m32n32k64w2x2p4s4rsd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_93076c40_mma_m32n32k64w2x2p3s4rd_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_93076c40_mma_m32n32k64w2x2p4s4rsd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 48e86b9eea3a159e: conv2d30, conv2d33, conv2d36, conv2d39 (+1 more)
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[256x256x3x3]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":6,"epilogue":"direct","split_reduce":"spread"}
-struct conv_48e86b9e_mma_m32n32k64w2x2p4s6rd_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":1,"warps_n":2,"stages":4,"split_k":6,"epilogue":"direct","split_reduce":"spread","early_trigger":true}
+struct conv_48e86b9e_mma_m32n32k64w1x2p4s6rsdt_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2831,31 +2834,31 @@ struct conv_48e86b9e_mma_m32n32k64w2x2p4s6rd_p {
   static constexpr bool A_BOUNDS = true;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 2304, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 6;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 1, WARPS_N = 2, STAGES = 4, SPLIT_K = 6;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = true;
   static constexpr int SPREAD_OFFSET = 32768;
   static constexpr bool STAGED_EPILOGUE = false;
-  static constexpr int EPI_MI = 1;
+  static constexpr int EPI_MI = 2;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool EARLY_TRIGGER = false;
+  static constexpr bool EARLY_TRIGGER = true;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) conv_48e86b9e_mma_m32n32k64w2x2p4s6rd(
+extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(64, 1) conv_48e86b9e_mma_m32n32k64w1x2p4s6rsdt(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_48e86b9e_mma_m32n32k64w2x2p4s6rd_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_48e86b9e_mma_m32n32k64w1x2p4s6rsdt_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 282f15c5de3a2c49: conv2d31, conv2d34, conv2d37, conv2d40 (+1 more)
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[1024x256x1x1]:cl:const in2=f32[1024]:const in3=f16[1x1024x14x14]:cl out=f16[1x1024x14x14]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged","prefetch_residual":true}
-struct conv_282f15c5_wgmma_m64n32p6s1r_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":5,"split_k":1,"epilogue":"staged","prefetch_residual":true}
+struct conv_282f15c5_wgmma_m64n32p5s1r_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2874,12 +2877,12 @@ struct conv_282f15c5_wgmma_m64n32p6s1r_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 256, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 0;
+  static constexpr int SPREAD_OFFSET = 53248;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;
@@ -2888,19 +2891,19 @@ struct conv_282f15c5_wgmma_m64n32p6s1r_p {
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_282f15c5_wgmma_m64n32p6s1r(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_282f15c5_wgmma_m64n32p5s1r(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_282f15c5_wgmma_m64n32p6s1r_p>(x, w, bias, res, nullptr, y);
+  aotune::conv_wgmma<conv_282f15c5_wgmma_m64n32p5s1r_p>(x, w, bias, res, nullptr, y);
 }
 
 // FusedConv task 6f8ef6f32763abbf: conv2d44
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[512x1024x1x1]:cl:const in2=f32[512]:const out=f16[1x512x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":3,"split_k":2,"epilogue":"staged","split_reduce":"cluster","early_trigger":true}
-struct conv_6f8ef6f3_mma_m32n32k64w2x2p3s2ct_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":2,"epilogue":"staged","split_reduce":"cluster","early_trigger":true}
+struct conv_6f8ef6f3_mma_m32n32k64w2x2p4s2ct_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2919,12 +2922,12 @@ struct conv_6f8ef6f3_mma_m32n32k64w2x2p3s2ct_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 1024, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 3, SPLIT_K = 2;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 24576;
+  static constexpr int SPREAD_OFFSET = 32768;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2932,18 +2935,18 @@ struct conv_6f8ef6f3_mma_m32n32k64w2x2p3s2ct_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = true;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_6f8ef6f3_mma_m32n32k64w2x2p3s2ct(
+extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_6f8ef6f3_mma_m32n32k64w2x2p4s2ct(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_6f8ef6f3_mma_m32n32k64w2x2p3s2ct_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_6f8ef6f3_mma_m32n32k64w2x2p4s2ct_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task d82ebd66539eae75: conv2d45
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x14x14]:cl in1=f16[512x512x3x3]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":8,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_d82ebd66_mma_m32n32k64w2x2p4s8c_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":6,"epilogue":"direct","split_reduce":"spread"}
+struct conv_d82ebd66_mma_m32n32k64w2x2p4s6rsd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2962,25 +2965,25 @@ struct conv_d82ebd66_mma_m32n32k64w2x2p4s8c_p {
   static constexpr bool A_BOUNDS = true;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 4608, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 8;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 6;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = true;
-  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = true;
   static constexpr int SPREAD_OFFSET = 32768;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(128, 1) conv_d82ebd66_mma_m32n32k64w2x2p4s8c(
+extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) conv_d82ebd66_mma_m32n32k64w2x2p4s6rsd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_d82ebd66_mma_m32n32k64w2x2p4s8c_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_d82ebd66_mma_m32n32k64w2x2p4s6rsd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task af188f8111142790: conv2d46
@@ -3010,7 +3013,7 @@ struct conv_af188f81_wgmma_m64n32p5s3c_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 0;
+  static constexpr int SPREAD_OFFSET = 61440;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -3030,8 +3033,8 @@ extern "C" __global__ void __cluster_dims__(1, 1, 3) __launch_bounds__(128, 1) c
 
 // FusedConv task 510ceff0b9f74501: conv2d48, conv2d51
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x2048x7x7]:cl in1=f16[512x2048x1x1]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"direct","split_reduce":"spread","early_trigger":true}
-struct conv_510ceff0_mma_m32n32k64w2x2p4s4rdt_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"direct","split_reduce":"spread"}
+struct conv_510ceff0_mma_m32n32k64w2x2p4s4rsd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -3061,20 +3064,20 @@ struct conv_510ceff0_mma_m32n32k64w2x2p4s4rdt_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool EARLY_TRIGGER = true;
+  static constexpr bool EARLY_TRIGGER = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_510ceff0_mma_m32n32k64w2x2p4s4rdt(
+extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_510ceff0_mma_m32n32k64w2x2p4s4rsd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_510ceff0_mma_m32n32k64w2x2p4s4rdt_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_510ceff0_mma_m32n32k64w2x2p4s4rsd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task c46df034189a77e3: conv2d49, conv2d52
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[512x512x3x3]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":8,"epilogue":"direct","split_reduce":"spread"}
-struct conv_c46df034_mma_m32n32k64w2x2p4s8rd_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":6,"epilogue":"direct","split_reduce":"spread","early_trigger":true}
+struct conv_c46df034_mma_m32n32k64w2x2p4s6rsdt_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -3093,7 +3096,7 @@ struct conv_c46df034_mma_m32n32k64w2x2p4s8rd_p {
   static constexpr bool A_BOUNDS = true;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 4608, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 8;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 6;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
@@ -3104,14 +3107,14 @@ struct conv_c46df034_mma_m32n32k64w2x2p4s8rd_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool EARLY_TRIGGER = false;
+  static constexpr bool EARLY_TRIGGER = true;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(128, 1) conv_c46df034_mma_m32n32k64w2x2p4s8rd(
+extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) conv_c46df034_mma_m32n32k64w2x2p4s6rsdt(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_c46df034_mma_m32n32k64w2x2p4s8rd_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_c46df034_mma_m32n32k64w2x2p4s6rsdt_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 3e532f528cbe6711: conv2d50, conv2d53
@@ -3141,7 +3144,7 @@ struct conv_3e532f52_wgmma_m64n32p6s1r_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 0;
+  static constexpr int SPREAD_OFFSET = 77824;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;
@@ -3179,8 +3182,8 @@ extern "C" __global__ void __launch_bounds__(64) gpool_3718bb6d_l4s16(
 
 // Dense task daa08d99dfe80377: linear1
 // epilogue=bias precision=fp16 in0=f16[1x2048] in1=f16[1000x2048]:const in2=f32[1000]:const out=f32[1x1000]
-// config {"kernel":"gemv","warps":8,"rows":1,"unroll":4}
-struct dense_daa08d99_gemv_w8r1u4_p {
+// config {"kernel":"gemv","warps":2,"rows":1,"unroll":4}
+struct dense_daa08d99_gemv_w2r1u4_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -3199,12 +3202,12 @@ struct dense_daa08d99_gemv_w8r1u4_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 2048, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int WARPS = 8, ROWS = 1, UNROLL = 4, V = 8;
+  static constexpr int WARPS = 2, ROWS = 1, UNROLL = 4, V = 8;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) dense_daa08d99_gemv_w8r1u4(
+extern "C" __global__ void __launch_bounds__(64, 1) dense_daa08d99_gemv_w2r1u4(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     float* __restrict__ y) {
-  aotune::dense_gemv<dense_daa08d99_gemv_w8r1u4_p>(x, w, bias, nullptr, y);
+  aotune::dense_gemv<dense_daa08d99_gemv_w2r1u4_p>(x, w, bias, nullptr, y);
 }
