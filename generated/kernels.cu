@@ -2115,7 +2115,7 @@ struct conv_973f3cf9_wgmma_m64n32p5s1_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 49152;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2181,7 +2181,7 @@ struct conv_120440ee_mma_m32n32k64w2x2p2s1t_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 16384;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2224,7 +2224,7 @@ struct conv_63fe5adf_wgmma_m64n32p6s1_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 73728;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2268,7 +2268,7 @@ struct conv_7e9866df_mma_m32n64k64w2x2p4s1_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 49152;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2312,7 +2312,7 @@ struct conv_a108646c_mma_m32n32k64w2x2p4s1_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 32768;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2355,7 +2355,7 @@ struct conv_75aac976_wgmma_m128n32p3s1rb3_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 28672;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;
@@ -2400,7 +2400,7 @@ struct conv_0f655a00_wgmma_m64n64p6s1_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 65536;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2488,7 +2488,7 @@ struct conv_c07f5ecf_wgmma_m64n64p6s1_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 98304;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2533,7 +2533,7 @@ struct conv_18bd6406_mma_m32n32k64w2x2p4s1d_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 32768;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2576,7 +2576,7 @@ struct conv_48c2d048_wgmma_m64n32p6s2c_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 73728;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2620,7 +2620,7 @@ struct conv_1e32aea3_wgmma_m64n32p3s1r_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 28672;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;
@@ -2665,7 +2665,7 @@ struct conv_c68ad69f_wgmma_m64n32p6s1d_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 73728;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2752,7 +2752,7 @@ struct conv_e0e12d6f_mma_m32n32k64w2x2p4s1_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 32768;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2882,7 +2882,7 @@ struct conv_282f15c5_wgmma_m64n32p5s1r_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 53248;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;
@@ -2927,7 +2927,7 @@ struct conv_6f8ef6f3_mma_m32n32k64w2x2p4s2ct_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 32768;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -3013,7 +3013,7 @@ struct conv_af188f81_wgmma_m64n32p5s3c_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = true;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 61440;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -3144,7 +3144,7 @@ struct conv_3e532f52_wgmma_m64n32p6s1r_p {
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 77824;
+  static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;

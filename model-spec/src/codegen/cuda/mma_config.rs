@@ -602,6 +602,7 @@ pub(super) struct TileParams {
 
 impl TileParams {
     pub fn render(&self, p: &mut Params, shape: &ConvShape) {
+        let spread = self.split_k > 1 && self.split_reduce == SplitReduce::Spread;
         p.ints(&[
             ("BM", self.bm.into()),
             ("BN", self.bn.into()),
@@ -617,11 +618,11 @@ impl TileParams {
             "CLUSTER_SPLIT",
             self.split_k > 1 && self.split_reduce == SplitReduce::Cluster,
         )
-        .boolean(
-            "CLUSTER_SPREAD",
-            self.split_k > 1 && self.split_reduce == SplitReduce::Spread,
+        .boolean("CLUSTER_SPREAD", spread)
+        .int(
+            "SPREAD_OFFSET",
+            if spread { self.spread_offset } else { 0 } as u32,
         )
-        .int("SPREAD_OFFSET", self.spread_offset as u32)
         .boolean("STAGED_EPILOGUE", self.epilogue == MmaEpilogue::Staged)
         .int("EPI_MI", self.epi_mi)
         .boolean("RES_PREFETCH", self.residual_offset.is_some())
@@ -687,6 +688,54 @@ mod tests {
         assert!(MmaConfig::search_space(&shape)
             .iter()
             .all(|c| !c.early_trigger));
+    }
+
+    #[test]
+    fn a_spread_tile_has_its_region_past_the_pipeline_and_ends_in_the_direct_epilogue() {
+        // ResNet-50's stage-4 3×3 at batch 1: K = 4608, 32×32 tiles split 8.
+        let shape = conv(1, 512, 7, 512, 3, 1, DType::F16);
+        let spread = MmaConfig {
+            block_m: 32,
+            block_n: 32,
+            block_k: 64,
+            stages: 4,
+            split_k: 8,
+            epilogue: MmaEpilogue::Direct,
+            split_reduce: SplitReduce::Spread,
+            ..base()
+        };
+        assert!(
+            spread.validate(&shape).is_ok(),
+            "{:?}",
+            spread.validate(&shape)
+        );
+        assert_eq!(spread.tag(), "mma_m32n32k64w2x2p4s8rsd");
+        // 4 accumulator pairs a thread (16×16 warp tiles): one slot each on
+        // ranks 0..3, a float2 per thread per rank.
+        let pipeline = spread.pipeline_bytes(&shape);
+        assert_eq!(spread.smem_bytes(&shape), pipeline + 8 * 128 * 8);
+        let mut p = Params::new("P");
+        spread.render(&mut p, &shape);
+        let text = p.render();
+        assert!(text.contains("CLUSTER_SPREAD = true"), "{text}");
+        assert!(text.contains("CLUSTER_SPLIT = false"), "{text}");
+        assert!(
+            text.contains(&format!("SPREAD_OFFSET = {pipeline};")),
+            "{text}"
+        );
+        let staged = MmaConfig {
+            epilogue: MmaEpilogue::Staged,
+            ..spread
+        };
+        assert!(staged
+            .validate(&shape)
+            .unwrap_err()
+            .contains("direct epilogue"));
+        let json = serde_json::to_string(&spread).unwrap();
+        assert!(json.contains(r#""split_reduce":"spread""#), "{json}");
+        assert!(MmaConfig::search_space(&shape)
+            .iter()
+            .any(|c| c.split_reduce == SplitReduce::Spread && c.split_k == 8));
     }
 
     #[test]
