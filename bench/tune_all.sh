@@ -11,7 +11,8 @@
 # 4× the budget, which must not replace the committed log's records.
 # RESUME=1 continues each BATCH:PRECISION run from its committed records
 # (models/resnet50.bB.P.records.jsonl, `--resume`), with `--trials-per-task
-# ${TRIALS:-128}` since resumed trials count towards the cap. TRIALS alone sets
+# ${TRIALS:-256}` since resumed trials count towards the cap (b1 fp16 holds ~150
+# a task: at 128 a resume ran 0 trials in session 13). TRIALS alone sets
 # `--trials-per-task` of every run (e.g. TRIALS=256 for the search-quality pair
 # `1:fp16:1:q1 1:fp16:4:q4`, so that neither stops at the default cap of 64).
 # TUNE_ARGS adds flags to every run (e.g. TUNE_ARGS="--compile-in threads").
@@ -32,7 +33,7 @@ for spec in "$@"; do
   committed="models/resnet50.b$b.$p.records.jsonl"
   if [ -n "${RESUME:-}" ] && [ -z "$name" ] && [ -f "$committed" ]; then
     cp "$committed" "$records"
-    resume=(--resume --trials-per-task "${TRIALS:-128}")
+    resume=(--resume --trials-per-task "${TRIALS:-256}")
   fi
   start=$(date +%s)
   $B tune /tmp/r50.onnx --batch "$b" --precision "$p" --budget-minutes "$m" \
