@@ -129,6 +129,18 @@ impl SplitReduce {
         }
     }
 
+    /// The spread reduction's region (`cluster_spread_reduce`, common.cuh):
+    /// a float2 slot per thread for each accumulator pair a rank owns at
+    /// most (`pairs` a thread, pair p on rank p % split_k), for each of the
+    /// `split_k` ranks. 0 for the other reductions.
+    pub(super) fn spread_region_bytes(self, split_k: u32, pairs: usize, threads: usize) -> usize {
+        if self != SplitReduce::Spread || split_k < 2 {
+            return 0;
+        }
+        let split = split_k as usize;
+        split * pairs.div_ceil(split) * threads * 8
+    }
+
     /// The global workspace a `bm × bn` tile's `split_k` slices need (none
     /// inside a cluster).
     pub(super) fn workspace(self, shape: &ConvShape, bm: u32, bn: u32, split_k: u32) -> Workspace {
@@ -294,17 +306,15 @@ impl MmaConfig {
             )
     }
 
-    /// The spread reduction's region (`cluster_spread_reduce`): a float2
-    /// slot per thread per owned accumulator pair, for each of the
-    /// `split_k` ranks. 0 for the other reductions.
+    /// The spread reduction's region: 2 accumulator pairs a thread per mma
+    /// tile of its warp tile.
     fn spread_region_bytes(&self) -> usize {
-        if self.split_reduce != SplitReduce::Spread || self.split_k < 2 {
-            return 0;
-        }
         let (wtm, wtn) = self.warp_tile();
-        let pairs = wtm / 16 * (wtn / 8) * 2;
-        let slots = pairs.div_ceil(self.split_k as usize);
-        self.split_k as usize * slots * self.threads() * 8
+        self.split_reduce.spread_region_bytes(
+            self.split_k,
+            wtm / 16 * (wtn / 8) * 2,
+            self.threads(),
+        )
     }
 
     /// C (and a shortcut's C) is a multiple of one 16-byte chunk: A moves

@@ -178,16 +178,14 @@ impl WgmmaConfig {
         self.residual_offset(shape) + self.residual_bytes()
     }
 
-    /// The spread reduction's region (`cluster_spread_reduce`): a float2
-    /// slot per thread per owned accumulator pair (`block_n / 4` pairs a
-    /// thread), for each of the `split_k` ranks. 0 for the other reductions.
+    /// The spread reduction's region: `block_n / 4` accumulator pairs a
+    /// thread (`block_n / 2` accumulators).
     fn spread_region_bytes(&self) -> usize {
-        if self.split_reduce != SplitReduce::Spread || self.split_k < 2 {
-            return 0;
-        }
-        let pairs = self.block_n as usize / 4;
-        let slots = pairs.div_ceil(self.split_k as usize);
-        self.split_k as usize * slots * self.threads() * 8
+        self.split_reduce.spread_region_bytes(
+            self.split_k,
+            self.block_n as usize / 4,
+            self.threads(),
+        )
     }
 
     /// The register cap `min_blocks` sets, when it sets one.
@@ -652,6 +650,41 @@ mod tests {
             ..f32_shape
         };
         assert!(base().validate(&tf32).unwrap_err().contains("f16 or bf16"));
+    }
+
+    #[test]
+    fn a_spread_tile_keeps_its_region_past_the_stages_and_ends_in_the_direct_epilogue() {
+        // ResNet-50's stage-4 first expand at batch 1 as tuned: 64×32, split 3.
+        let shape = conv(1, 512, 7, 2048, 1, 1, DType::F16);
+        let spread = WgmmaConfig {
+            block_m: 64,
+            block_n: 32,
+            stages: 5,
+            split_k: 3,
+            epilogue: MmaEpilogue::Direct,
+            split_reduce: SplitReduce::Spread,
+            ..base()
+        };
+        assert!(
+            spread.validate(&shape).is_ok(),
+            "{:?}",
+            spread.validate(&shape)
+        );
+        assert_eq!(spread.tag(), "wgmma_m64n32p5s3rsd");
+        // 8 pairs a thread over 3 ranks: 3 slots each, a float2 per thread.
+        let pipeline = spread.pipeline_bytes(&shape);
+        assert_eq!(spread.smem_bytes(&shape), pipeline + 3 * 3 * 128 * 8 + 1024);
+        let mut p = Params::new("P");
+        spread.render(&mut p, &shape);
+        assert!(p.render().contains(&format!("SPREAD_OFFSET = {pipeline};")));
+        let staged = WgmmaConfig {
+            epilogue: MmaEpilogue::Staged,
+            ..spread
+        };
+        assert!(staged
+            .validate(&shape)
+            .unwrap_err()
+            .contains("direct epilogue"));
     }
 
     #[test]
