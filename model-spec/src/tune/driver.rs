@@ -185,6 +185,37 @@ pub fn tune(
     })
 }
 
+/// `field=value` of every config field value in `space` that no config
+/// `search` has measured holds, in the space's order.
+fn unmeasured_values(space: &TaskSpace, search: &TaskSearch) -> Vec<String> {
+    let pairs = |c: &serde_json::Value| -> Vec<String> {
+        c.as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| match v.as_str() {
+                Some(text) => format!("{k}={text}"),
+                None => format!("{k}={v}"),
+            })
+            .collect()
+    };
+    let measured: HashSet<String> = space
+        .configs
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| search.is_measured(*i))
+        .flat_map(|(_, c)| pairs(c))
+        .collect();
+    let mut out: Vec<String> = Vec::new();
+    for c in &space.configs {
+        for p in pairs(c) {
+            if !measured.contains(&p) && !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
 /// Says so when the run ended well before its time budget because tasks
 /// reached their trial cap (`stopped`: the budget, a trial limit or the
 /// user ended it), since then a longer budget alone buys nothing.
@@ -317,12 +348,50 @@ impl<'a> Run<'a> {
                 "{resumed} earlier trials resumed: not measured again"
             ));
         }
+        if let Some(note) = self.capped_with_unmeasured_values() {
+            self.notes.push(note);
+        }
         for m in &mut self.models {
             m.refit();
         }
         for (i, s) in self.searches.iter().enumerate() {
             self.resumed_best[i] = s.best().map(|b| b.1);
         }
+    }
+
+    /// Says so when resumed records already fill tasks' trial caps while
+    /// their spaces hold config values no record measured (a template that
+    /// gained a field value since, say): the run would never try those.
+    fn capped_with_unmeasured_values(&self) -> Option<String> {
+        let mut tasks = 0;
+        let mut values: Vec<String> = Vec::new();
+        for (space, search) in self.spaces.iter().zip(&self.searches) {
+            let limit = search.limit(space, self.options);
+            if search.resumed == 0 || search.resumed < limit || limit == space.configs.len() {
+                continue;
+            }
+            let unmeasured = unmeasured_values(space, search);
+            if !unmeasured.is_empty() {
+                tasks += 1;
+                for v in unmeasured {
+                    if !values.contains(&v) {
+                        values.push(v);
+                    }
+                }
+            }
+        }
+        if tasks == 0 {
+            return None;
+        }
+        let shown = values.len().min(4);
+        Some(format!(
+            "{tasks} task(s) start at their trial cap ({} per task) from the resumed records, \
+             while their spaces hold config values no record measured ({}{}): raise \
+             --trials-per-task to try them",
+            self.options.trials_per_task,
+            values[..shown].join(", "),
+            if values.len() > shown { ", …" } else { "" }
+        ))
     }
 
     fn stop_reason(&self, start: Instant, progress: &mut dyn Progress) -> Option<FinishReason> {

@@ -270,6 +270,56 @@ fn three_tasks() -> Vec<TaskSpace> {
 }
 
 #[test]
+fn a_resume_at_the_trial_cap_names_config_values_no_record_measured() {
+    // The records were made when the space lacked its largest blocks (a
+    // template that gained a field value since); they fill the cap.
+    let full = linear_space("relu", 1 << 20, 1);
+    let largest = full
+        .configs
+        .iter()
+        .filter_map(|c| c["block"].as_u64())
+        .max()
+        .unwrap();
+    let older = TaskSpace {
+        configs: full
+            .configs
+            .iter()
+            .filter(|c| c["block"].as_u64() != Some(largest))
+            .cloned()
+            .collect(),
+        default: 0,
+        ..full.clone()
+    };
+    let opts = TuneOptions {
+        trials_per_task: 6,
+        ..options()
+    };
+    let (first, _) = run(std::slice::from_ref(&older), &opts, &[]);
+    assert_eq!(first.trials, 6);
+    let (second, _) = run(std::slice::from_ref(&full), &opts, &first.records);
+    assert_eq!(second.trials, 0);
+    let note = second
+        .notes
+        .iter()
+        .find(|n| n.contains("trial cap"))
+        .unwrap_or_else(|| panic!("{:?}", second.notes));
+    assert!(note.contains(&format!("block={largest}")), "{note}");
+    assert!(note.contains("--trials-per-task"), "{note}");
+    // With room under the cap there is nothing to say.
+    let roomy = TuneOptions {
+        trials_per_task: 10,
+        max_trials: Some(0),
+        ..opts
+    };
+    let (third, _) = run(std::slice::from_ref(&full), &roomy, &first.records);
+    assert!(
+        !third.notes.iter().any(|n| n.contains("no record measured")),
+        "{:?}",
+        third.notes
+    );
+}
+
+#[test]
 fn resume_skips_measured_configs_and_seeds_the_search() {
     let spaces = three_tasks();
     let path = temp("resume.records.jsonl");
