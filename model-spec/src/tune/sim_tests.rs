@@ -135,7 +135,7 @@ fn finds_good_configs_when_little_transfers_between_tasks() {
     // went from 1.12 to 1.134 when the model's wgmma latency term began to
     // count the stage that holds the wgmmas in flight from 4 stages, and to
     // 1.194 when the spaces took in the spread split-K reduction's configs:
-    // conv10, weight 3, while end to end stayed at 1.014).
+    // conv10, weight 3, with end to end at 1.014 of the optimum).
     check_quality(gpu, 1.03, 1.20);
 }
 
