@@ -240,6 +240,14 @@ __device__ __forceinline__ bool splitk_reduce(float (&acc)[FR], int tile, int nu
 
 namespace aotune {
 
+__device__ __forceinline__ unsigned int cluster_ctarank() {
+  unsigned int rank = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+#endif
+  return rank;
+}
+
 // ---- split-K inside a thread-block cluster (sm_90) --------------------------
 //
 // The SPLIT CTAs of one output tile form a cluster along z (the kernel is
@@ -279,8 +287,7 @@ template <int FR, int T, int SPLIT>
 __device__ __forceinline__ bool cluster_splitk_reduce(float (&acc)[FR], float* part) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const int tid = threadIdx.x;
-  unsigned int rank;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  const unsigned int rank = cluster_ctarank();
   if (rank != 0) {
 #pragma unroll
     for (int f = 0; f < FR; ++f) part[f * T + tid] = acc[f];
@@ -336,29 +343,23 @@ __device__ __forceinline__ bool cluster_splitk_reduce(float (&acc)[FR], float* p
 // barrier phase at entry (cluster_spread_start) and waits for it just before
 // its pushes, long after everyone arrived. Session 13's probe
 // (bench/cluster_reduce_probe.cu, "spread"): split 8 10.97 µs against 12.83
-// for cluster_splitk_reduce.
-
-__device__ __forceinline__ unsigned int cluster_ctarank() {
-  unsigned int rank = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
-#endif
-  return rank;
-}
+// for cluster_splitk_reduce. (The config renders CLUSTER_SPREAD only with
+// SPLIT_K > 1.)
 
 // At kernel entry of a spread-reducing kernel: this CTA has started.
 template <class P>
 __device__ __forceinline__ void cluster_spread_start() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (P::SPLIT_K > 1 && P::CLUSTER_SPREAD)
+  if (P::CLUSTER_SPREAD)
     asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
 #endif
 }
 
-// Whether this rank finishes pair p of its accumulators.
+// Whether cluster rank `rank` finishes pair p of its accumulators (every
+// pair, but in a spread tile).
 template <class P>
 __device__ __forceinline__ bool spread_owns(int p, unsigned int rank) {
-  return !(P::SPLIT_K > 1 && P::CLUSTER_SPREAD) || p % P::SPLIT_K == static_cast<int>(rank);
+  return !P::CLUSTER_SPREAD || p % P::SPLIT_K == static_cast<int>(rank);
 }
 
 // Sums the pairs this rank owns (in place, in acc); whether it owns any.
@@ -695,9 +696,9 @@ template <class P, int MI, int NI, int WTM, int WTN>
 __device__ __forceinline__ void direct_epilogue(const float* acc, int wm, int wn, int g, int t4,
                                                 int m0, int n0, typename P::TOut* __restrict__ y,
                                                 const typename P::TBias* __restrict__ bias,
-                                                const typename P::TRes* __restrict__ res,
-                                                unsigned int spread_rank = 0) {
+                                                const typename P::TRes* __restrict__ res) {
   constexpr int M = P::GEMM_M, N = P::GEMM_N;
+  const unsigned int rank = P::CLUSTER_SPREAD ? cluster_ctarank() : 0u;  // spread_owns
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
@@ -706,7 +707,7 @@ __device__ __forceinline__ void direct_epilogue(const float* acc, int wm, int wn
       if (m >= M) continue;
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) {
-        if (!spread_owns<P>((mi * NI + ni) * 2 + half_row, spread_rank)) continue;
+        if (!spread_owns<P>((mi * NI + ni) * 2 + half_row, rank)) continue;
         const int n = n0 + wn * WTN + ni * 8 + t4 * 2;
         float v[2] = {acc[(mi * NI + ni) * 4 + half_row * 2],
                       acc[(mi * NI + ni) * 4 + half_row * 2 + 1]};
@@ -1037,8 +1038,7 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
     staged_epilogue<P, MI, NI, WTM, WTN, T>(reinterpret_cast<float*>(smem_raw), acc, wm, wn, g,
                                             t4, m0, n0, y, bias, res);
   } else {
-    direct_epilogue<P, MI, NI, WTM, WTN>(acc, wm, wn, g, t4, m0, n0, y, bias, res,
-                                         P::CLUSTER_SPREAD ? cluster_ctarank() : 0u);
+    direct_epilogue<P, MI, NI, WTM, WTN>(acc, wm, wn, g, t4, m0, n0, y, bias, res);
   }
   cluster_split_finish<P>();
 }
@@ -1313,8 +1313,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
     staged_epilogue<P, 1, NI, 16, BN, T>(reinterpret_cast<float*>(smem), acc, warp, 0, g, t4, m0,
                                          n0, y, bias, res, rs);
   } else {
-    direct_epilogue<P, 1, NI, 16, BN>(acc, warp, 0, g, t4, m0, n0, y, bias, res,
-                                      P::CLUSTER_SPREAD ? cluster_ctarank() : 0u);
+    direct_epilogue<P, 1, NI, 16, BN>(acc, warp, 0, g, t4, m0, n0, y, bias, res);
   }
   cluster_split_finish<P>();
 }

@@ -195,21 +195,47 @@ fn record_in<'b>(best: &'b BestLog, t: &TunableTask, gpu: &Target) -> Option<&'b
 
 /// The config the model runs for a task: its record in `best` for this
 /// template and GPU, else the template's default.
+/// The record `best` holds for `t`, with its config turned into `variant`
+/// (none when it has no record or `variant` does not apply).
+fn variant_of(
+    best: &BestLog,
+    t: &TunableTask,
+    gpu: &Target,
+    variant: fn(&serde_json::Value) -> Option<serde_json::Value>,
+) -> Vec<BestRecord> {
+    record_in(best, t, gpu)
+        .and_then(|r| {
+            variant(&r.config).map(|config| BestRecord {
+                config,
+                ..r.clone()
+            })
+        })
+        .into_iter()
+        .collect()
+}
+
 fn incumbent(best: &BestLog, t: &TunableTask, gpu: &Target) -> serde_json::Value {
     record_in(best, t, gpu)
         .map(|r| r.config.clone())
         .unwrap_or_else(|| t.space.configs[t.space.default].clone())
 }
 
+/// The fields of a tensor-core conv config (`mma`, `wgmma`), to edit into
+/// a variant; `None` for every other kernel.
+fn tensor_core_fields(
+    config: &serde_json::Value,
+) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let kernel = config.get("kernel")?.as_str()?;
+    (kernel == "mma" || kernel == "wgmma")
+        .then(|| config.as_object().cloned())
+        .flatten()
+}
+
 /// `config` with its trigger moved: a tensor-core conv config (`mma`,
 /// `wgmma`) with `early_trigger` flipped (absent when false, as the configs
 /// serialize); `None` for every other kernel.
 pub fn trigger_variant(config: &serde_json::Value) -> Option<serde_json::Value> {
-    let kernel = config.get("kernel")?.as_str()?;
-    if kernel != "mma" && kernel != "wgmma" {
-        return None;
-    }
-    let mut out = config.as_object()?.clone();
+    let mut out = tensor_core_fields(config)?;
     let early = out
         .get("early_trigger")
         .and_then(serde_json::Value::as_bool)
@@ -228,16 +254,12 @@ pub fn trigger_variant(config: &serde_json::Value) -> Option<serde_json::Value> 
 /// direct epilogue), and a `spread` one back to `cluster`; `None` for every
 /// other config.
 pub fn spread_variant(config: &serde_json::Value) -> Option<serde_json::Value> {
-    let kernel = config.get("kernel")?.as_str()?;
-    if kernel != "mma" && kernel != "wgmma" {
-        return None;
-    }
-    let swapped = match config.get("split_reduce")?.as_str()? {
+    let mut out = tensor_core_fields(config)?;
+    let swapped = match out.get("split_reduce")?.as_str()? {
         "cluster" => "spread",
         "spread" => "cluster",
         _ => return None,
     };
-    let mut out = config.as_object()?.clone();
     out.insert("split_reduce".into(), swapped.into());
     out.insert("epilogue".into(), "direct".into());
     Some(serde_json::Value::Object(out))
@@ -378,19 +400,8 @@ pub fn refine(
             .into_iter()
             .map(best_record)
             .collect(),
-            Candidates::Trigger | Candidates::Spread => record_in(best, t, gpu)
-                .and_then(|r| {
-                    let variant = match options.candidates {
-                        Candidates::Trigger => trigger_variant(&r.config),
-                        _ => spread_variant(&r.config),
-                    };
-                    variant.map(|config| BestRecord {
-                        config,
-                        ..r.clone()
-                    })
-                })
-                .into_iter()
-                .collect(),
+            Candidates::Trigger => variant_of(best, t, gpu, trigger_variant),
+            Candidates::Spread => variant_of(best, t, gpu, spread_variant),
         };
         for c in list {
             let kernel = render_candidate(&compiled.graph, t.node, &c.config)?;
@@ -644,7 +655,7 @@ mod tests {
     }
 
     #[test]
-    fn the_spread_variant_swaps_the_cluster_reduction_of_mma_convs_only() {
+    fn the_spread_variant_swaps_the_cluster_reduction_of_tensor_core_convs_only() {
         let mma = json!({"kernel": "mma", "split_k": 8, "split_reduce": "cluster",
                          "epilogue": "staged", "early_trigger": true});
         let spread = spread_variant(&mma).unwrap();

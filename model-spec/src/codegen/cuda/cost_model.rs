@@ -149,15 +149,15 @@ pub fn estimate_ns(m: usize, n: usize, k: usize, t: &TileModel) -> f64 {
     };
     let per_round = LATENCY_NS + k_tiles_per_cta as f64 * iteration + epilogue + res_latency;
     let mut total = rounds as f64 * per_round;
+    // One f32 slice of the output tile.
+    let tile_bytes = (t.bm * t.bn * 4) as f64;
     if spread {
-        let tile_bytes = (t.bm * t.bn * 4) as f64;
         // Every rank pushes its slice to the owners through distributed
         // shared memory, one barrier, then sums its share locally.
         total += tile_bytes / SM_BYTES_PER_NS
             + conc as f64 * tile_bytes / SMEM_BYTES_PER_NS
             + CLUSTER_BARRIER_NS;
     } else if split > 1 && t.split_in_cluster {
-        let tile_bytes = (t.bm * t.bn * 4) as f64;
         // Every CTA but rank 0 stages its slice in shared memory; rank 0
         // waits at one barrier, then reads the others' through distributed
         // shared memory (common.cuh::cluster_splitk_reduce).
@@ -165,7 +165,6 @@ pub fn estimate_ns(m: usize, n: usize, k: usize, t: &TileModel) -> f64 {
             + (split - 1) as f64 * tile_bytes / SM_BYTES_PER_NS
             + CLUSTER_BARRIER_NS;
     } else if split > 1 {
-        let tile_bytes = (t.bm * t.bn * 4) as f64;
         // Every CTA writes its slice; the last of each tile reads the others.
         total += conc as f64 * tile_bytes / bandwidth
             + (split - 1) as f64 * tile_bytes / SM_BYTES_PER_NS

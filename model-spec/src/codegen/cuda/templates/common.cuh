@@ -226,6 +226,14 @@ __device__ __forceinline__ bool splitk_reduce(float (&acc)[FR], int tile, int nu
 
 namespace aotune {
 
+__device__ __forceinline__ unsigned int cluster_ctarank() {
+  unsigned int rank = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+#endif
+  return rank;
+}
+
 // ---- split-K inside a thread-block cluster (sm_90) --------------------------
 //
 // The SPLIT CTAs of one output tile form a cluster along z (the kernel is
@@ -265,8 +273,7 @@ template <int FR, int T, int SPLIT>
 __device__ __forceinline__ bool cluster_splitk_reduce(float (&acc)[FR], float* part) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const int tid = threadIdx.x;
-  unsigned int rank;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  const unsigned int rank = cluster_ctarank();
   if (rank != 0) {
 #pragma unroll
     for (int f = 0; f < FR; ++f) part[f * T + tid] = acc[f];
@@ -322,29 +329,23 @@ __device__ __forceinline__ bool cluster_splitk_reduce(float (&acc)[FR], float* p
 // barrier phase at entry (cluster_spread_start) and waits for it just before
 // its pushes, long after everyone arrived. Session 13's probe
 // (bench/cluster_reduce_probe.cu, "spread"): split 8 10.97 µs against 12.83
-// for cluster_splitk_reduce.
-
-__device__ __forceinline__ unsigned int cluster_ctarank() {
-  unsigned int rank = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
-#endif
-  return rank;
-}
+// for cluster_splitk_reduce. (The config renders CLUSTER_SPREAD only with
+// SPLIT_K > 1.)
 
 // At kernel entry of a spread-reducing kernel: this CTA has started.
 template <class P>
 __device__ __forceinline__ void cluster_spread_start() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (P::SPLIT_K > 1 && P::CLUSTER_SPREAD)
+  if (P::CLUSTER_SPREAD)
     asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
 #endif
 }
 
-// Whether this rank finishes pair p of its accumulators.
+// Whether cluster rank `rank` finishes pair p of its accumulators (every
+// pair, but in a spread tile).
 template <class P>
 __device__ __forceinline__ bool spread_owns(int p, unsigned int rank) {
-  return !(P::SPLIT_K > 1 && P::CLUSTER_SPREAD) || p % P::SPLIT_K == static_cast<int>(rank);
+  return !P::CLUSTER_SPREAD || p % P::SPLIT_K == static_cast<int>(rank);
 }
 
 // Sums the pairs this rank owns (in place, in acc); whether it owns any.

@@ -278,9 +278,9 @@ template <class P, int MI, int NI, int WTM, int WTN>
 __device__ __forceinline__ void direct_epilogue(const float* acc, int wm, int wn, int g, int t4,
                                                 int m0, int n0, typename P::TOut* __restrict__ y,
                                                 const typename P::TBias* __restrict__ bias,
-                                                const typename P::TRes* __restrict__ res,
-                                                unsigned int spread_rank = 0) {
+                                                const typename P::TRes* __restrict__ res) {
   constexpr int M = P::GEMM_M, N = P::GEMM_N;
+  const unsigned int rank = P::CLUSTER_SPREAD ? cluster_ctarank() : 0u;  // spread_owns
 #pragma unroll
   for (int mi = 0; mi < MI; ++mi) {
 #pragma unroll
@@ -289,7 +289,7 @@ __device__ __forceinline__ void direct_epilogue(const float* acc, int wm, int wn
       if (m >= M) continue;
 #pragma unroll
       for (int ni = 0; ni < NI; ++ni) {
-        if (!spread_owns<P>((mi * NI + ni) * 2 + half_row, spread_rank)) continue;
+        if (!spread_owns<P>((mi * NI + ni) * 2 + half_row, rank)) continue;
         const int n = n0 + wn * WTN + ni * 8 + t4 * 2;
         float v[2] = {acc[(mi * NI + ni) * 4 + half_row * 2],
                       acc[(mi * NI + ni) * 4 + half_row * 2 + 1]};
@@ -620,8 +620,7 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
     staged_epilogue<P, MI, NI, WTM, WTN, T>(reinterpret_cast<float*>(smem_raw), acc, wm, wn, g,
                                             t4, m0, n0, y, bias, res);
   } else {
-    direct_epilogue<P, MI, NI, WTM, WTN>(acc, wm, wn, g, t4, m0, n0, y, bias, res,
-                                         P::CLUSTER_SPREAD ? cluster_ctarank() : 0u);
+    direct_epilogue<P, MI, NI, WTM, WTN>(acc, wm, wn, g, t4, m0, n0, y, bias, res);
   }
   cluster_split_finish<P>();
 }

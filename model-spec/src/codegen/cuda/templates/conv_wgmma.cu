@@ -265,8 +265,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
     staged_epilogue<P, 1, NI, 16, BN, T>(reinterpret_cast<float*>(smem), acc, warp, 0, g, t4, m0,
                                          n0, y, bias, res, rs);
   } else {
-    direct_epilogue<P, 1, NI, 16, BN>(acc, warp, 0, g, t4, m0, n0, y, bias, res,
-                                      P::CLUSTER_SPREAD ? cluster_ctarank() : 0u);
+    direct_epilogue<P, 1, NI, 16, BN>(acc, warp, 0, g, t4, m0, n0, y, bias, res);
   }
   cluster_split_finish<P>();
 }
