@@ -2198,8 +2198,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_120440ee_mma_m32n32k64
 
 // FusedConv task 63fe5adffdadb14f: conv2d3, conv2d7, conv2d10
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[64x64x3x3]:cl:const in2=f32[64]:const out=f16[1x64x56x56]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged"}
-struct conv_63fe5adf_wgmma_m64n32p6s1_p {
+// config {"kernel":"wgmma","block_m":128,"block_n":32,"stages":6,"split_k":2,"epilogue":"direct","split_reduce":"spread"}
+struct conv_63fe5adf_wgmma_m128n32p6s2rsd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2218,13 +2218,13 @@ struct conv_63fe5adf_wgmma_m64n32p6s1_p {
   static constexpr bool A_BOUNDS = true;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 576, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
+  static constexpr int BM = 128, BN = 32, BK = 64, WARPS_M = 8, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
-  static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 0;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool CLUSTER_SPREAD = true;
+  static constexpr int SPREAD_OFFSET = 102400;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
@@ -2232,18 +2232,18 @@ struct conv_63fe5adf_wgmma_m64n32p6s1_p {
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_63fe5adf_wgmma_m64n32p6s1(
+extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(256, 1) conv_63fe5adf_wgmma_m128n32p6s2rsd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_63fe5adf_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_wgmma<conv_63fe5adf_wgmma_m128n32p6s2rsd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 7e9866dffc764e00: conv2d5
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s1x1 precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[256x128x1x1]:cl:const in2=f32[256]:const in3=f16[1x64x56x56]:cl out=f16[1x256x56x56]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
-struct conv_7e9866df_mma_m32n64k64w2x2p4s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":3,"split_k":1,"epilogue":"staged"}
+struct conv_7e9866df_wgmma_m64n32p3s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2262,7 +2262,7 @@ struct conv_7e9866df_mma_m32n64k64w2x2p4s1_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = true;
   static constexpr int K_MAIN = 64, SC_C = 64, SC_H = 56, SC_W = 56, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 3, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
@@ -2274,20 +2274,21 @@ struct conv_7e9866df_mma_m32n64k64w2x2p4s1_p {
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
+  static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_7e9866df_mma_m32n64k64w2x2p4s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_7e9866df_wgmma_m64n32p3s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ xs,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_7e9866df_mma_m32n64k64w2x2p4s1_p>(x, w, bias, nullptr, xs, y);
+  aotune::conv_wgmma<conv_7e9866df_wgmma_m64n32p3s1_p>(x, w, bias, nullptr, xs, y);
 }
 
 // FusedConv task a108646cf77137b7: conv2d6, conv2d9
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x56x56]:cl in1=f16[64x256x1x1]:cl:const in2=f32[64]:const out=f16[1x64x56x56]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
-struct conv_a108646c_mma_m32n32k64w2x2p4s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged"}
+struct conv_a108646c_wgmma_m64n32p6s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2306,7 +2307,7 @@ struct conv_a108646c_mma_m32n32k64w2x2p4s1_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 256, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
@@ -2318,19 +2319,20 @@ struct conv_a108646c_mma_m32n32k64w2x2p4s1_p {
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
+  static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_a108646c_mma_m32n32k64w2x2p4s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_a108646c_wgmma_m64n32p6s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_a108646c_mma_m32n32k64w2x2p4s1_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_wgmma<conv_a108646c_wgmma_m64n32p6s1_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 75aac976b4cb125d: conv2d8, conv2d11
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[256x64x1x1]:cl:const in2=f32[256]:const in3=f16[1x256x56x56]:cl out=f16[1x256x56x56]:cl
-// config {"kernel":"wgmma","block_m":128,"block_n":32,"stages":3,"split_k":1,"epilogue":"staged","min_blocks":3,"prefetch_residual":true}
-struct conv_75aac976_wgmma_m128n32p3s1rb3_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":3,"split_k":1,"epilogue":"staged","prefetch_residual":true}
+struct conv_75aac976_wgmma_m64n64p3s1r_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2349,7 +2351,7 @@ struct conv_75aac976_wgmma_m128n32p3s1rb3_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 64, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 128, BN = 32, BK = 64, WARPS_M = 8, WARPS_N = 1, STAGES = 3, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 3, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
@@ -2358,24 +2360,24 @@ struct conv_75aac976_wgmma_m128n32p3s1rb3_p {
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;
-  static constexpr int RES_OFFSET = 20480;
+  static constexpr int RES_OFFSET = 18432;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(256, 3) conv_75aac976_wgmma_m128n32p3s1rb3(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_75aac976_wgmma_m64n64p3s1r(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_75aac976_wgmma_m128n32p3s1rb3_p>(x, w, bias, res, nullptr, y);
+  aotune::conv_wgmma<conv_75aac976_wgmma_m64n64p3s1r_p>(x, w, bias, res, nullptr, y);
 }
 
 // FusedConv task 0f655a0006649a46: conv2d12
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x56x56]:cl in1=f16[128x256x1x1]:cl:const in2=f32[128]:const out=f16[1x128x56x56]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":6,"split_k":1,"epilogue":"staged"}
-struct conv_0f655a00_wgmma_m64n64p6s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":6,"split_k":1,"epilogue":"direct"}
+struct conv_0f655a00_wgmma_m64n64p6s1d_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2400,7 +2402,7 @@ struct conv_0f655a00_wgmma_m64n64p6s1_p {
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = false;
   static constexpr int SPREAD_OFFSET = 0;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
@@ -2408,18 +2410,18 @@ struct conv_0f655a00_wgmma_m64n64p6s1_p {
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_wgmma_m64n64p6s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_wgmma_m64n64p6s1d(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_0f655a00_wgmma_m64n64p6s1_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_wgmma<conv_0f655a00_wgmma_m64n64p6s1d_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 44c505d791fe8fcc: conv2d13
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x128x56x56]:cl in1=f16[128x128x3x3]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":5,"split_k":3,"epilogue":"direct","split_reduce":"spread"}
-struct conv_44c505d7_wgmma_m64n32p5s3rsd_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"direct","split_reduce":"spread","early_trigger":true}
+struct conv_44c505d7_wgmma_m64n32p6s2rsdt_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2438,26 +2440,26 @@ struct conv_44c505d7_wgmma_m64n32p5s3rsd_p {
   static constexpr bool A_BOUNDS = true;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 1152, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 3;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = true;
-  static constexpr int SPREAD_OFFSET = 61440;
+  static constexpr int SPREAD_OFFSET = 73728;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool EARLY_TRIGGER = false;
+  static constexpr bool EARLY_TRIGGER = true;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 3) __launch_bounds__(128, 1) conv_44c505d7_wgmma_m64n32p5s3rsd(
+extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_44c505d7_wgmma_m64n32p6s2rsdt(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_44c505d7_wgmma_m64n32p5s3rsd_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_wgmma<conv_44c505d7_wgmma_m64n32p6s2rsdt_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task c07f5ecfcffe3ee5: conv2d14
@@ -2507,8 +2509,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_c07f5ecf_wgmma_m64n64p
 
 // FusedConv task 18bd64069eccc24e: conv2d16, conv2d19, conv2d22
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x28x28]:cl in1=f16[128x512x1x1]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"direct"}
-struct conv_18bd6406_mma_m32n32k64w2x2p4s1d_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"direct","split_reduce":"spread"}
+struct conv_18bd6406_wgmma_m64n32p6s2rsd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2527,31 +2529,32 @@ struct conv_18bd6406_mma_m32n32k64w2x2p4s1d_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 512, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
-  static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 0;
+  static constexpr bool CLUSTER_SPREAD = true;
+  static constexpr int SPREAD_OFFSET = 49152;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
+  static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_18bd6406_mma_m32n32k64w2x2p4s1d(
+extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_18bd6406_wgmma_m64n32p6s2rsd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_18bd6406_mma_m32n32k64w2x2p4s1d_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_wgmma<conv_18bd6406_wgmma_m64n32p6s2rsd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 48c2d04895761efe: conv2d17, conv2d20, conv2d23
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[128x128x3x3]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_48c2d048_wgmma_m64n32p6s2c_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":4,"epilogue":"direct","split_reduce":"spread"}
+struct conv_48c2d048_wgmma_m64n32p6s4rsd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2570,13 +2573,13 @@ struct conv_48c2d048_wgmma_m64n32p6s2c_p {
   static constexpr bool A_BOUNDS = true;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 1152, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = true;
-  static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 0;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = true;
+  static constexpr int SPREAD_OFFSET = 61440;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
@@ -2584,12 +2587,12 @@ struct conv_48c2d048_wgmma_m64n32p6s2c_p {
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_48c2d048_wgmma_m64n32p6s2c(
+extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_48c2d048_wgmma_m64n32p6s4rsd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_48c2d048_wgmma_m64n32p6s2c_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_wgmma<conv_48c2d048_wgmma_m64n32p6s4rsd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 1e32aea3652d773f: conv2d18, conv2d21, conv2d24
@@ -2639,8 +2642,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_1e32aea3_wgmma_m64n32p
 
 // FusedConv task c68ad69f9cf26146: conv2d25
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x28x28]:cl in1=f16[256x512x1x1]:cl:const in2=f32[256]:const out=f16[1x256x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"direct"}
-struct conv_c68ad69f_wgmma_m64n32p6s1d_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":6,"split_k":2,"epilogue":"direct","split_reduce":"spread"}
+struct conv_c68ad69f_wgmma_m64n64p6s2rsd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2659,12 +2662,12 @@ struct conv_c68ad69f_wgmma_m64n32p6s1d_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 512, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
-  static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 0;
+  static constexpr bool CLUSTER_SPREAD = true;
+  static constexpr int SPREAD_OFFSET = 65536;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
@@ -2673,18 +2676,18 @@ struct conv_c68ad69f_wgmma_m64n32p6s1d_p {
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_c68ad69f_wgmma_m64n32p6s1d(
+extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_c68ad69f_wgmma_m64n64p6s2rsd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_c68ad69f_wgmma_m64n32p6s1d_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_wgmma<conv_c68ad69f_wgmma_m64n64p6s2rsd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 098434ab2f0443f4: conv2d26
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x28x28]:cl in1=f16[256x256x3x3]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"direct","split_reduce":"spread"}
-struct conv_098434ab_mma_m32n32k64w2x2p4s4rsd_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":6,"epilogue":"direct","split_reduce":"spread"}
+struct conv_098434ab_wgmma_m64n32p6s6rsd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2703,31 +2706,32 @@ struct conv_098434ab_mma_m32n32k64w2x2p4s4rsd_p {
   static constexpr bool A_BOUNDS = true;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 2304, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 4;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 6;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = true;
-  static constexpr int SPREAD_OFFSET = 32768;
+  static constexpr int SPREAD_OFFSET = 73728;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
+  static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_098434ab_mma_m32n32k64w2x2p4s4rsd(
+extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) conv_098434ab_wgmma_m64n32p6s6rsd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_098434ab_mma_m32n32k64w2x2p4s4rsd_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_wgmma<conv_098434ab_wgmma_m64n32p6s6rsd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task e0e12d6fa00b9bd1: conv2d27
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s2x2 precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[1024x768x1x1]:cl:const in2=f32[1024]:const in3=f16[1x512x28x28]:cl out=f16[1x1024x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
-struct conv_e0e12d6f_mma_m32n32k64w2x2p4s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"direct","split_reduce":"spread"}
+struct conv_e0e12d6f_wgmma_m64n32p6s2rsd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2746,32 +2750,33 @@ struct conv_e0e12d6f_mma_m32n32k64w2x2p4s1_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = true;
   static constexpr int K_MAIN = 256, SC_C = 512, SC_H = 28, SC_W = 28, SC_SH = 2, SC_SW = 2;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
-  static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 0;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool CLUSTER_SPREAD = true;
+  static constexpr int SPREAD_OFFSET = 73728;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
+  static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_e0e12d6f_mma_m32n32k64w2x2p4s1(
+extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_e0e12d6f_wgmma_m64n32p6s2rsd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ xs,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_e0e12d6f_mma_m32n32k64w2x2p4s1_p>(x, w, bias, nullptr, xs, y);
+  aotune::conv_wgmma<conv_e0e12d6f_wgmma_m64n32p6s2rsd_p>(x, w, bias, nullptr, xs, y);
 }
 
 // FusedConv task 93076c40a191cef4: conv2d29, conv2d32, conv2d35, conv2d38 (+1 more)
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[256x1024x1x1]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"direct","split_reduce":"spread"}
-struct conv_93076c40_mma_m32n32k64w2x2p4s4rsd_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":3,"split_k":8,"epilogue":"direct","split_reduce":"spread","early_trigger":true}
+struct conv_93076c40_mma_m32n32k64w2x2p3s8rsdt_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2790,31 +2795,31 @@ struct conv_93076c40_mma_m32n32k64w2x2p4s4rsd_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 1024, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 4;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 3, SPLIT_K = 8;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = true;
-  static constexpr int SPREAD_OFFSET = 32768;
+  static constexpr int SPREAD_OFFSET = 24576;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool EARLY_TRIGGER = false;
+  static constexpr bool EARLY_TRIGGER = true;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_93076c40_mma_m32n32k64w2x2p4s4rsd(
+extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(128, 1) conv_93076c40_mma_m32n32k64w2x2p3s8rsdt(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_93076c40_mma_m32n32k64w2x2p4s4rsd_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_93076c40_mma_m32n32k64w2x2p3s8rsdt_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 48e86b9eea3a159e: conv2d30, conv2d33, conv2d36, conv2d39 (+1 more)
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[256x256x3x3]:cl:const in2=f32[256]:const out=f16[1x256x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":1,"warps_n":2,"stages":4,"split_k":6,"epilogue":"direct","split_reduce":"spread","early_trigger":true}
-struct conv_48e86b9e_mma_m32n32k64w1x2p4s6rsdt_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":6,"split_k":6,"epilogue":"direct","split_reduce":"spread"}
+struct conv_48e86b9e_wgmma_m64n64p6s6rsd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2833,31 +2838,32 @@ struct conv_48e86b9e_mma_m32n32k64w1x2p4s6rsdt_p {
   static constexpr bool A_BOUNDS = true;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 2304, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 1, WARPS_N = 2, STAGES = 4, SPLIT_K = 6;
+  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 6;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = true;
-  static constexpr int SPREAD_OFFSET = 32768;
+  static constexpr int SPREAD_OFFSET = 98304;
   static constexpr bool STAGED_EPILOGUE = false;
-  static constexpr int EPI_MI = 2;
+  static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool EARLY_TRIGGER = true;
+  static constexpr bool EARLY_TRIGGER = false;
+  static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(64, 1) conv_48e86b9e_mma_m32n32k64w1x2p4s6rsdt(
+extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) conv_48e86b9e_wgmma_m64n64p6s6rsd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_48e86b9e_mma_m32n32k64w1x2p4s6rsdt_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_wgmma<conv_48e86b9e_wgmma_m64n64p6s6rsd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 282f15c5de3a2c49: conv2d31, conv2d34, conv2d37, conv2d40 (+1 more)
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[1024x256x1x1]:cl:const in2=f32[1024]:const in3=f16[1x1024x14x14]:cl out=f16[1x1024x14x14]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":5,"split_k":1,"epilogue":"staged","prefetch_residual":true}
-struct conv_282f15c5_wgmma_m64n32p5s1r_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":6,"split_k":1,"epilogue":"staged","prefetch_residual":true}
+struct conv_282f15c5_wgmma_m64n64p6s1r_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2876,7 +2882,7 @@ struct conv_282f15c5_wgmma_m64n32p5s1r_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 256, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
@@ -2885,24 +2891,24 @@ struct conv_282f15c5_wgmma_m64n32p5s1r_p {
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;
-  static constexpr int RES_OFFSET = 49152;
+  static constexpr int RES_OFFSET = 65536;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_282f15c5_wgmma_m64n32p5s1r(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_282f15c5_wgmma_m64n64p6s1r(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_282f15c5_wgmma_m64n32p5s1r_p>(x, w, bias, res, nullptr, y);
+  aotune::conv_wgmma<conv_282f15c5_wgmma_m64n64p6s1r_p>(x, w, bias, res, nullptr, y);
 }
 
 // FusedConv task 6f8ef6f32763abbf: conv2d44
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[512x1024x1x1]:cl:const in2=f32[512]:const out=f16[1x512x14x14]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":2,"epilogue":"staged","split_reduce":"cluster","early_trigger":true}
-struct conv_6f8ef6f3_mma_m32n32k64w2x2p4s2ct_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"direct","split_reduce":"spread"}
+struct conv_6f8ef6f3_wgmma_m64n32p6s2rsd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2921,31 +2927,32 @@ struct conv_6f8ef6f3_mma_m32n32k64w2x2p4s2ct_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 1024, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 2;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = true;
-  static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 0;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = true;
+  static constexpr int SPREAD_OFFSET = 73728;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool EARLY_TRIGGER = true;
+  static constexpr bool EARLY_TRIGGER = false;
+  static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_6f8ef6f3_mma_m32n32k64w2x2p4s2ct(
+extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_6f8ef6f3_wgmma_m64n32p6s2rsd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_6f8ef6f3_mma_m32n32k64w2x2p4s2ct_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_wgmma<conv_6f8ef6f3_wgmma_m64n32p6s2rsd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task d82ebd66539eae75: conv2d45
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x14x14]:cl in1=f16[512x512x3x3]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":6,"epilogue":"direct","split_reduce":"spread"}
-struct conv_d82ebd66_mma_m32n32k64w2x2p4s6rsd_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":8,"epilogue":"direct","split_reduce":"spread"}
+struct conv_d82ebd66_wgmma_m64n32p6s8rsd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2964,31 +2971,32 @@ struct conv_d82ebd66_mma_m32n32k64w2x2p4s6rsd_p {
   static constexpr bool A_BOUNDS = true;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 4608, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 6;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 8;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = true;
-  static constexpr int SPREAD_OFFSET = 32768;
+  static constexpr int SPREAD_OFFSET = 73728;
   static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
+  static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) conv_d82ebd66_mma_m32n32k64w2x2p4s6rsd(
+extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(128, 1) conv_d82ebd66_wgmma_m64n32p6s8rsd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_d82ebd66_mma_m32n32k64w2x2p4s6rsd_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_wgmma<conv_d82ebd66_wgmma_m64n32p6s8rsd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task af188f8111142790: conv2d46
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s2x2 precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[2048x1536x1x1]:cl:const in2=f32[2048]:const in3=f16[1x1024x14x14]:cl out=f16[1x2048x7x7]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":5,"split_k":3,"epilogue":"staged","split_reduce":"cluster"}
-struct conv_af188f81_wgmma_m64n32p5s3c_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":5,"split_k":4,"epilogue":"direct","split_reduce":"spread"}
+struct conv_af188f81_wgmma_m64n32p5s4rsd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -3007,13 +3015,13 @@ struct conv_af188f81_wgmma_m64n32p5s3c_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = true;
   static constexpr int K_MAIN = 512, SC_C = 1024, SC_H = 14, SC_W = 14, SC_SH = 2, SC_SW = 2;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 3;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
-  static constexpr bool CLUSTER_SPLIT = true;
-  static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 0;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = true;
+  static constexpr int SPREAD_OFFSET = 61440;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
@@ -3021,19 +3029,19 @@ struct conv_af188f81_wgmma_m64n32p5s3c_p {
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 3) __launch_bounds__(128, 1) conv_af188f81_wgmma_m64n32p5s3c(
+extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_af188f81_wgmma_m64n32p5s4rsd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ xs,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_af188f81_wgmma_m64n32p5s3c_p>(x, w, bias, nullptr, xs, y);
+  aotune::conv_wgmma<conv_af188f81_wgmma_m64n32p5s4rsd_p>(x, w, bias, nullptr, xs, y);
 }
 
 // FusedConv task 510ceff0b9f74501: conv2d48, conv2d51
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x2048x7x7]:cl in1=f16[512x2048x1x1]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":4,"epilogue":"direct","split_reduce":"spread"}
-struct conv_510ceff0_mma_m32n32k64w2x2p4s4rsd_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":1,"warps_n":4,"stages":4,"split_k":8,"epilogue":"direct","split_reduce":"spread","early_trigger":true}
+struct conv_510ceff0_mma_m32n64k64w1x4p4s8rsdt_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -3052,31 +3060,31 @@ struct conv_510ceff0_mma_m32n32k64w2x2p4s4rsd_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 2048, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 4;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 1, WARPS_N = 4, STAGES = 4, SPLIT_K = 8;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = true;
-  static constexpr int SPREAD_OFFSET = 32768;
+  static constexpr int SPREAD_OFFSET = 49152;
   static constexpr bool STAGED_EPILOGUE = false;
-  static constexpr int EPI_MI = 1;
+  static constexpr int EPI_MI = 2;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool EARLY_TRIGGER = false;
+  static constexpr bool EARLY_TRIGGER = true;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_510ceff0_mma_m32n32k64w2x2p4s4rsd(
+extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(128, 1) conv_510ceff0_mma_m32n64k64w1x4p4s8rsdt(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_510ceff0_mma_m32n32k64w2x2p4s4rsd_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_510ceff0_mma_m32n64k64w1x4p4s8rsdt_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task c46df034189a77e3: conv2d49, conv2d52
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[512x512x3x3]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":6,"epilogue":"direct","split_reduce":"spread","early_trigger":true}
-struct conv_c46df034_mma_m32n32k64w2x2p4s6rsdt_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":1,"warps_n":2,"stages":4,"split_k":8,"epilogue":"direct","split_reduce":"spread","early_trigger":true}
+struct conv_c46df034_mma_m32n32k64w1x2p4s8rsdt_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -3095,31 +3103,31 @@ struct conv_c46df034_mma_m32n32k64w2x2p4s6rsdt_p {
   static constexpr bool A_BOUNDS = true;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 4608, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 6;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 1, WARPS_N = 2, STAGES = 4, SPLIT_K = 8;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = true;
   static constexpr int SPREAD_OFFSET = 32768;
   static constexpr bool STAGED_EPILOGUE = false;
-  static constexpr int EPI_MI = 1;
+  static constexpr int EPI_MI = 2;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = true;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) conv_c46df034_mma_m32n32k64w2x2p4s6rsdt(
+extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(64, 1) conv_c46df034_mma_m32n32k64w1x2p4s8rsdt(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_c46df034_mma_m32n32k64w2x2p4s6rsdt_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_c46df034_mma_m32n32k64w1x2p4s8rsdt_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 3e532f528cbe6711: conv2d50, conv2d53
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[2048x512x1x1]:cl:const in2=f32[2048]:const in3=f16[1x2048x7x7]:cl out=f16[1x2048x7x7]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged","prefetch_residual":true}
-struct conv_3e532f52_wgmma_m64n32p6s1r_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"direct","split_reduce":"spread"}
+struct conv_3e532f52_wgmma_m64n32p6s2rsd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -3138,27 +3146,27 @@ struct conv_3e532f52_wgmma_m64n32p6s1r_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 512, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
-  static constexpr bool CLUSTER_SPREAD = false;
-  static constexpr int SPREAD_OFFSET = 0;
-  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr bool CLUSTER_SPREAD = true;
+  static constexpr int SPREAD_OFFSET = 49152;
+  static constexpr bool STAGED_EPILOGUE = false;
   static constexpr int EPI_MI = 1;
-  static constexpr bool RES_PREFETCH = true;
-  static constexpr int RES_OFFSET = 73728;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_3e532f52_wgmma_m64n32p6s1r(
+extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_3e532f52_wgmma_m64n32p6s2rsd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_3e532f52_wgmma_m64n32p6s1r_p>(x, w, bias, res, nullptr, y);
+  aotune::conv_wgmma<conv_3e532f52_wgmma_m64n32p6s2rsd_p>(x, w, bias, res, nullptr, y);
 }
 
 // GlobalAveragePool task 3718bb6d9b6b8e44: globalaveragepool1
@@ -3181,8 +3189,8 @@ extern "C" __global__ void __launch_bounds__(64) gpool_3718bb6d_l4s16(
 
 // Dense task daa08d99dfe80377: linear1
 // epilogue=bias precision=fp16 in0=f16[1x2048] in1=f16[1000x2048]:const in2=f32[1000]:const out=f32[1x1000]
-// config {"kernel":"gemv","warps":2,"rows":1,"unroll":4}
-struct dense_daa08d99_gemv_w2r1u4_p {
+// config {"kernel":"gemv","warps":4,"rows":1,"unroll":8}
+struct dense_daa08d99_gemv_w4r1u8_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -3201,12 +3209,12 @@ struct dense_daa08d99_gemv_w2r1u4_p {
   static constexpr bool A_BOUNDS = false;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 2048, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int WARPS = 2, ROWS = 1, UNROLL = 4, V = 8;
+  static constexpr int WARPS = 4, ROWS = 1, UNROLL = 8, V = 8;
 };
-extern "C" __global__ void __launch_bounds__(64, 1) dense_daa08d99_gemv_w2r1u4(
+extern "C" __global__ void __launch_bounds__(128, 1) dense_daa08d99_gemv_w4r1u8(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     float* __restrict__ y) {
-  aotune::dense_gemv<dense_daa08d99_gemv_w2r1u4_p>(x, w, bias, nullptr, y);
+  aotune::dense_gemv<dense_daa08d99_gemv_w4r1u8_p>(x, w, bias, nullptr, y);
 }
