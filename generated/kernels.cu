@@ -143,16 +143,12 @@ __device__ __forceinline__ void load_f32_wide(const T* __restrict__ p, float* ou
   for (int i = 0; i < V / A; ++i) load_f32<A>(p + i * A, out + i * A);
 }
 
-// Finishes V consecutive outputs (columns n..n+V-1 of GEMM row m, stored at
-// y[m * P::GEMM_N + n]): act(acc + bias[n] + r) in f32, r the V residual
-// values residual[m, n..] (read by the caller), one rounding at the store.
-// With V > 1 the caller guarantees the V columns are all in range and the
-// accesses aligned (GEMM_N % V == 0, n % V == 0); the store is one access,
-// so V * sizeof(TOut) is at most 16 bytes.
+// Finishes V consecutive outputs in place (columns n..n+V-1 of a GEMM
+// row): act(acc + bias[n] + r) in f32, r the V residual values
+// residual[m, n..] (read by the caller).
 template <class P, int V>
-__device__ __forceinline__ void epilogue_finish(typename P::TOut* __restrict__ y,
-                                                const typename P::TBias* __restrict__ bias,
-                                                const float* r, int m, int n, float* v) {
+__device__ __forceinline__ void epilogue_apply(const typename P::TBias* __restrict__ bias,
+                                               const float* r, int n, float* v) {
   if (P::HAS_BIAS) {
     float b[V];
     load_f32_wide<V>(bias + n, b);
@@ -165,6 +161,17 @@ __device__ __forceinline__ void epilogue_finish(typename P::TOut* __restrict__ y
   }
 #pragma unroll
   for (int i = 0; i < V; ++i) v[i] = activate<P::ACT>(v[i], P::CLIP_LO, P::CLIP_HI);
+}
+
+// epilogue_apply, then the store of the V outputs at y[m * P::GEMM_N + n],
+// one rounding. With V > 1 the caller guarantees the V columns are all in
+// range and the accesses aligned (GEMM_N % V == 0, n % V == 0); the store
+// is one access, so V * sizeof(TOut) is at most 16 bytes.
+template <class P, int V>
+__device__ __forceinline__ void epilogue_finish(typename P::TOut* __restrict__ y,
+                                                const typename P::TBias* __restrict__ bias,
+                                                const float* r, int m, int n, float* v) {
+  epilogue_apply<P, V>(bias, r, n, v);
   store_f32<V>(y + m * P::GEMM_N + n, v);
 }
 
@@ -456,6 +463,14 @@ __device__ __forceinline__ void cluster_split_finish() {
 // activation and one rounding, consecutive threads on consecutive chunks of
 // a row, so every warp store writes whole 32-byte sectors. Otherwise each
 // thread stores its fragments directly (2 values per row).
+//
+// P::POOL (a global average pool in the epilogue; the tile holds every
+// output row, GEMM_M = N * POOL_PIXELS <= BM, one staging pass): each
+// finished chunk is rounded to TOut and written back into the staging as
+// f32 instead of to y, then thread t of the CTA sums column t of each image
+// over its POOL_PIXELS rows in row order, divides once and stores y[image,
+// n0 + t] with one rounding: the steps of the reference's conv, its stored
+// output, and GlobalAveragePool.
 
 namespace aotune {
 
@@ -572,11 +587,41 @@ __device__ __forceinline__ void read_staged_chunk(const float* src, int rot, flo
   }
 }
 
+// P::POOL: the V finished values `v` of output row m (staged at `dst`)
+// rounded to TOut and written back there as f32, for pool_staged_columns.
+template <class P, int V>
+__device__ __forceinline__ void stage_pooled_chunk(float* dst, float* v) {
+#pragma unroll
+  for (int i = 0; i < V; ++i) v[i] = to_f32(from_f32<typename P::TOut>(v[i]));
+#pragma unroll
+  for (int i = 0; i < V / 4; ++i)
+    *reinterpret_cast<float4*>(dst + 4 * i) = make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
+}
+
+// P::POOL, after every chunk of the tile is staged (stage_pooled_chunk)
+// and a barrier: the mean of each image's POOL_PIXELS staged rows (row r
+// being output row r, m0 = 0) per column, summed in row order, one
+// division, one rounding, stored at y[image * GEMM_N + n0 + column].
+template <class P, int T>
+__device__ __forceinline__ void pool_staged_columns(const float* __restrict__ cs, int pitch, int n0,
+                                                    typename P::TOut* __restrict__ y) {
+  constexpr int BN = P::BN, PQ = P::POOL_PIXELS, IMAGES = P::GEMM_M / PQ;
+  static_assert(P::GEMM_M % PQ == 0 && P::GEMM_M <= P::BM, "one M tile holds every image");
+  for (int idx = threadIdx.x; idx < IMAGES * BN; idx += T) {
+    const int image = idx / BN, col = idx % BN, n = n0 + col;
+    if (n >= P::GEMM_N) continue;
+    const float* src = cs + image * PQ * pitch + col;
+    float sum = 0.0f;
+    for (int p = 0; p < PQ; ++p) sum += src[p * pitch];
+    y[image * P::GEMM_N + n] = from_f32<typename P::TOut>(sum / (float)PQ);
+  }
+}
+
 // Finishes ROWS staged rows of BN + 8 floats at `cs`, row r being output
 // pixel m0 + r, in 16-byte chunks spread over T threads (the swapped wgmma
 // tile's epilogue, conv_wgmma.cu).
 template <class P, int ROWS, int T>
-__device__ __forceinline__ void finish_staged_rows(const float* __restrict__ cs, int m0, int n0,
+__device__ __forceinline__ void finish_staged_rows(float* __restrict__ cs, int m0, int n0,
                                                    typename P::TOut* __restrict__ y,
                                                    const typename P::TBias* __restrict__ bias,
                                                    const typename P::TRes* __restrict__ res) {
@@ -594,11 +639,21 @@ __device__ __forceinline__ void finish_staged_rows(const float* __restrict__ cs,
     if (m >= M || n >= N) continue;
     float v[V];
     read_staged_chunk<V>(cs + row * PITCH + chunk * V, rot, v);
-    if (N % V == 0) {
+    if constexpr (P::POOL) {
+      float r[V];
+      if (P::HAS_RES) load_f32_wide<V>(res + m * N + n, r);
+      epilogue_apply<P, V>(bias, r, n, v);
+      // Only this thread reads and writes the chunk's floats.
+      stage_pooled_chunk<P, V>(cs + row * PITCH + chunk * V, v);
+    } else if (N % V == 0) {
       epilogue_store<P, V>(y, bias, res, m, n, v);
     } else {
       epilogue_store_checked<P, V>(y, bias, res, m, n, v);
     }
+  }
+  if constexpr (P::POOL) {
+    __syncthreads();
+    pool_staged_columns<P, T>(cs, PITCH, n0, y);
   }
 }
 
@@ -623,6 +678,7 @@ __device__ __forceinline__ void staged_epilogue(float* __restrict__ cs, const fl
   constexpr int CHUNKS = ROWS * CPR, L = (CHUNKS + T - 1) / T;
   static_assert(MI % EPI_MI == 0, "whole passes");
   static_assert(BN % V == 0, "whole chunks per tile row");
+  static_assert(!P::POOL || (MI == EPI_MI && N % V == 0), "a pooled tile is staged in one pass");
   static_assert(!P::RES_PREFETCH || (MI == EPI_MI && WTM == WROWS && N % V == 0 &&
                                      sizeof(typename P::TRes) == sizeof(typename P::TOut)),
                 "a prefetched residual tile is finished in one pass, chunk for chunk");
@@ -655,7 +711,17 @@ __device__ __forceinline__ void staged_epilogue(float* __restrict__ cs, const fl
       if (m >= M || n >= N) continue;
       float v[V];
       read_staged_chunk<V>(cs + row * PITCH + chunk * V, rot, v);
-      if (P::RES_PREFETCH) {
+      if constexpr (P::POOL) {
+        float r[V];
+        if (P::RES_PREFETCH) {
+          load_f32<V>(reinterpret_cast<const typename P::TRes*>(rs + idx * 16), r);
+        } else if (P::HAS_RES) {
+          load_f32_wide<V>(res + m * N + n, r);
+        }
+        epilogue_apply<P, V>(bias, r, n, v);
+        // One pass, staging row = output row; only this thread touches the chunk.
+        stage_pooled_chunk<P, V>(cs + row * PITCH + chunk * V, v);
+      } else if (P::RES_PREFETCH) {
         // Chunk idx of the tile, copied by this thread (prefetch_residual_tile).
         float r[V];
         load_f32<V>(reinterpret_cast<const typename P::TRes*>(rs + idx * 16), r);
@@ -666,6 +732,10 @@ __device__ __forceinline__ void staged_epilogue(float* __restrict__ cs, const fl
         epilogue_store_checked<P, V>(y, bias, res, m, n, v);
       }
     }
+  }
+  if constexpr (P::POOL) {
+    __syncthreads();
+    pool_staged_columns<P, T>(cs, PITCH, n0, y);
   }
 }
 
@@ -697,6 +767,7 @@ __device__ __forceinline__ void direct_epilogue(const float* acc, int wm, int wn
                                                 int m0, int n0, typename P::TOut* __restrict__ y,
                                                 const typename P::TBias* __restrict__ bias,
                                                 const typename P::TRes* __restrict__ res) {
+  static_assert(!P::POOL, "a pooled epilogue is staged");
   constexpr int M = P::GEMM_M, N = P::GEMM_N;
   const unsigned int rank = P::CLUSTER_SPREAD ? cluster_ctarank() : 0u;  // spread_owns
 #pragma unroll
@@ -1032,7 +1103,7 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
   if (!reduce_split_k<P, MI * NI * 4, T>(acc, smem_raw)) return;
 
   const int g = lane / 4, t4 = lane % 4;
-  if (P::STAGED_EPILOGUE) {
+  if constexpr (P::STAGED_EPILOGUE) {
     // Every warp is done with the pipeline buffers before they hold C.
     __syncthreads();
     staged_epilogue<P, MI, NI, WTM, WTN, T>(reinterpret_cast<float*>(smem_raw), acc, wm, wn, g,
@@ -1307,7 +1378,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
     __syncthreads();
     swapped_epilogue<P, T>(reinterpret_cast<float*>(smem), acc, wg, warp % 4, g, t4, m0, n0, y,
                            bias, res);
-  } else if (P::STAGED_EPILOGUE) {
+  } else if constexpr (P::STAGED_EPILOGUE) {
     // Every warpgroup is done with the pipeline buffers before they hold C.
     __syncthreads();
     staged_epilogue<P, 1, NI, 16, BN, T>(reinterpret_cast<float*>(smem), acc, warp, 0, g, t4, m0,
@@ -1711,107 +1782,6 @@ __device__ __forceinline__ void pool2d(const typename P::TIn* __restrict__ x,
 
 }  // namespace aotune
 
-// ---- reduce.cu ----
-// aotune: reductions: GlobalAveragePool, GlobalMaxPool and ReduceMean (any
-// layout, any axes), and Softmax along one axis of a row-major value.
-//
-// reduce: one thread per V consecutive outputs (output physical order).
-// P::base(j) is the input offset of output j's first reduced element and
-// P::reduced(r) the offset of its r-th one in row-major order of the reduced
-// axes, so the sum runs in the CPU reference's order; a mean divides the f32
-// sum by the count once. For an NHWC global pool the V outputs are V
-// consecutive channels: a warp reads whole pixels.
-//
-// global_pool_nhwc: a global average/max pool of NHWC images
-// (global_pool.rs). CTA b owns LANES channel vectors (V channels each) of
-// image b / (CV / LANES); thread (lane, slice) reduces pixels slice,
-// slice + SLICES, ... of its vector with V-element loads, then the CTA
-// combines the SLICES partial results in shared memory in slice order
-// (deterministic) and writes V * LANES outputs; a mean divides the f32 sum
-// by H*W once, as the reference does.
-//
-// softmax: one thread per (outer, inner) slice, three passes over the axis
-// (max, sum of exp(x - max), exp(x - max) / sum), all in f32.
-
-namespace aotune {
-
-template <class P>
-__device__ __forceinline__ void reduce(const typename P::TIn* __restrict__ x,
-                                       typename P::TOut* __restrict__ y) {
-  constexpr int V = P::V, TOTAL = P::OUT_TOTAL / V;
-  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < TOTAL; j += gridDim.x * blockDim.x) {
-    const int base = P::base(j * V);
-    float acc[V];
-#pragma unroll
-    for (int e = 0; e < V; ++e) acc[e] = P::MAX ? neg_inf() : 0.0f;
-#pragma unroll 4
-    for (int r = 0; r < P::COUNT; ++r) {
-      float v[V];
-      load_f32<V>(x + base + P::reduced(r), v);
-#pragma unroll
-      for (int e = 0; e < V; ++e) acc[e] = P::MAX ? fmaxf(acc[e], v[e]) : acc[e] + v[e];
-    }
-    if (!P::MAX) {
-#pragma unroll
-      for (int e = 0; e < V; ++e) acc[e] = acc[e] / (float)P::COUNT;
-    }
-    store_f32<V>(y + j * V, acc);
-  }
-}
-
-template <class P>
-__device__ __forceinline__ void global_pool_nhwc(const typename P::TIn* __restrict__ x,
-                                                 typename P::TOut* __restrict__ y) {
-  constexpr int V = P::V, C = P::C, HW = P::HW, LANES = P::LANES, SLICES = P::SLICES;
-  constexpr int CV = C / V, GROUPS = (CV + LANES - 1) / LANES, WIDTH = LANES * V;
-  __shared__ float part[SLICES][WIDTH];
-  const int lane = threadIdx.x % LANES, slice = threadIdx.x / LANES;
-  const int n = blockIdx.x / GROUPS, group = blockIdx.x % GROUPS;
-  const int cv = group * LANES + lane;
-  float acc[V];
-#pragma unroll
-  for (int e = 0; e < V; ++e) acc[e] = P::MAX ? neg_inf() : 0.0f;
-  if (cv < CV) {
-    const typename P::TIn* base = x + (size_t)n * HW * C + cv * V;
-#pragma unroll 4
-    for (int p = slice; p < HW; p += SLICES) {
-      float v[V];
-      load_f32<V>(base + p * C, v);
-#pragma unroll
-      for (int e = 0; e < V; ++e) acc[e] = P::MAX ? fmaxf(acc[e], v[e]) : acc[e] + v[e];
-    }
-  }
-#pragma unroll
-  for (int e = 0; e < V; ++e) part[slice][lane * V + e] = acc[e];
-  __syncthreads();
-  for (int t = threadIdx.x; t < WIDTH; t += LANES * SLICES) {
-    const int c = group * WIDTH + t;
-    if (c >= C) break;
-    float a = part[0][t];
-#pragma unroll 4
-    for (int s = 1; s < SLICES; ++s) a = P::MAX ? fmaxf(a, part[s][t]) : a + part[s][t];
-    if (!P::MAX) a = a / (float)HW;
-    y[(size_t)n * C + c] = from_f32<typename P::TOut>(a);
-  }
-}
-
-template <class P>
-__device__ __forceinline__ void softmax(const typename P::TIn* __restrict__ x,
-                                        typename P::TOut* __restrict__ y) {
-  constexpr int D = P::AXIS_DIM, INNER = P::INNER, TOTAL = P::OUTER * INNER;
-  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < TOTAL; j += gridDim.x * blockDim.x) {
-    const int base = (j / INNER) * D * INNER + j % INNER;
-    float mx = neg_inf();
-    for (int d = 0; d < D; ++d) mx = fmaxf(mx, to_f32(x[base + d * INNER]));
-    float sum = 0.0f;
-    for (int d = 0; d < D; ++d) sum += expf(to_f32(x[base + d * INNER]) - mx);
-    for (int d = 0; d < D; ++d)
-      y[base + d * INNER] = from_f32<typename P::TOut>(expf(to_f32(x[base + d * INNER]) - mx) / sum);
-  }
-}
-
-}  // namespace aotune
-
 // ---- elementwise.cu ----
 // aotune: elementwise kernels: Convert (any layout and dtype to any other),
 // view copies the plan could not alias, Unary, Binary and Sum (numpy
@@ -2107,6 +2077,8 @@ struct conv_973f3cf9_wgmma_m64n32p5s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 12544;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 256, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 1;
@@ -2173,6 +2145,8 @@ struct conv_120440ee_mma_m32n32k64w2x2p2s1t_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 3136;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 64, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 2, SPLIT_K = 1;
@@ -2216,6 +2190,8 @@ struct conv_63fe5adf_wgmma_m128n32p6s2rsd_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 3136;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 576, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 128, BN = 32, BK = 64, WARPS_M = 8, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
@@ -2260,6 +2236,8 @@ struct conv_7e9866df_wgmma_m64n32p3s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 3136;
   static constexpr bool HAS_SC = true;
   static constexpr int K_MAIN = 64, SC_C = 64, SC_H = 56, SC_W = 56, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 3, SPLIT_K = 1;
@@ -2305,6 +2283,8 @@ struct conv_a108646c_wgmma_m64n32p6s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 3136;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 256, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
@@ -2349,6 +2329,8 @@ struct conv_75aac976_wgmma_m64n64p3s1r_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 3136;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 64, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 3, SPLIT_K = 1;
@@ -2394,6 +2376,8 @@ struct conv_0f655a00_wgmma_m64n64p6s1d_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 3136;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 256, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
@@ -2438,6 +2422,8 @@ struct conv_44c505d7_wgmma_m64n32p6s2rsdt_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 784;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 1152, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
@@ -2482,6 +2468,8 @@ struct conv_c07f5ecf_wgmma_m64n64p6s1_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 784;
   static constexpr bool HAS_SC = true;
   static constexpr int K_MAIN = 128, SC_C = 256, SC_H = 56, SC_W = 56, SC_SH = 2, SC_SW = 2;
   static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
@@ -2527,6 +2515,8 @@ struct conv_18bd6406_wgmma_m64n32p6s2rsd_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 784;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 512, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
@@ -2571,6 +2561,8 @@ struct conv_48c2d048_wgmma_m64n32p6s4rsd_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 784;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 1152, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 4;
@@ -2615,6 +2607,8 @@ struct conv_1e32aea3_wgmma_m64n32p3s1r_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 784;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 128, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 3, SPLIT_K = 1;
@@ -2660,6 +2654,8 @@ struct conv_c68ad69f_wgmma_m64n64p6s2rsd_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 784;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 512, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
@@ -2704,6 +2700,8 @@ struct conv_098434ab_wgmma_m64n32p6s6rsd_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 196;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 2304, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 6;
@@ -2748,6 +2746,8 @@ struct conv_e0e12d6f_wgmma_m64n32p6s2rsd_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 196;
   static constexpr bool HAS_SC = true;
   static constexpr int K_MAIN = 256, SC_C = 512, SC_H = 28, SC_W = 28, SC_SH = 2, SC_SW = 2;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
@@ -2793,6 +2793,8 @@ struct conv_93076c40_mma_m32n32k64w2x2p3s8rsdt_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 196;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 1024, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 3, SPLIT_K = 8;
@@ -2836,6 +2838,8 @@ struct conv_48e86b9e_wgmma_m64n64p6s6rsd_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 196;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 2304, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 6;
@@ -2880,6 +2884,8 @@ struct conv_282f15c5_wgmma_m64n64p6s1r_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 196;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 256, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
@@ -2925,6 +2931,8 @@ struct conv_6f8ef6f3_wgmma_m64n32p6s2rsd_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 196;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 1024, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
@@ -2969,6 +2977,8 @@ struct conv_d82ebd66_wgmma_m64n32p6s8rsd_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 49;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 4608, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 8;
@@ -3013,6 +3023,8 @@ struct conv_af188f81_wgmma_m64n32p5s4rsd_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 49;
   static constexpr bool HAS_SC = true;
   static constexpr int K_MAIN = 512, SC_C = 1024, SC_H = 14, SC_W = 14, SC_SH = 2, SC_SW = 2;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 5, SPLIT_K = 4;
@@ -3058,6 +3070,8 @@ struct conv_510ceff0_mma_m32n64k64w1x4p4s8rsdt_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 49;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 2048, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 1, WARPS_N = 4, STAGES = 4, SPLIT_K = 8;
@@ -3101,6 +3115,8 @@ struct conv_c46df034_mma_m32n32k64w1x2p4s8rsdt_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = true;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 49;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 4608, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 1, WARPS_N = 2, STAGES = 4, SPLIT_K = 8;
@@ -3124,7 +3140,7 @@ extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(64, 1) co
   aotune::conv_mma<conv_c46df034_mma_m32n32k64w1x2p4s8rsdt_p>(x, w, bias, nullptr, nullptr, y);
 }
 
-// FusedConv task 3e532f528cbe6711: conv2d50, conv2d53
+// FusedConv task 3e532f528cbe6711: conv2d50
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[2048x512x1x1]:cl:const in2=f32[2048]:const in3=f16[1x2048x7x7]:cl out=f16[1x2048x7x7]:cl
 // config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"direct","split_reduce":"spread"}
 struct conv_3e532f52_wgmma_m64n32p6s2rsd_p {
@@ -3144,6 +3160,8 @@ struct conv_3e532f52_wgmma_m64n32p6s2rsd_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 49;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 512, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
@@ -3169,22 +3187,50 @@ extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) c
   aotune::conv_wgmma<conv_3e532f52_wgmma_m64n32p6s2rsd_p>(x, w, bias, res, nullptr, y);
 }
 
-// GlobalAveragePool task 3718bb6d9b6b8e44: globalaveragepool1
-//  precision=fp16 in0=f16[1x2048x7x7]:cl out=f16[1x2048x1x1]:cl
-// config {"lanes":4,"slices":16}
-struct gpool_3718bb6d_l4s16_p {
+// FusedConv task 210f51a212247c86: conv2d53
+// k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu pool=avg precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[2048x512x1x1]:cl:const in2=f32[2048]:const in3=f16[1x2048x7x7]:cl out=f16[1x2048x1x1]:cl
+// config {"kernel":"mma","block_m":64,"block_n":32,"block_k":64,"warps_m":4,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
+struct conv_210f51a2_mma_m64n32k64w4x2p4s1_p {
   typedef __half TIn;
+  typedef __half TW;
+  typedef float TBias;
+  typedef __half TRes;
   typedef __half TOut;
-  static constexpr int N = 1, C = 2048, HW = 49, V = 8;
-  static constexpr int LANES = 4, SLICES = 16;
-  static constexpr bool MAX = false;
+  static constexpr int N = 1, H = 7, W = 7, C = 512;
+  static constexpr int K = 2048, R = 1, S = 1, P = 7, Q = 7, GROUPS = 1;
+  static constexpr int SH = 1, SW = 1, PH = 0, PW = 0, DH = 1, DW = 1;
+  static constexpr int GEMM_M = 49, GEMM_N = 2048, GEMM_K = 512;
+  static constexpr bool HAS_BIAS = true;
+  static constexpr bool HAS_RES = true;
+  static constexpr int ACT = 1;
+  static constexpr float CLIP_LO = 0.0f;
+  static constexpr float CLIP_HI = 0.0f;
+  static constexpr bool TF32 = false;
+  static constexpr bool A_BOUNDS = false;
+  static constexpr bool POOL = true;
+  static constexpr int POOL_PIXELS = 49;
+  static constexpr bool HAS_SC = false;
+  static constexpr int K_MAIN = 512, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
+  static constexpr bool A_VEC = true;
+  static constexpr bool B_VEC = true;
+  static constexpr bool CLUSTER_SPLIT = false;
+  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr int SPREAD_OFFSET = 0;
+  static constexpr bool STAGED_EPILOGUE = true;
+  static constexpr int EPI_MI = 1;
+  static constexpr bool RES_PREFETCH = false;
+  static constexpr int RES_OFFSET = 0;
+  static constexpr bool WEIGHTS_FIRST = true;
+  static constexpr bool EARLY_TRIGGER = false;
 };
-extern "C" __global__ void __launch_bounds__(64) gpool_3718bb6d_l4s16(
+extern "C" __global__ void __launch_bounds__(256, 1) conv_210f51a2_mma_m64n32k64w4x2p4s1(
     const __half* __restrict__ x,
+    const __half* __restrict__ w,
+    const float* __restrict__ bias,
+    const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::grid_dependency_wait();
-  aotune::launch_dependents();
-  aotune::global_pool_nhwc<gpool_3718bb6d_l4s16_p>(x, y);
+  aotune::conv_mma<conv_210f51a2_mma_m64n32k64w4x2p4s1_p>(x, w, bias, res, nullptr, y);
 }
 
 // Dense task daa08d99dfe80377: linear1
@@ -3207,6 +3253,8 @@ struct dense_daa08d99_gemv_w4r1u8_p {
   static constexpr float CLIP_HI = 0.0f;
   static constexpr bool TF32 = false;
   static constexpr bool A_BOUNDS = false;
+  static constexpr bool POOL = false;
+  static constexpr int POOL_PIXELS = 1;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 2048, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
   static constexpr int WARPS = 4, ROWS = 1, UNROLL = 8, V = 8;

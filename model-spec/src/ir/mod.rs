@@ -9,7 +9,7 @@ mod types;
 mod verify;
 
 pub use graph::{Graph, Node, NodeId, Patch, Value, ValueId, ValueKind};
-pub use op::{Activation, BinaryOp, Conv2d, Epilogue, Op, Pool2d, Shortcut, UnaryOp};
+pub use op::{Activation, BinaryOp, Conv2d, Epilogue, GlobalPool, Op, Pool2d, Shortcut, UnaryOp};
 pub use print::print_graph;
 pub use shape::{broadcast, infer_shape, MAX_ELEMENTS};
 pub use types::{numel, round_tf32, DType, Layout, Precision};

@@ -177,6 +177,27 @@ impl fmt::Display for Shortcut {
     }
 }
 
+/// A global pool over a [`Op::FusedConv`]'s output pixels, run in its
+/// epilogue: the op's output is then `[N, K, 1, 1]`, the pool of the
+/// `[N, K, P, Q]` convolution output rounded to the output dtype, as a
+/// `GlobalAveragePool` node reading that value would compute it (the f32
+/// sum over pixels in order, one division, one rounding).
+/// [`crate::passes::fuse_global_pool`] builds it where one output tile of
+/// the convolution holds every pixel of the batch (batch 1 of ResNet-50's
+/// last conv), so the 7×7×2048 activation is never written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum GlobalPool {
+    Avg,
+}
+
+impl fmt::Display for GlobalPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            GlobalPool::Avg => f.write_str("avg"),
+        }
+    }
+}
+
 /// Elementwise binary operators with numpy broadcasting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum BinaryOp {
@@ -268,12 +289,15 @@ pub enum Op {
     },
     /// Convolution with a fused epilogue. Inputs: x, w, [bias], [residual],
     /// [shortcut input] ([`Shortcut`]). Layouts and dtypes are those of the
-    /// input and output values.
+    /// input and output values. With `pool` the output is the global pool
+    /// of the convolution's ([`GlobalPool`]).
     FusedConv {
         conv: Conv2d,
         epilogue: Epilogue,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         shortcut: Option<Shortcut>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pool: Option<GlobalPool>,
     },
     /// `y[M,N] = act(x[M,K] · w[N,K]ᵀ + bias + residual)`. Inputs: x, w, [bias], [residual].
     Dense {
@@ -397,10 +421,17 @@ impl Op {
                 conv: c,
                 epilogue,
                 shortcut,
-            } => match shortcut {
-                None => format!("{} epilogue={epilogue}", conv(c)),
-                Some(sc) => format!("{} epilogue={epilogue} shortcut={sc}", conv(c)),
-            },
+                pool,
+            } => {
+                let mut s = format!("{} epilogue={epilogue}", conv(c));
+                if let Some(sc) = shortcut {
+                    s += &format!(" shortcut={sc}");
+                }
+                if let Some(p) = pool {
+                    s += &format!(" pool={p}");
+                }
+                s
+            }
             Op::BatchNorm { epsilon } => format!("eps={epsilon:e}"),
             Op::Unary(UnaryOp::Clip { min, max }) => format!("min={min} max={max}"),
             Op::Unary(_) | Op::Binary(_) | Op::Sum | Op::MatMul | Op::Identity | Op::Convert => {

@@ -233,6 +233,7 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
             conv,
             epilogue,
             shortcut,
+            pool,
         } => {
             let res = 2 + epilogue.bias as usize;
             let want = res + epilogue.residual as usize + shortcut.is_some() as usize;
@@ -250,7 +251,10 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
                     inputs[res]
                 ));
             }
-            Ok(out)
+            Ok(match pool {
+                None => out,
+                Some(_) => vec![out[0], out[1], 1, 1],
+            })
         }
         Op::Dense { epilogue } => {
             let want = 2 + epilogue.bias as usize + epilogue.residual as usize;
@@ -494,6 +498,7 @@ mod tests {
                 ..Epilogue::NONE
             },
             shortcut: Some(Shortcut { strides: [2, 2] }),
+            pool: None,
         };
         let (x, bias, xs): (&[usize], &[usize], &[usize]) =
             (&[2, 64, 7, 7], &[256], &[2, 32, 14, 14]);

@@ -211,6 +211,30 @@ fn matmul(a: &[f32], b: &[f32], [m, k, n]: [usize; 3], [ta, tb]: [bool; 2]) -> V
 fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Vec<f32> {
     let plane = |shape: &[usize]| numel(&shape[2..]);
     match op {
+        Op::FusedConv {
+            conv: c,
+            epilogue: e,
+            shortcut,
+            pool: Some(_),
+        } => {
+            // The convolution over its full output, then the mean of each
+            // plane (the intermediate is not rounded to the storage dtype
+            // here; the result is, as every node's).
+            let [p, q] = c
+                .output_hw(shapes[0][2], shapes[0][3])
+                .expect("a pooled conv's geometry fits its input");
+            let full = [out[0], out[1], p, q];
+            let unpooled = Op::FusedConv {
+                conv: *c,
+                epilogue: *e,
+                shortcut: *shortcut,
+                pool: None,
+            };
+            let y = eval_node(&unpooled, args, shapes, &full);
+            y.chunks(p * q)
+                .map(|px| (px.iter().map(|&v| v as f64).sum::<f64>() / (p * q) as f64) as f32)
+                .collect()
+        }
         Op::Conv(c) => {
             let y = conv(c, args[0], shapes[0], args[1], shapes[1], out);
             let e = Epilogue {
@@ -223,6 +247,7 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
             conv: c,
             epilogue: e,
             shortcut: None,
+            pool: None,
         } => {
             let y = conv(c, args[0], shapes[0], args[1], shapes[1], out);
             epilogue(e, y, args, 2, |i| (i / plane(out)) % out[1])
@@ -231,6 +256,7 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
             conv: c,
             epilogue: e,
             shortcut: Some(sc),
+            pool: None,
         } => {
             // Weight rows [C | Cs]: the main 1×1 conv, then the strided one.
             let last = args.len() - 1;

@@ -61,6 +61,7 @@ pub fn fuse_epilogue(graph: &mut Graph) -> Result<PassSummary, PassError> {
                     conv,
                     epilogue,
                     shortcut: None,
+                    pool: None,
                 },
                 inputs,
                 output: graph.node(last).output,

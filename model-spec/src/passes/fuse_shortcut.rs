@@ -68,6 +68,7 @@ pub fn fuse_shortcut(graph: &mut Graph) -> Result<PassSummary, PassError> {
                     shortcut: Some(Shortcut {
                         strides: pair.strides,
                     }),
+                    pool: None,
                 },
                 inputs,
                 output: adder.output,
@@ -115,6 +116,7 @@ fn pair_of(
         conv,
         epilogue,
         shortcut: None,
+        pool: None,
     } = node.op
     else {
         return None;
@@ -129,6 +131,7 @@ fn pair_of(
         conv: pconv,
         epilogue: pepi,
         shortcut: None,
+        pool: None,
     } = producer.op
     else {
         return None;

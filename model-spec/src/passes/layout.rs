@@ -377,6 +377,7 @@ mod tests {
             conv,
             epilogue: Epilogue::NONE,
             shortcut: None,
+            pool: None,
         };
         let a = b.node("conv", fused, &[x, w]);
         let s = b.node("sigmoid", Op::Unary(UnaryOp::Sigmoid), &[a]);

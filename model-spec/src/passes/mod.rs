@@ -12,7 +12,8 @@
 //! input's NHWC `Convert` doubles as its f16/bf16 conversion, and the stem's
 //! space-to-depth rewrite and channel padding come after both (they rewrite
 //! that f16/bf16 NHWC `Convert`); the space-to-depth rewrite runs first, and
-//! the padding takes the conversions it left.
+//! the padding takes the conversions it left. The global pool joins its
+//! conv last, once layouts and dtypes are final.
 
 mod dce;
 mod dense;
@@ -20,6 +21,7 @@ mod dense;
 mod direct_eval;
 mod fold_batch_norm;
 mod fuse_epilogue;
+mod fuse_global_pool;
 mod fuse_shortcut;
 mod layout;
 mod pad_channels;
@@ -32,6 +34,7 @@ pub use dce::dce;
 pub use dense::{canonicalize_global_pool, lower_dense};
 pub use fold_batch_norm::fold_batch_norm;
 pub use fuse_epilogue::fuse_epilogue;
+pub use fuse_global_pool::{fuse_global_pool, MAX_POOLED_PIXELS};
 pub use fuse_shortcut::fuse_shortcut;
 pub use layout::to_channels_last;
 pub use pad_channels::pad_input_channels;
@@ -154,8 +157,9 @@ impl fmt::Display for PassReport {
 
 /// Runs every pass in order: dce → fold_batch_norm → canonicalize_global_pool
 /// → fuse_epilogue → fuse_shortcut → lower_dense → to_channels_last (if enabled) →
-/// apply_precision → space_to_depth_input → pad_input_channels → dce. Each
-/// pass verifies the graph it leaves in debug and test builds.
+/// apply_precision → space_to_depth_input → pad_input_channels →
+/// fuse_global_pool → dce. Each pass verifies the graph it leaves in debug
+/// and test builds.
 pub fn optimize(graph: &mut Graph, options: &PassOptions) -> Result<PassReport, PassError> {
     let mut report = PassReport::default();
     report.passes.push(dce(graph)?);
@@ -172,6 +176,7 @@ pub fn optimize(graph: &mut Graph, options: &PassOptions) -> Result<PassReport, 
         .push(apply_precision(graph, options.precision)?);
     report.passes.push(space_to_depth_input(graph)?);
     report.passes.push(pad_input_channels(graph)?);
+    report.passes.push(fuse_global_pool(graph)?);
     report.passes.push(dce(graph)?);
     Ok(report)
 }
@@ -214,7 +219,7 @@ impl Uses {
 mod tests {
     use super::test_graphs::{op_counts, rel_l2, Builder};
     use super::*;
-    use crate::ir::{DType, Layout, Op, ValueKind};
+    use crate::ir::{DType, Layout, Node, Op, ValueKind};
     use crate::reference::{self, RunOptions};
 
     /// The optimized graph's output against the original's, both on the CPU
@@ -228,13 +233,21 @@ mod tests {
 
     /// The op counts ResNet-50 must come out of [`optimize`] with, after
     /// its input conversion (`Convert`, or `SpaceToDepth` at f16/bf16).
-    const RESNET50_OPTIMIZED: [(&str, usize); 5] = [
-        ("Dense", 1),
-        ("Flatten", 1),
-        ("FusedConv", 49),
-        ("GlobalAveragePool", 1),
-        ("MaxPool", 1),
-    ];
+    /// With `pooled`, the GlobalAveragePool is the last conv's epilogue.
+    fn resnet50_optimized(pooled: bool) -> Vec<(&'static str, usize)> {
+        let mut counts = vec![("Dense", 1), ("Flatten", 1), ("FusedConv", 49)];
+        if !pooled {
+            counts.push(("GlobalAveragePool", 1));
+        }
+        counts.push(("MaxPool", 1));
+        counts
+    }
+
+    /// FusedConvs whose epilogue pools their output.
+    fn pooled_convs(graph: &Graph) -> usize {
+        let pooled = |n: &&Node| matches!(n.op, Op::FusedConv { pool: Some(_), .. });
+        graph.nodes.iter().filter(pooled).count()
+    }
 
     /// ResNet-50's input conversion on `size`² images: a `Convert`, or at
     /// f16/bf16 (`folded`) the stem's space-to-depth image (2×2 blocks of
@@ -257,12 +270,13 @@ mod tests {
     /// Checks `opt` is exactly the input conversion `convert`, 49 FusedConv
     /// (12 with a residual, 4 with the downsample blocks' projection as a
     /// shortcut; the stem a 4×4 stride-1 one after a `SpaceToDepth`),
-    /// MaxPool, GlobalAveragePool, Flatten, Dense, laid out NHWC up to the
-    /// Flatten.
-    fn check_resnet50(opt: &Graph, convert: &Op) {
+    /// MaxPool, GlobalAveragePool (with `pooled`, fused into the last
+    /// conv), Flatten, Dense, laid out NHWC up to the Flatten.
+    fn check_resnet50(opt: &Graph, convert: &Op, pooled: bool) {
         let mut counts = op_counts(opt);
         counts.retain(|&(kind, n)| !(kind == convert.kind() && n == 1));
-        assert_eq!(counts, RESNET50_OPTIMIZED);
+        assert_eq!(counts, resnet50_optimized(pooled));
+        assert_eq!(pooled_convs(opt), pooled as usize);
         assert_eq!(residual_and_shortcut_convs(opt), (12, 4));
         assert_eq!(opt.nodes[0].op, *convert);
         assert_eq!(opt.nodes[0].inputs, opt.inputs);
@@ -373,6 +387,7 @@ mod tests {
         precision: no change
         space_to_depth: no change
         pad_channels: no change
+        fuse_global_pool: no change
         dce: no change
         ");
         let want = direct_eval::evaluate(&graph, &[&input]);
@@ -394,10 +409,8 @@ mod tests {
                 check_storage(&opt, precision.storage());
                 let kinds: Vec<&str> = opt.nodes.iter().map(|n| n.op.kind()).collect();
                 let head = if dynamo { "Reshape" } else { "Flatten" };
-                assert_eq!(
-                    kinds[kinds.len() - 3..],
-                    ["GlobalAveragePool", head, "Dense"]
-                );
+                assert_eq!(kinds[kinds.len() - 3..], ["FusedConv", head, "Dense"]);
+                assert_eq!(pooled_convs(&opt), 1, "{precision}: the pool is fused");
                 let got = direct_eval::evaluate(&opt, &[&input]);
                 let error = rel_l2(&got[0], &want[0]);
                 let bound = if precision == Precision::Fp16 {
@@ -431,8 +444,9 @@ mod tests {
         );
         for precision in [Precision::Fp32, Precision::Fp16] {
             let (opt, report) = optimized(&graph, precision);
-            let convert = resnet50_input_conversion(32, precision == Precision::Fp16);
-            check_resnet50(&opt, &convert);
+            let fp16 = precision == Precision::Fp16;
+            let convert = resnet50_input_conversion(32, fp16);
+            check_resnet50(&opt, &convert, fp16);
             assert_eq!(
                 report.count("fold_batch_norm", "BatchNormalization folded"),
                 53
@@ -451,7 +465,7 @@ mod tests {
         let imported = crate::onnx::import_bytes(&model, "zoo resnet50", &options).unwrap();
         let (opt, report) = optimized(&imported.graph, Precision::Fp16);
         let size = imported.graph.value(imported.graph.inputs[0]).shape[2];
-        check_resnet50(&opt, &resnet50_input_conversion(size, true));
+        check_resnet50(&opt, &resnet50_input_conversion(size, true), true);
         check_storage(&opt, DType::F16);
         insta::assert_snapshot!(report.to_string(), @r"
         dce: no change
@@ -464,6 +478,7 @@ mod tests {
         precision: 53 activations f16, 50 weights f16
         space_to_depth: 1 input Convert rewritten, 1 SpaceToDepth, 1 convolutions made stride 1, 1 weights rearranged
         pad_channels: no change
+        fuse_global_pool: 1 GlobalAveragePool fused into its conv
         dce: no change
         ");
     }

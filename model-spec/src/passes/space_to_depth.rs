@@ -108,6 +108,7 @@ pub fn space_to_depth_input(graph: &mut Graph) -> Result<PassSummary, PassError>
                     conv: geometry,
                     epilogue,
                     shortcut,
+                    pool,
                 } = conv.op
                 else {
                     continue;
@@ -133,6 +134,7 @@ pub fn space_to_depth_input(graph: &mut Graph) -> Result<PassSummary, PassError>
                             conv: folded,
                             epilogue,
                             shortcut,
+                            pool,
                         },
                         inputs,
                         ..conv.clone()

@@ -124,6 +124,7 @@ impl Builder {
                 conv,
                 epilogue,
                 shortcut: None,
+                pool: None,
             };
             self.op(name, op, &inputs)
         } else {

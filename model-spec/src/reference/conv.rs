@@ -500,6 +500,7 @@ mod tests {
                     conv: case.geometry,
                     epilogue: e,
                     shortcut: None,
+                    pool: None,
                 }
             }
         };

@@ -12,7 +12,9 @@ use super::layout::{relayout, relayout_vec, to_row_major};
 use super::storage::Storage;
 use super::{conv, elementwise, gemm, pool, reduce, shape_ops, softmax};
 use super::{Accumulate, RunError, RunOptions};
-use crate::ir::{verify, Epilogue, Graph, Layout, Op, Precision, ValueId};
+use crate::ir::{
+    infer_shape, verify, DType, Epilogue, GlobalPool, Graph, Layout, Op, Precision, ValueId,
+};
 use std::borrow::Cow;
 
 /// What [`execute`] returns.
@@ -54,6 +56,7 @@ impl Tensor<'_> {
 /// The value an op writes (its logical shape; the loop handles its layout).
 pub(crate) struct OutSpec<'a> {
     pub shape: &'a [usize],
+    pub dtype: DType,
 }
 
 /// An op's result: f32 elements in the physical order of `layout` (not yet
@@ -217,6 +220,7 @@ fn execute_verified<S: Storage>(
                 .map_err(fail)?;
             let out = OutSpec {
                 shape: &out_value.shape,
+                dtype: out_value.dtype,
             };
             let result = run_op(&ctx, &node.op, &tensors, &out).map_err(|e| fail(e.0))?;
             drop(tensors);
@@ -256,6 +260,46 @@ fn execute_verified<S: Storage>(
     }
 }
 
+/// A [`GlobalPool::Avg`] `FusedConv`: the convolution, its output rounded
+/// to the output dtype as a stored value would be, then the global average
+/// pool of that value (the steps of the unfused pair).
+fn pooled_conv(
+    ctx: &Ctx,
+    geometry: &crate::ir::Conv2d,
+    epilogue: &Epilogue,
+    shortcut: &Option<crate::ir::Shortcut>,
+    inputs: &[Tensor],
+    out: &OutSpec,
+) -> OpResult {
+    let unpooled = Op::FusedConv {
+        conv: *geometry,
+        epilogue: *epilogue,
+        shortcut: *shortcut,
+        pool: None,
+    };
+    let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape).collect();
+    let shape = infer_shape(&unpooled, &shapes)?;
+    let conv_out = OutSpec {
+        shape: &shape,
+        dtype: out.dtype,
+    };
+    let mut full = conv::conv(
+        ctx,
+        geometry,
+        epilogue,
+        shortcut.as_ref(),
+        inputs,
+        &conv_out,
+    )?;
+    super::storage::round_to(out.dtype, &mut full.data);
+    let tensor = Tensor {
+        data: Cow::Owned(full.data),
+        shape: &shape,
+        layout: full.layout,
+    };
+    pool::global_pool(ctx, pool::Global::Average, &[tensor])
+}
+
 /// Dispatches one op.
 fn run_op(ctx: &Ctx, op: &Op, inputs: &[Tensor], out: &OutSpec) -> OpResult {
     match op {
@@ -270,7 +314,14 @@ fn run_op(ctx: &Ctx, op: &Op, inputs: &[Tensor], out: &OutSpec) -> OpResult {
             conv: geometry,
             epilogue,
             shortcut,
+            pool: None,
         } => conv::conv(ctx, geometry, epilogue, shortcut.as_ref(), inputs, out),
+        Op::FusedConv {
+            conv: geometry,
+            epilogue,
+            shortcut,
+            pool: Some(GlobalPool::Avg),
+        } => pooled_conv(ctx, geometry, epilogue, shortcut, inputs, out),
         Op::BatchNorm { epsilon } => elementwise::batch_norm(ctx, *epsilon, inputs),
         Op::Unary(unary) => elementwise::unary(*unary, inputs),
         Op::Binary(binary) => elementwise::binary(*binary, inputs, out),

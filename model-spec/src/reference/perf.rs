@@ -60,6 +60,7 @@ impl Net {
                 },
             },
             shortcut: None,
+            pool: None,
         };
         let y = self.b.node(op, &inputs);
         self.b.set(y, self.layout, DType::F32);

@@ -69,8 +69,16 @@ pub fn node_flops(graph: &Graph, node: NodeId) -> u64 {
         Op::Conv(c) | Op::FusedConv { conv: c, .. } => {
             let w = in_shape(1);
             let macs_per_out = (w[1] * w[2] * w[3]) as u64;
-            let _ = c;
-            2 * out_elems * macs_per_out
+            // A pooled conv's output is [N, K, 1, 1]; its products are the
+            // convolution's, over every pixel of its output.
+            let pixels = match n.op {
+                Op::FusedConv { pool: Some(_), .. } => {
+                    let x = in_shape(0);
+                    c.output_hw(x[2], x[3]).map_or(1, |[p, q]| (p * q) as u64)
+                }
+                _ => 1,
+            };
+            2 * out_elems * pixels * macs_per_out
         }
         Op::Dense { .. } | Op::Gemm { .. } => {
             let k = if let Op::Gemm { trans_a: true, .. } = n.op {

@@ -89,6 +89,7 @@ pub(crate) fn conv_shape(batch: usize, layer: usize, dtype: DType) -> ConvShape 
         bias: Some(DType::F32),
         activation: Activation::Relu,
         shortcut: None,
+        pool: false,
         precision: if dtype == DType::F16 {
             Precision::Fp16
         } else {

@@ -33,7 +33,11 @@
 //! warpgroups, 3 stages, two CTAs per SM, so one CTA's epilogue overlaps the
 //! other's main loop), 192×64 where N = 64, and the staged epilogue, whose
 //! whole-sector stores matter once output and residual traffic reach device
-//! memory. A test checks this text against the rule.
+//! memory. At batch 1 (fp16, bf16, tf32) the last conv, `conv53`, has
+//! the global average pool in its epilogue (`pool=avg`,
+//! [`crate::passes::fuse_global_pool`]): a task of its own, whose configs
+//! need the staged epilogue and one M tile over all 49 rows. A test checks
+//! this text against the rule.
 //!
 //! ```text
 //! batch 1, fp16 / bf16: tensor cores (m16n8k16)
@@ -60,8 +64,9 @@
 //! conv46          49 x 2048 x 1536  mma_m64n64k64w2x4p3s4       128 CTAs x 256 threads
 //! conv48 x2       49 x  512 x 2048  mma_m32n64k64w2x4p4s6d       96 CTAs x 256 threads
 //! conv49 x2       49 x  512 x 4608  mma_m32n64k64w2x4p4s6d       96 CTAs x 256 threads
-//! conv50 x2       49 x 2048 x  512  mma_m32n64k64w2x4p4s1d       64 CTAs x 256 threads
-//! 49 launches, 5046 CTAs, 24 distinct kernels
+//! conv50          49 x 2048 x  512  mma_m32n64k64w2x4p4s1d       64 CTAs x 256 threads
+//! conv53          49 x 2048 x  512  mma_m64n32k64w4x2p4s1        64 CTAs x 256 threads
+//! 49 launches, 5046 CTAs, 25 distinct kernels
 //! batch 1, tf32: tensor cores (m16n8k8, f32 data rounded to tf32)
 //! conv1        12544 x   64 x  147  mma_m128n64k16w4x2p4s1d      98 CTAs x 256 threads
 //! conv2         3136 x   64 x   64  mma_m32n64k32w2x4p4s1d       98 CTAs x 256 threads
@@ -86,8 +91,9 @@
 //! conv46          49 x 2048 x 1536  mma_m64n64k32w2x4p3s4d      128 CTAs x 256 threads
 //! conv48 x2       49 x  512 x 2048  mma_m32n64k32w2x4p4s6d       96 CTAs x 256 threads
 //! conv49 x2       49 x  512 x 4608  mma_m64n64k32w2x4p3s12d      96 CTAs x 256 threads
-//! conv50 x2       49 x 2048 x  512  mma_m32n64k32w2x4p4s2d      128 CTAs x 256 threads
-//! 49 launches, 5190 CTAs, 24 distinct kernels
+//! conv50          49 x 2048 x  512  mma_m32n64k32w2x4p4s2d      128 CTAs x 256 threads
+//! conv53          49 x 2048 x  512  mma_m64n32k32w4x2p4s2       128 CTAs x 256 threads
+//! 49 launches, 5190 CTAs, 25 distinct kernels
 //! batch 1, fp32: SIMT (strict FFMA)
 //! conv1        12544 x   64 x  147  simt_m64n64k8t4x4s2         392 CTAs x 256 threads
 //! conv2         3136 x   64 x   64  simt_m32n32k16t4x4s4        784 CTAs x  64 threads
@@ -232,6 +238,12 @@ impl KernelConfig for ConvConfig {
     }
 
     fn validate(&self, shape: &ConvShape) -> Result<(), String> {
+        if shape.pool && matches!(self, ConvConfig::Simt(_) | ConvConfig::Direct(_)) {
+            return Err(
+                "the SIMT and direct kernels have no pooled epilogue (the tensor-core ones do)"
+                    .into(),
+            );
+        }
         match self {
             ConvConfig::Simt(c) => c.validate(shape),
             ConvConfig::Mma(c) => c.validate(shape),
@@ -409,19 +421,28 @@ fn channels_last_bytes(shape: &[usize], layout: Layout) -> bool {
 /// The [`ConvShape`] of a `FusedConv` or `Conv` node.
 pub fn conv_shape(graph: &Graph, node: NodeId) -> Result<ConvShape, String> {
     let n = graph.node(node);
-    let (geometry, bias, residual, activation, shortcut) = match &n.op {
+    let (geometry, bias, residual, activation, shortcut, pool) = match &n.op {
         Op::FusedConv {
             conv,
             epilogue,
             shortcut,
+            pool,
         } => (
             conv,
             epilogue.bias,
             epilogue.residual,
             epilogue.activation,
             *shortcut,
+            pool.is_some(),
         ),
-        Op::Conv(conv) => (conv, n.inputs.len() == 3, false, Activation::None, None),
+        Op::Conv(conv) => (
+            conv,
+            n.inputs.len() == 3,
+            false,
+            Activation::None,
+            None,
+            false,
+        ),
         other => return Err(format!("{} is not a convolution", other.kind())),
     };
     let value = |i: usize| {
@@ -457,7 +478,15 @@ pub fn conv_shape(graph: &Graph, node: NodeId) -> Result<ConvShape, String> {
     }
     let [bn, c, h, wd] = [x.shape[0], x.shape[1], x.shape[2], x.shape[3]];
     let [k, _, r, s] = [w.shape[0], w.shape[1], w.shape[2], w.shape[3]];
-    let [p, q] = [y.shape[2], y.shape[3]];
+    // A pooled conv's output is [N, K, 1, 1]: its GEMM runs over the
+    // convolution's own output pixels.
+    let [p, q] = if pool {
+        geometry
+            .output_hw(h, wd)
+            .ok_or("the pooled convolution's window does not fit its input")?
+    } else {
+        [y.shape[2], y.shape[3]]
+    };
     Ok(ConvShape {
         n: bn,
         c,
@@ -486,6 +515,7 @@ pub fn conv_shape(graph: &Graph, node: NodeId) -> Result<ConvShape, String> {
             stride: sc.strides,
             dtype: v.dtype,
         }),
+        pool,
     })
 }
 

@@ -10,8 +10,8 @@
 use super::gpu::{self, Gpu, Loaded};
 use super::source::{assemble, Instance};
 use super::sweep_tests::{
-    conv_cases, dense_cases, misc_cases, mma_coverage, node_instance, sample, spread_variants,
-    stem_head_cases,
+    conv_cases, dense_cases, misc_cases, mma_coverage, node_instance, pooled_cases, sample,
+    spread_variants, stem_head_cases,
 };
 use super::test_graphs::values;
 use super::*;
@@ -222,6 +222,30 @@ fn gpu_templates_match_the_reference() {
         cases.extend(misc_cases(precision));
         failures.extend(check_cases(gpu, precision, cases));
     }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Convolutions with the global average pool in their epilogue
+/// (`sweep_tests::pooled_cases`), each over a sample of its space, against
+/// the reference.
+#[test]
+fn gpu_pooled_convs_match_the_reference() {
+    let Some((gpu, _guard)) = gpu_or_skip() else {
+        return;
+    };
+    let mut failures = Vec::new();
+    let mut cases = 0;
+    for precision in Precision::ALL {
+        let pooled = pooled_cases(precision);
+        cases += pooled.len();
+        failures.extend(check_cases(gpu, precision, pooled));
+    }
+    assert!(cases >= 6, "pooled cases under fp16, bf16 and tf32");
     assert!(
         failures.is_empty(),
         "{} failures:\n{}",

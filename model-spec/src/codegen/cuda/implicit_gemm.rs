@@ -81,6 +81,10 @@ pub struct ConvShape {
     /// A second, strided 1×1 conv summed into the same accumulators (its
     /// weights are the last `shortcut.c` columns of each weight row).
     pub shortcut: Option<ShortcutShape>,
+    /// The epilogue ends in a global average pool over each image's P·Q
+    /// pixels (`FusedConv` with `pool`): the output is `[N, K]`, written
+    /// only by configs whose one M tile holds all N·P·Q rows.
+    pub pool: bool,
 }
 
 impl ConvShape {
@@ -120,6 +124,7 @@ impl ConvShape {
             activation,
             precision,
             shortcut: None,
+            pool: false,
         }
     }
 
@@ -172,7 +177,9 @@ impl ConvShape {
         let short = self
             .shortcut
             .map_or(0, |sc| self.gemm_m() * sc.c * sc.dtype.size());
-        (input + weights + out * self.out_dtype.size() + res + short) as f64
+        // A pooled epilogue writes one vector per image.
+        let stored = if self.pool { self.n * self.k } else { out };
+        (input + weights + stored * self.out_dtype.size() + res + short) as f64
     }
 
     /// Renders the shape, dtypes and epilogue constants every conv template
@@ -221,7 +228,9 @@ impl ConvShape {
             .float("CLIP_LO", lo)
             .float("CLIP_HI", hi)
             .boolean("TF32", self.precision == Precision::Tf32)
-            .boolean("A_BOUNDS", self.needs_bounds());
+            .boolean("A_BOUNDS", self.needs_bounds())
+            .boolean("POOL", self.pool)
+            .int("POOL_PIXELS", (self.p * self.q) as u32);
         let sc = self.shortcut;
         p.boolean("HAS_SC", sc.is_some()).ints(&[
             ("K_MAIN", self.main_k() as i64),
@@ -554,6 +563,7 @@ pub(super) mod tests {
                 DType::BF16 => Precision::Bf16,
             },
             shortcut: None,
+            pool: false,
         }
     }
 

@@ -277,6 +277,10 @@ impl MmaConfig {
     /// unless even one row per pass does not fit.
     pub fn epilogue_mi(&self, shape: &ConvShape) -> usize {
         let mi = (self.warp_tile().0 / 16).max(1);
+        if shape.pool {
+            // The pooled epilogue sums columns over the whole staged tile.
+            return mi;
+        }
         let budget = self.pipeline_bytes(shape);
         (1..=mi)
             .rev()
@@ -424,6 +428,7 @@ impl MmaConfig {
                 "split_reduce spread finishes each rank's share with the direct epilogue".into(),
             );
         }
+        check_pooled_tile(shape, self.block_m, self.epilogue)?;
         mma_grid(shape, self.block_m, self.block_n, self.split_k).map(|_| ())
     }
 
@@ -584,6 +589,38 @@ pub(super) fn epilogue_model(
         MmaEpilogue::Staged => (1.0, 2 * (bm * bn) as usize * 4, 2 * passes),
         MmaEpilogue::Direct => ((8.0 * shape.out_dtype.size() as f64 / 32.0).min(1.0), 0, 0),
     }
+}
+
+/// What a pooled epilogue ([`ConvShape::pool`]) needs of a tensor-core
+/// tile: the staged epilogue (the finished tile stays in its staging for
+/// the column sums; a spread split-K, which ends in the direct epilogue, is
+/// excluded with it), one M tile over all N·P·Q rows, and whole 16-byte
+/// output chunks.
+pub(super) fn check_pooled_tile(
+    shape: &ConvShape,
+    block_m: u32,
+    epilogue: MmaEpilogue,
+) -> Result<(), String> {
+    if !shape.pool {
+        return Ok(());
+    }
+    if epilogue != MmaEpilogue::Staged {
+        return Err("a pooled epilogue sums the staged tile: epilogue must be staged".into());
+    }
+    if (block_m as usize) < shape.gemm_m() {
+        return Err(format!(
+            "a pooled epilogue needs every pixel in one M tile: block_m {block_m} < {} rows",
+            shape.gemm_m()
+        ));
+    }
+    let per_chunk = 16 / shape.out_dtype.size();
+    if shape.gemm_n() % per_chunk != 0 {
+        return Err(format!(
+            "a pooled epilogue stores whole 16-byte chunks: K = {} is not a multiple of {per_chunk}",
+            shape.gemm_n()
+        ));
+    }
+    Ok(())
 }
 
 /// The parameters the tensor-core templates' shared loader, epilogues and

@@ -11,8 +11,8 @@ use super::source::{assemble, Instance};
 use super::test_graphs::{one_op, In};
 use super::*;
 use crate::ir::{
-    Activation, BinaryOp, Conv2d, DType, Epilogue, Graph, Layout, NodeId, Op, Pool2d, Precision,
-    Shortcut, UnaryOp,
+    Activation, BinaryOp, Conv2d, DType, Epilogue, GlobalPool, Graph, Layout, NodeId, Op, Pool2d,
+    Precision, Shortcut, UnaryOp,
 };
 use serde::Serialize;
 
@@ -170,6 +170,7 @@ pub(crate) fn conv_graph(
             conv,
             epilogue,
             shortcut: None,
+            pool: None,
         },
         &inputs,
         out_dtype,
@@ -210,6 +211,7 @@ pub(crate) fn shortcut_graph(
         shortcut: Some(Shortcut {
             strides: [stride; 2],
         }),
+        pool: None,
     };
     one_op(op, &inputs, s, cl, precision).0
 }
@@ -364,6 +366,57 @@ pub(crate) fn conv_cases(precision: Precision) -> Vec<(String, Graph)> {
     ]
 }
 
+/// Convolutions with the global average pool in their epilogue
+/// (`pool: Some(Avg)`), under the tensor-core precisions (strict fp32's
+/// SIMT kernel has none): ResNet-50's last conv at batch 1 over fewer
+/// channels (7×7 pixels, bias + residual + ReLU), and two images of 4×4
+/// 3×3 outputs in one tile (M = 32, K = 72).
+pub(crate) fn pooled_cases(precision: Precision) -> Vec<(String, Graph)> {
+    if precision == Precision::Fp32 {
+        return Vec::new();
+    }
+    let s = precision.storage();
+    let epilogue = |residual| Epilogue {
+        bias: true,
+        residual,
+        activation: Activation::Relu,
+    };
+    let pooled = |mut graph: Graph| {
+        let node = &mut graph.nodes[0];
+        if let Op::FusedConv { pool, .. } = &mut node.op {
+            *pool = Some(GlobalPool::Avg);
+        }
+        let out = node.output;
+        let y = &mut graph.values[out.index()];
+        y.shape = vec![y.shape[0], y.shape[1], 1, 1];
+        graph
+    };
+    let last = conv_graph(
+        1,
+        128,
+        [7, 7],
+        256,
+        geometry(1, 1, [0; 4], 1, 1),
+        epilogue(true),
+        precision,
+        s,
+    );
+    let two = conv_graph(
+        2,
+        32,
+        [4, 4],
+        72,
+        geometry(3, 1, [1; 4], 1, 1),
+        epilogue(false),
+        precision,
+        s,
+    );
+    vec![
+        ("pooled7x7".into(), pooled(last)),
+        ("pooled2x4x4".into(), pooled(two)),
+    ]
+}
+
 /// Tensor-core configs that exercise each path of `conv_mma.cu` on `shape`:
 /// the first valid config (in search-space order) with each of: staged and
 /// direct epilogue under split-K, a staged epilogue of several passes, the
@@ -445,7 +498,10 @@ pub(crate) fn spread_variants(space: &[ConvConfig]) -> Vec<ConvConfig> {
 
 fn conv_instances(precision: Precision, per_case: usize) -> Vec<Instance> {
     let mut out = Vec::new();
-    for (label, graph) in conv_cases(precision) {
+    for (label, graph) in conv_cases(precision)
+        .into_iter()
+        .chain(pooled_cases(precision))
+    {
         let shape = conv::conv_shape(&graph, NodeId(0)).unwrap();
         let space = ConvConfig::search_space(&shape);
         assert!(!space.is_empty(), "{label}: empty search space");

@@ -225,7 +225,8 @@ fn resnet50_fp16_instantiations_snapshot() {
         "conv2d1",
         "maxpool2d1",
         "conv2d8",
-        "globalaveragepool1",
+        // The last conv, its global average pool fused into the epilogue.
+        "conv2d53",
         "linear1",
     ] {
         let text = instantiation(&m.source, symbol_of(&m, &c, node));
@@ -239,6 +240,9 @@ fn resnet50_fp32_stem_snapshot() {
     let m = module(&c);
     let text = instantiation(&m.source, symbol_of(&m, &c, "conv2d1"));
     insta::assert_snapshot!("resnet50_fp32_conv2d1", text);
+    // fp32 keeps the pool a kernel of its own (no pooled SIMT epilogue).
+    let text = instantiation(&m.source, symbol_of(&m, &c, "globalaveragepool1"));
+    insta::assert_snapshot!("resnet50_fp32_globalaveragepool1", text);
 }
 
 /// A tf32 convolution on the tensor cores (f32 operands, m16n8k8).

@@ -269,6 +269,7 @@ impl WgmmaConfig {
                 "split_reduce spread finishes each rank's share with the direct epilogue".into(),
             );
         }
+        super::mma_config::check_pooled_tile(shape, self.block_m, self.epilogue)?;
         if self.prefetch_residual {
             self.check_prefetch_residual(shape)?;
         }

@@ -129,16 +129,12 @@ __device__ __forceinline__ void load_f32_wide(const T* __restrict__ p, float* ou
   for (int i = 0; i < V / A; ++i) load_f32<A>(p + i * A, out + i * A);
 }
 
-// Finishes V consecutive outputs (columns n..n+V-1 of GEMM row m, stored at
-// y[m * P::GEMM_N + n]): act(acc + bias[n] + r) in f32, r the V residual
-// values residual[m, n..] (read by the caller), one rounding at the store.
-// With V > 1 the caller guarantees the V columns are all in range and the
-// accesses aligned (GEMM_N % V == 0, n % V == 0); the store is one access,
-// so V * sizeof(TOut) is at most 16 bytes.
+// Finishes V consecutive outputs in place (columns n..n+V-1 of a GEMM
+// row): act(acc + bias[n] + r) in f32, r the V residual values
+// residual[m, n..] (read by the caller).
 template <class P, int V>
-__device__ __forceinline__ void epilogue_finish(typename P::TOut* __restrict__ y,
-                                                const typename P::TBias* __restrict__ bias,
-                                                const float* r, int m, int n, float* v) {
+__device__ __forceinline__ void epilogue_apply(const typename P::TBias* __restrict__ bias,
+                                               const float* r, int n, float* v) {
   if (P::HAS_BIAS) {
     float b[V];
     load_f32_wide<V>(bias + n, b);
@@ -151,6 +147,17 @@ __device__ __forceinline__ void epilogue_finish(typename P::TOut* __restrict__ y
   }
 #pragma unroll
   for (int i = 0; i < V; ++i) v[i] = activate<P::ACT>(v[i], P::CLIP_LO, P::CLIP_HI);
+}
+
+// epilogue_apply, then the store of the V outputs at y[m * P::GEMM_N + n],
+// one rounding. With V > 1 the caller guarantees the V columns are all in
+// range and the accesses aligned (GEMM_N % V == 0, n % V == 0); the store
+// is one access, so V * sizeof(TOut) is at most 16 bytes.
+template <class P, int V>
+__device__ __forceinline__ void epilogue_finish(typename P::TOut* __restrict__ y,
+                                                const typename P::TBias* __restrict__ bias,
+                                                const float* r, int m, int n, float* v) {
+  epilogue_apply<P, V>(bias, r, n, v);
   store_f32<V>(y + m * P::GEMM_N + n, v);
 }
 

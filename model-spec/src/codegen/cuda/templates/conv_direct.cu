@@ -17,6 +17,7 @@ __device__ __forceinline__ void conv_direct(const typename P::TIn* __restrict__ 
                                             const typename P::TIn* __restrict__ xs,
                                             typename P::TOut* __restrict__ y) {
   static_assert(!P::HAS_SC, "grouped convolutions have no shortcut");
+  static_assert(!P::POOL, "the direct kernel has no pooled epilogue");
   constexpr int TOTAL = P::GEMM_M * P::GEMM_N;
   constexpr int CG = P::C / P::GROUPS, KG = P::K / P::GROUPS;
   for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < TOTAL; j += gridDim.x * blockDim.x) {

@@ -38,6 +38,14 @@
 // activation and one rounding, consecutive threads on consecutive chunks of
 // a row, so every warp store writes whole 32-byte sectors. Otherwise each
 // thread stores its fragments directly (2 values per row).
+//
+// P::POOL (a global average pool in the epilogue; the tile holds every
+// output row, GEMM_M = N * POOL_PIXELS <= BM, one staging pass): each
+// finished chunk is rounded to TOut and written back into the staging as
+// f32 instead of to y, then thread t of the CTA sums column t of each image
+// over its POOL_PIXELS rows in row order, divides once and stores y[image,
+// n0 + t] with one rounding: the steps of the reference's conv, its stored
+// output, and GlobalAveragePool.
 
 namespace aotune {
 
@@ -154,11 +162,41 @@ __device__ __forceinline__ void read_staged_chunk(const float* src, int rot, flo
   }
 }
 
+// P::POOL: the V finished values `v` of output row m (staged at `dst`)
+// rounded to TOut and written back there as f32, for pool_staged_columns.
+template <class P, int V>
+__device__ __forceinline__ void stage_pooled_chunk(float* dst, float* v) {
+#pragma unroll
+  for (int i = 0; i < V; ++i) v[i] = to_f32(from_f32<typename P::TOut>(v[i]));
+#pragma unroll
+  for (int i = 0; i < V / 4; ++i)
+    *reinterpret_cast<float4*>(dst + 4 * i) = make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
+}
+
+// P::POOL, after every chunk of the tile is staged (stage_pooled_chunk)
+// and a barrier: the mean of each image's POOL_PIXELS staged rows (row r
+// being output row r, m0 = 0) per column, summed in row order, one
+// division, one rounding, stored at y[image * GEMM_N + n0 + column].
+template <class P, int T>
+__device__ __forceinline__ void pool_staged_columns(const float* __restrict__ cs, int pitch, int n0,
+                                                    typename P::TOut* __restrict__ y) {
+  constexpr int BN = P::BN, PQ = P::POOL_PIXELS, IMAGES = P::GEMM_M / PQ;
+  static_assert(P::GEMM_M % PQ == 0 && P::GEMM_M <= P::BM, "one M tile holds every image");
+  for (int idx = threadIdx.x; idx < IMAGES * BN; idx += T) {
+    const int image = idx / BN, col = idx % BN, n = n0 + col;
+    if (n >= P::GEMM_N) continue;
+    const float* src = cs + image * PQ * pitch + col;
+    float sum = 0.0f;
+    for (int p = 0; p < PQ; ++p) sum += src[p * pitch];
+    y[image * P::GEMM_N + n] = from_f32<typename P::TOut>(sum / (float)PQ);
+  }
+}
+
 // Finishes ROWS staged rows of BN + 8 floats at `cs`, row r being output
 // pixel m0 + r, in 16-byte chunks spread over T threads (the swapped wgmma
 // tile's epilogue, conv_wgmma.cu).
 template <class P, int ROWS, int T>
-__device__ __forceinline__ void finish_staged_rows(const float* __restrict__ cs, int m0, int n0,
+__device__ __forceinline__ void finish_staged_rows(float* __restrict__ cs, int m0, int n0,
                                                    typename P::TOut* __restrict__ y,
                                                    const typename P::TBias* __restrict__ bias,
                                                    const typename P::TRes* __restrict__ res) {
@@ -176,11 +214,21 @@ __device__ __forceinline__ void finish_staged_rows(const float* __restrict__ cs,
     if (m >= M || n >= N) continue;
     float v[V];
     read_staged_chunk<V>(cs + row * PITCH + chunk * V, rot, v);
-    if (N % V == 0) {
+    if constexpr (P::POOL) {
+      float r[V];
+      if (P::HAS_RES) load_f32_wide<V>(res + m * N + n, r);
+      epilogue_apply<P, V>(bias, r, n, v);
+      // Only this thread reads and writes the chunk's floats.
+      stage_pooled_chunk<P, V>(cs + row * PITCH + chunk * V, v);
+    } else if (N % V == 0) {
       epilogue_store<P, V>(y, bias, res, m, n, v);
     } else {
       epilogue_store_checked<P, V>(y, bias, res, m, n, v);
     }
+  }
+  if constexpr (P::POOL) {
+    __syncthreads();
+    pool_staged_columns<P, T>(cs, PITCH, n0, y);
   }
 }
 
@@ -205,6 +253,7 @@ __device__ __forceinline__ void staged_epilogue(float* __restrict__ cs, const fl
   constexpr int CHUNKS = ROWS * CPR, L = (CHUNKS + T - 1) / T;
   static_assert(MI % EPI_MI == 0, "whole passes");
   static_assert(BN % V == 0, "whole chunks per tile row");
+  static_assert(!P::POOL || (MI == EPI_MI && N % V == 0), "a pooled tile is staged in one pass");
   static_assert(!P::RES_PREFETCH || (MI == EPI_MI && WTM == WROWS && N % V == 0 &&
                                      sizeof(typename P::TRes) == sizeof(typename P::TOut)),
                 "a prefetched residual tile is finished in one pass, chunk for chunk");
@@ -237,7 +286,17 @@ __device__ __forceinline__ void staged_epilogue(float* __restrict__ cs, const fl
       if (m >= M || n >= N) continue;
       float v[V];
       read_staged_chunk<V>(cs + row * PITCH + chunk * V, rot, v);
-      if (P::RES_PREFETCH) {
+      if constexpr (P::POOL) {
+        float r[V];
+        if (P::RES_PREFETCH) {
+          load_f32<V>(reinterpret_cast<const typename P::TRes*>(rs + idx * 16), r);
+        } else if (P::HAS_RES) {
+          load_f32_wide<V>(res + m * N + n, r);
+        }
+        epilogue_apply<P, V>(bias, r, n, v);
+        // One pass, staging row = output row; only this thread touches the chunk.
+        stage_pooled_chunk<P, V>(cs + row * PITCH + chunk * V, v);
+      } else if (P::RES_PREFETCH) {
         // Chunk idx of the tile, copied by this thread (prefetch_residual_tile).
         float r[V];
         load_f32<V>(reinterpret_cast<const typename P::TRes*>(rs + idx * 16), r);
@@ -248,6 +307,10 @@ __device__ __forceinline__ void staged_epilogue(float* __restrict__ cs, const fl
         epilogue_store_checked<P, V>(y, bias, res, m, n, v);
       }
     }
+  }
+  if constexpr (P::POOL) {
+    __syncthreads();
+    pool_staged_columns<P, T>(cs, PITCH, n0, y);
   }
 }
 
@@ -279,6 +342,7 @@ __device__ __forceinline__ void direct_epilogue(const float* acc, int wm, int wn
                                                 int m0, int n0, typename P::TOut* __restrict__ y,
                                                 const typename P::TBias* __restrict__ bias,
                                                 const typename P::TRes* __restrict__ res) {
+  static_assert(!P::POOL, "a pooled epilogue is staged");
   constexpr int M = P::GEMM_M, N = P::GEMM_N;
   const unsigned int rank = P::CLUSTER_SPREAD ? cluster_ctarank() : 0u;  // spread_owns
 #pragma unroll
@@ -614,7 +678,7 @@ __device__ __forceinline__ void conv_mma(const typename P::TIn* __restrict__ x,
   if (!reduce_split_k<P, MI * NI * 4, T>(acc, smem_raw)) return;
 
   const int g = lane / 4, t4 = lane % 4;
-  if (P::STAGED_EPILOGUE) {
+  if constexpr (P::STAGED_EPILOGUE) {
     // Every warp is done with the pipeline buffers before they hold C.
     __syncthreads();
     staged_epilogue<P, MI, NI, WTM, WTN, T>(reinterpret_cast<float*>(smem_raw), acc, wm, wn, g,

@@ -24,6 +24,7 @@ __device__ __forceinline__ void conv_simt(const typename P::TIn* __restrict__ x,
                                           const typename P::TRes* __restrict__ res,
                                           const typename P::TIn* __restrict__ xs,
                                           typename P::TOut* __restrict__ y) {
+  static_assert(!P::POOL, "the SIMT kernel has no pooled epilogue");
   constexpr int BM = P::BM, BN = P::BN, BK = P::BK, TM = P::TM, TN = P::TN;
   constexpr int TX = BN / TN, TY = BM / TM, T = TX * TY;
   constexpr int M = P::GEMM_M, N = P::GEMM_N, GK = P::GEMM_K;

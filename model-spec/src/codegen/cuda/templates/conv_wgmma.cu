@@ -259,7 +259,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
     __syncthreads();
     swapped_epilogue<P, T>(reinterpret_cast<float*>(smem), acc, wg, warp % 4, g, t4, m0, n0, y,
                            bias, res);
-  } else if (P::STAGED_EPILOGUE) {
+  } else if constexpr (P::STAGED_EPILOGUE) {
     // Every warpgroup is done with the pipeline buffers before they hold C.
     __syncthreads();
     staged_epilogue<P, 1, NI, 16, BN, T>(reinterpret_cast<float*>(smem), acc, warp, 0, g, t4, m0,
