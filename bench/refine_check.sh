@@ -11,10 +11,10 @@
 # batches, unless NO_PYTORCH. BASE=log refines that log instead of the
 # committed one (still benched against the committed one), RECORDS=dir reads
 # the candidates' records from dir (e.g. /tmp/records after bench/tune_all.sh
-# in the same call). COMMITTED_BIN=path benches the committed log (and the
-# defaults) with that CLI build instead of $B: a new pass or template against
-# the build the committed log was tuned with. Carry .device/aotune
-# (bench/prepare_device.sh cli).
+# in the same call). COMMITTED_BIN=path benches the committed log with that
+# CLI build instead of $B (the refined log and the defaults stay on $B): a
+# new pass or template against the build the committed log was tuned with.
+# Carry .device/aotune (bench/prepare_device.sh cli).
 set -u
 . "$(dirname "$0")/device_env.sh"
 M=models/resnet50.best.json R="$OUT/refined.best.json" P=${PRECISION:-fp16}
@@ -22,7 +22,7 @@ cp "${BASE:-$M}" "$R"
 C=${COMMITTED_BIN:-$B}
 bench() {  # bench NAME BATCH TUNING|none [flags]
   local name=$1 b=$2 t=$3 bin=$B; shift 3
-  [ "$t" = "$R" ] || bin=$C
+  [ "$t" = "$M" ] && bin=$C
   [ "$t" = none ] && t= || t="--tuning $t"
   $bin bench /tmp/r50.onnx --precision $P --batch $b --json $t "$@" > "$OUT/bench_$name.log" 2>&1
   grep "^{" "$OUT/bench_$name.log" | sed "s/^{/{\"run\":\"$name\",/" >> "$OUT/bench.jsonl"

@@ -255,8 +255,9 @@ impl KernelConfig for ConvConfig {
         }
     }
 
-    /// Tensor-core and SIMT tiles for groups = 1, the direct kernel's block
-    /// sizes otherwise.
+    /// Tensor-core and SIMT tiles for groups = 1 (tensor-core only under a
+    /// pooled epilogue, which the SIMT kernel lacks), the direct kernel's
+    /// block sizes otherwise.
     fn search_space(shape: &ConvShape) -> Vec<Self> {
         if shape.groups != 1 {
             return LinearConfig::search_space(&direct_items(shape))
@@ -265,6 +266,9 @@ impl KernelConfig for ConvConfig {
                 .collect();
         }
         let mut out = tensor_core_space(shape);
+        if shape.pool {
+            return out;
+        }
         out.extend(
             SimtConfig::search_space(shape)
                 .into_iter()
@@ -620,6 +624,24 @@ mod tests {
         assert_eq!(kernel(&ConvConfig::default_for(&bf16)), "wgmma");
         let f32 = conv(8, 64, 56, 64, 3, 1, DType::F32);
         assert_eq!(kernel(&ConvConfig::default_for(&f32)), "simt");
+    }
+
+    #[test]
+    fn a_pooled_space_holds_only_configs_with_a_pooled_epilogue() {
+        let shape = ConvShape {
+            pool: true,
+            ..conv(1, 512, 7, 2048, 1, 1, DType::F16)
+        };
+        let space = ConvConfig::search_space(&shape);
+        assert!(!space.is_empty());
+        for c in &space {
+            assert!(
+                c.validate(&shape).is_ok(),
+                "{c:?}: {:?}",
+                c.validate(&shape)
+            );
+        }
+        assert!(ConvConfig::default_for(&shape).validate(&shape).is_ok());
     }
 
     #[test]

@@ -535,7 +535,9 @@ fn conv_instances(precision: Precision, per_case: usize) -> Vec<Instance> {
         configs.extend(spread_variants(&space));
         configs.push(ConvConfig::default_for(&shape));
         for (i, c) in configs.iter().enumerate() {
-            assert!(c.validate(&shape).is_ok());
+            if let Err(e) = c.validate(&shape) {
+                panic!("{label}: sweep config {i} {c:?} is not in its space: {e}");
+            }
             out.push(node_instance(
                 &graph,
                 Some(c),
@@ -544,6 +546,16 @@ fn conv_instances(precision: Precision, per_case: usize) -> Vec<Instance> {
         }
     }
     out
+}
+
+/// The sweep's configs are all in their spaces: checked without nvcc, so
+/// a sampler that strays (a variant a shape's space forbids) fails on every
+/// machine, not only where the compile sweep runs.
+#[test]
+fn conv_sweep_configs_are_in_their_spaces() {
+    for precision in Precision::ALL {
+        assert!(!conv_instances(precision, 8).is_empty());
+    }
 }
 
 #[test]
