@@ -2127,8 +2127,8 @@ extern "C" __global__ void __launch_bounds__(128) maxpool_599c45e3_b128i1(
 
 // FusedConv task 120440eed174797f: conv2d2
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[64x64x1x1]:cl:const in2=f32[64]:const out=f16[1x64x56x56]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":2,"split_k":1,"epilogue":"staged","early_trigger":true}
-struct conv_120440ee_mma_m32n32k64w2x2p2s1t_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
+struct conv_120440ee_mma_m32n64k64w2x2p4s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2149,7 +2149,7 @@ struct conv_120440ee_mma_m32n32k64w2x2p2s1t_p {
   static constexpr int POOL_PIXELS = 3136;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 64, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 2, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
@@ -2160,14 +2160,14 @@ struct conv_120440ee_mma_m32n32k64w2x2p2s1t_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool EARLY_TRIGGER = true;
+  static constexpr bool EARLY_TRIGGER = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_120440ee_mma_m32n32k64w2x2p2s1t(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_120440ee_mma_m32n64k64w2x2p4s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_120440ee_mma_m32n32k64w2x2p2s1t_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_120440ee_mma_m32n64k64w2x2p4s1_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 63fe5adffdadb14f: conv2d3, conv2d7, conv2d10
@@ -2218,8 +2218,8 @@ extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(256, 1) c
 
 // FusedConv task 7e9866dffc764e00: conv2d5
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s1x1 precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[256x128x1x1]:cl:const in2=f32[256]:const in3=f16[1x64x56x56]:cl out=f16[1x256x56x56]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":3,"split_k":1,"epilogue":"staged"}
-struct conv_7e9866df_wgmma_m64n32p3s1_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
+struct conv_7e9866df_mma_m32n64k64w2x2p4s1_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2240,7 +2240,7 @@ struct conv_7e9866df_wgmma_m64n32p3s1_p {
   static constexpr int POOL_PIXELS = 3136;
   static constexpr bool HAS_SC = true;
   static constexpr int K_MAIN = 64, SC_C = 64, SC_H = 56, SC_W = 56, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 3, SPLIT_K = 1;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
@@ -2252,15 +2252,14 @@ struct conv_7e9866df_wgmma_m64n32p3s1_p {
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
-  static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_7e9866df_wgmma_m64n32p3s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_7e9866df_mma_m32n64k64w2x2p4s1(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ xs,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_7e9866df_wgmma_m64n32p3s1_p>(x, w, bias, nullptr, xs, y);
+  aotune::conv_mma<conv_7e9866df_mma_m32n64k64w2x2p4s1_p>(x, w, bias, nullptr, xs, y);
 }
 
 // FusedConv task a108646cf77137b7: conv2d6, conv2d9
@@ -2311,8 +2310,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_a108646c_wgmma_m64n32p
 
 // FusedConv task 75aac976b4cb125d: conv2d8, conv2d11
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x64x56x56]:cl in1=f16[256x64x1x1]:cl:const in2=f32[256]:const in3=f16[1x256x56x56]:cl out=f16[1x256x56x56]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":3,"split_k":1,"epilogue":"staged","prefetch_residual":true}
-struct conv_75aac976_wgmma_m64n64p3s1r_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":2,"split_k":1,"epilogue":"staged","prefetch_residual":true}
+struct conv_75aac976_wgmma_m64n32p2s1r_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2333,7 +2332,7 @@ struct conv_75aac976_wgmma_m64n64p3s1r_p {
   static constexpr int POOL_PIXELS = 3136;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 64, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 64, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 3, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 2, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
@@ -2342,18 +2341,18 @@ struct conv_75aac976_wgmma_m64n64p3s1r_p {
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = true;
-  static constexpr int RES_OFFSET = 18432;
+  static constexpr int RES_OFFSET = 12288;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_75aac976_wgmma_m64n64p3s1r(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_75aac976_wgmma_m64n32p2s1r(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_75aac976_wgmma_m64n64p3s1r_p>(x, w, bias, res, nullptr, y);
+  aotune::conv_wgmma<conv_75aac976_wgmma_m64n32p2s1r_p>(x, w, bias, res, nullptr, y);
 }
 
 // FusedConv task 0f655a0006649a46: conv2d12
@@ -2404,8 +2403,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_wgmma_m64n64p
 
 // FusedConv task 44c505d791fe8fcc: conv2d13
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x128x56x56]:cl in1=f16[128x128x3x3]:cl:const in2=f32[128]:const out=f16[1x128x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"direct","split_reduce":"spread","early_trigger":true}
-struct conv_44c505d7_wgmma_m64n32p6s2rsdt_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"direct","split_reduce":"spread"}
+struct conv_44c505d7_wgmma_m64n32p6s2rsd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2437,21 +2436,21 @@ struct conv_44c505d7_wgmma_m64n32p6s2rsdt_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool EARLY_TRIGGER = true;
+  static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_44c505d7_wgmma_m64n32p6s2rsdt(
+extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_44c505d7_wgmma_m64n32p6s2rsd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_44c505d7_wgmma_m64n32p6s2rsdt_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_wgmma<conv_44c505d7_wgmma_m64n32p6s2rsd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task c07f5ecfcffe3ee5: conv2d14
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s2x2 precision=fp16 in0=f16[1x128x28x28]:cl in1=f16[512x384x1x1]:cl:const in2=f32[512]:const in3=f16[1x256x56x56]:cl out=f16[1x512x28x28]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":6,"split_k":1,"epilogue":"staged"}
-struct conv_c07f5ecf_wgmma_m64n64p6s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":6,"split_k":1,"epilogue":"staged","early_trigger":true}
+struct conv_c07f5ecf_wgmma_m64n64p6s1t_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2483,16 +2482,16 @@ struct conv_c07f5ecf_wgmma_m64n64p6s1_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool EARLY_TRIGGER = false;
+  static constexpr bool EARLY_TRIGGER = true;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_c07f5ecf_wgmma_m64n64p6s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_c07f5ecf_wgmma_m64n64p6s1t(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ xs,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_c07f5ecf_wgmma_m64n64p6s1_p>(x, w, bias, nullptr, xs, y);
+  aotune::conv_wgmma<conv_c07f5ecf_wgmma_m64n64p6s1t_p>(x, w, bias, nullptr, xs, y);
 }
 
 // FusedConv task 18bd64069eccc24e: conv2d16, conv2d19, conv2d22
@@ -2866,8 +2865,8 @@ extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) c
 
 // FusedConv task 282f15c5de3a2c49: conv2d31, conv2d34, conv2d37, conv2d40 (+1 more)
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x256x14x14]:cl in1=f16[1024x256x1x1]:cl:const in2=f32[1024]:const in3=f16[1x1024x14x14]:cl out=f16[1x1024x14x14]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":6,"split_k":1,"epilogue":"staged","prefetch_residual":true}
-struct conv_282f15c5_wgmma_m64n64p6s1r_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":64,"stages":6,"split_k":1,"epilogue":"staged","prefetch_residual":true,"early_trigger":true}
+struct conv_282f15c5_wgmma_m64n64p6s1rt_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2899,22 +2898,22 @@ struct conv_282f15c5_wgmma_m64n64p6s1r_p {
   static constexpr bool RES_PREFETCH = true;
   static constexpr int RES_OFFSET = 65536;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool EARLY_TRIGGER = false;
+  static constexpr bool EARLY_TRIGGER = true;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) conv_282f15c5_wgmma_m64n64p6s1r(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_282f15c5_wgmma_m64n64p6s1rt(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_282f15c5_wgmma_m64n64p6s1r_p>(x, w, bias, res, nullptr, y);
+  aotune::conv_wgmma<conv_282f15c5_wgmma_m64n64p6s1rt_p>(x, w, bias, res, nullptr, y);
 }
 
 // FusedConv task 6f8ef6f32763abbf: conv2d44
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x1024x14x14]:cl in1=f16[512x1024x1x1]:cl:const in2=f32[512]:const out=f16[1x512x14x14]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"direct","split_reduce":"spread"}
-struct conv_6f8ef6f3_wgmma_m64n32p6s2rsd_p {
+// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":1,"warps_n":4,"stages":4,"split_k":4,"epilogue":"direct","split_reduce":"spread"}
+struct conv_6f8ef6f3_mma_m32n64k64w1x4p4s4rsd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2935,32 +2934,31 @@ struct conv_6f8ef6f3_wgmma_m64n32p6s2rsd_p {
   static constexpr int POOL_PIXELS = 196;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 1024, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
+  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 1, WARPS_N = 4, STAGES = 4, SPLIT_K = 4;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = true;
-  static constexpr int SPREAD_OFFSET = 73728;
+  static constexpr int SPREAD_OFFSET = 49152;
   static constexpr bool STAGED_EPILOGUE = false;
-  static constexpr int EPI_MI = 1;
+  static constexpr int EPI_MI = 2;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
-  static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_6f8ef6f3_wgmma_m64n32p6s2rsd(
+extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_6f8ef6f3_mma_m32n64k64w1x4p4s4rsd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_6f8ef6f3_wgmma_m64n32p6s2rsd_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_6f8ef6f3_mma_m32n64k64w1x4p4s4rsd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task d82ebd66539eae75: conv2d45
 // k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x14x14]:cl in1=f16[512x512x3x3]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":8,"epilogue":"direct","split_reduce":"spread"}
-struct conv_d82ebd66_wgmma_m64n32p6s8rsd_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":8,"epilogue":"direct","split_reduce":"spread","early_trigger":true}
+struct conv_d82ebd66_wgmma_m64n32p6s8rsdt_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -2992,15 +2990,15 @@ struct conv_d82ebd66_wgmma_m64n32p6s8rsd_p {
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool EARLY_TRIGGER = false;
+  static constexpr bool EARLY_TRIGGER = true;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(128, 1) conv_d82ebd66_wgmma_m64n32p6s8rsd(
+extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(128, 1) conv_d82ebd66_wgmma_m64n32p6s8rsdt(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_d82ebd66_wgmma_m64n32p6s8rsd_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_wgmma<conv_d82ebd66_wgmma_m64n32p6s8rsdt_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task af188f8111142790: conv2d46
@@ -3052,8 +3050,8 @@ extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) c
 
 // FusedConv task 510ceff0b9f74501: conv2d48, conv2d51
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x2048x7x7]:cl in1=f16[512x2048x1x1]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":64,"block_k":64,"warps_m":1,"warps_n":4,"stages":4,"split_k":8,"epilogue":"direct","split_reduce":"spread","early_trigger":true}
-struct conv_510ceff0_mma_m32n64k64w1x4p4s8rsdt_p {
+// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":2,"warps_n":2,"stages":4,"split_k":8,"epilogue":"direct","split_reduce":"spread","early_trigger":true}
+struct conv_510ceff0_mma_m32n32k64w2x2p4s8rsdt_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -3074,31 +3072,31 @@ struct conv_510ceff0_mma_m32n64k64w1x4p4s8rsdt_p {
   static constexpr int POOL_PIXELS = 49;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 2048, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 64, BK = 64, WARPS_M = 1, WARPS_N = 4, STAGES = 4, SPLIT_K = 8;
+  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 2, WARPS_N = 2, STAGES = 4, SPLIT_K = 8;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = true;
-  static constexpr int SPREAD_OFFSET = 49152;
+  static constexpr int SPREAD_OFFSET = 32768;
   static constexpr bool STAGED_EPILOGUE = false;
-  static constexpr int EPI_MI = 2;
+  static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = true;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(128, 1) conv_510ceff0_mma_m32n64k64w1x4p4s8rsdt(
+extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(128, 1) conv_510ceff0_mma_m32n32k64w2x2p4s8rsdt(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_510ceff0_mma_m32n64k64w1x4p4s8rsdt_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_mma<conv_510ceff0_mma_m32n32k64w2x2p4s8rsdt_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task c46df034189a77e3: conv2d49, conv2d52
 // k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[512x512x3x3]:cl:const in2=f32[512]:const out=f16[1x512x7x7]:cl
-// config {"kernel":"mma","block_m":32,"block_n":32,"block_k":64,"warps_m":1,"warps_n":2,"stages":4,"split_k":8,"epilogue":"direct","split_reduce":"spread","early_trigger":true}
-struct conv_c46df034_mma_m32n32k64w1x2p4s8rsdt_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":8,"epilogue":"direct","split_reduce":"spread"}
+struct conv_c46df034_wgmma_m64n32p6s8rsd_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -3119,31 +3117,32 @@ struct conv_c46df034_mma_m32n32k64w1x2p4s8rsdt_p {
   static constexpr int POOL_PIXELS = 49;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 4608, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 32, BN = 32, BK = 64, WARPS_M = 1, WARPS_N = 2, STAGES = 4, SPLIT_K = 8;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 8;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
   static constexpr bool CLUSTER_SPREAD = true;
-  static constexpr int SPREAD_OFFSET = 32768;
+  static constexpr int SPREAD_OFFSET = 73728;
   static constexpr bool STAGED_EPILOGUE = false;
-  static constexpr int EPI_MI = 2;
+  static constexpr int EPI_MI = 1;
   static constexpr bool RES_PREFETCH = false;
   static constexpr int RES_OFFSET = 0;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool EARLY_TRIGGER = true;
+  static constexpr bool EARLY_TRIGGER = false;
+  static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(64, 1) conv_c46df034_mma_m32n32k64w1x2p4s8rsdt(
+extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(128, 1) conv_c46df034_wgmma_m64n32p6s8rsd(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_c46df034_mma_m32n32k64w1x2p4s8rsdt_p>(x, w, bias, nullptr, nullptr, y);
+  aotune::conv_wgmma<conv_c46df034_wgmma_m64n32p6s8rsd_p>(x, w, bias, nullptr, nullptr, y);
 }
 
 // FusedConv task 3e532f528cbe6711: conv2d50
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[2048x512x1x1]:cl:const in2=f32[2048]:const in3=f16[1x2048x7x7]:cl out=f16[1x2048x7x7]:cl
-// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":2,"epilogue":"direct","split_reduce":"spread"}
-struct conv_3e532f52_wgmma_m64n32p6s2rsd_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged","prefetch_residual":true}
+struct conv_3e532f52_wgmma_m64n32p6s1r_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -3164,33 +3163,33 @@ struct conv_3e532f52_wgmma_m64n32p6s2rsd_p {
   static constexpr int POOL_PIXELS = 49;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 512, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 2;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
-  static constexpr bool CLUSTER_SPREAD = true;
-  static constexpr int SPREAD_OFFSET = 49152;
-  static constexpr bool STAGED_EPILOGUE = false;
+  static constexpr bool CLUSTER_SPREAD = false;
+  static constexpr int SPREAD_OFFSET = 0;
+  static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
-  static constexpr bool RES_PREFETCH = false;
-  static constexpr int RES_OFFSET = 0;
+  static constexpr bool RES_PREFETCH = true;
+  static constexpr int RES_OFFSET = 73728;
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_3e532f52_wgmma_m64n32p6s2rsd(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_3e532f52_wgmma_m64n32p6s1r(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::conv_wgmma<conv_3e532f52_wgmma_m64n32p6s2rsd_p>(x, w, bias, res, nullptr, y);
+  aotune::conv_wgmma<conv_3e532f52_wgmma_m64n32p6s1r_p>(x, w, bias, res, nullptr, y);
 }
 
 // FusedConv task 210f51a212247c86: conv2d53
 // k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu pool=avg precision=fp16 in0=f16[1x512x7x7]:cl in1=f16[2048x512x1x1]:cl:const in2=f32[2048]:const in3=f16[1x2048x7x7]:cl out=f16[1x2048x1x1]:cl
-// config {"kernel":"mma","block_m":64,"block_n":32,"block_k":64,"warps_m":4,"warps_n":2,"stages":4,"split_k":1,"epilogue":"staged"}
-struct conv_210f51a2_mma_m64n32k64w4x2p4s1_p {
+// config {"kernel":"wgmma","block_m":64,"block_n":32,"stages":6,"split_k":1,"epilogue":"staged","prefetch_residual":true,"early_trigger":true}
+struct conv_210f51a2_wgmma_m64n32p6s1rt_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -3211,7 +3210,7 @@ struct conv_210f51a2_mma_m64n32k64w4x2p4s1_p {
   static constexpr int POOL_PIXELS = 49;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 512, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 2, STAGES = 4, SPLIT_K = 1;
+  static constexpr int BM = 64, BN = 32, BK = 64, WARPS_M = 4, WARPS_N = 1, STAGES = 6, SPLIT_K = 1;
   static constexpr bool A_VEC = true;
   static constexpr bool B_VEC = true;
   static constexpr bool CLUSTER_SPLIT = false;
@@ -3219,24 +3218,25 @@ struct conv_210f51a2_mma_m64n32k64w4x2p4s1_p {
   static constexpr int SPREAD_OFFSET = 0;
   static constexpr bool STAGED_EPILOGUE = true;
   static constexpr int EPI_MI = 1;
-  static constexpr bool RES_PREFETCH = false;
-  static constexpr int RES_OFFSET = 0;
+  static constexpr bool RES_PREFETCH = true;
+  static constexpr int RES_OFFSET = 73728;
   static constexpr bool WEIGHTS_FIRST = true;
-  static constexpr bool EARLY_TRIGGER = false;
+  static constexpr bool EARLY_TRIGGER = true;
+  static constexpr bool SWAP_AB = false;
 };
-extern "C" __global__ void __launch_bounds__(256, 1) conv_210f51a2_mma_m64n32k64w4x2p4s1(
+extern "C" __global__ void __launch_bounds__(128, 1) conv_210f51a2_wgmma_m64n32p6s1rt(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     const __half* __restrict__ res,
     __half* __restrict__ y) {
-  aotune::conv_mma<conv_210f51a2_mma_m64n32k64w4x2p4s1_p>(x, w, bias, res, nullptr, y);
+  aotune::conv_wgmma<conv_210f51a2_wgmma_m64n32p6s1rt_p>(x, w, bias, res, nullptr, y);
 }
 
 // Dense task daa08d99dfe80377: linear1
 // epilogue=bias precision=fp16 in0=f16[1x2048] in1=f16[1000x2048]:const in2=f32[1000]:const out=f32[1x1000]
-// config {"kernel":"gemv","warps":4,"rows":1,"unroll":8}
-struct dense_daa08d99_gemv_w4r1u8_p {
+// config {"kernel":"gemv","warps":2,"rows":1,"unroll":4}
+struct dense_daa08d99_gemv_w2r1u4_p {
   typedef __half TIn;
   typedef __half TW;
   typedef float TBias;
@@ -3257,12 +3257,12 @@ struct dense_daa08d99_gemv_w4r1u8_p {
   static constexpr int POOL_PIXELS = 1;
   static constexpr bool HAS_SC = false;
   static constexpr int K_MAIN = 2048, SC_C = 0, SC_H = 0, SC_W = 0, SC_SH = 1, SC_SW = 1;
-  static constexpr int WARPS = 4, ROWS = 1, UNROLL = 8, V = 8;
+  static constexpr int WARPS = 2, ROWS = 1, UNROLL = 4, V = 8;
 };
-extern "C" __global__ void __launch_bounds__(128, 1) dense_daa08d99_gemv_w4r1u8(
+extern "C" __global__ void __launch_bounds__(64, 1) dense_daa08d99_gemv_w2r1u4(
     const __half* __restrict__ x,
     const __half* __restrict__ w,
     const float* __restrict__ bias,
     float* __restrict__ y) {
-  aotune::dense_gemv<dense_daa08d99_gemv_w4r1u8_p>(x, w, bias, nullptr, y);
+  aotune::dense_gemv<dense_daa08d99_gemv_w2r1u4_p>(x, w, bias, nullptr, y);
 }
