@@ -104,6 +104,126 @@ fn errors_are_messages_not_panics() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `prune` keeps the records of the model's tasks at the builds named by
+/// `--for`, drops the rest (after a `--dry-run` that changes nothing), and
+/// says what is wrong with a bad `--for` or a missing log. No GPU needed.
+#[test]
+fn prune_drops_only_records_no_build_uses() {
+    use aotune_spec::schedule::BestLog;
+    let dir = scratch("prune");
+    let model = dir.join("r18.onnx");
+    let model_s = model.to_str().unwrap();
+    let (ok, _, err) = aotune(&["zoo", "resnet18", "-o", model_s]);
+    assert!(ok, "{err}");
+    // A real task of the fp16 batch-1 build, from dump's task table.
+    let (ok, out, err) = aotune(&["dump", model_s, "--precision", "fp16"]);
+    assert!(ok, "{err}");
+    let row = out
+        .lines()
+        .skip_while(|l| !l.starts_with("hash "))
+        .find(|l| l.contains("MaxPool"))
+        .expect("a MaxPool task in the table");
+    let real = row.split_whitespace().next().unwrap().to_string();
+    let record = |task: &str| {
+        format!(
+            r#"{{"task": "{task}", "op": "MaxPool", "key": "k", "template": "pool/1",
+                "config": {{"block": 256, "per_thread": 1}}, "median_us": 7.0,
+                "target": {{"gpu": "NVIDIA H200", "sm": "sm_90", "driver": "13.0", "cuda": "13.0"}}}}"#
+        )
+    };
+    let best = dir.join("r18.best.json");
+    let best_s = best.to_str().unwrap();
+    let text = format!(
+        r#"{{"format": "aotune-best/1", "records": [{}, {}]}}"#,
+        record(&real),
+        record("00000000deadbeef")
+    );
+    std::fs::write(&best, &text).unwrap();
+
+    let prune = |extra: &[&str]| {
+        let mut args = vec!["prune", model_s, "--best", best_s, "--for", "1:fp16"];
+        args.extend_from_slice(extra);
+        aotune(&args)
+    };
+    let (ok, out, err) = prune(&["--dry-run"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("drop 00000000deadbeef (MaxPool"), "{out}");
+    assert!(
+        out.contains("1 of 2 records") && out.contains("dry run"),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&best).unwrap(),
+        text,
+        "dry run wrote"
+    );
+
+    let (ok, out, err) = prune(&[]);
+    assert!(ok, "{err}");
+    assert!(out.contains("wrote"), "{out}");
+    let pruned = BestLog::read(&best).unwrap();
+    assert_eq!(pruned.records.len(), 1);
+    assert_eq!(pruned.records[0].task, real);
+    let (ok, out, _) = prune(&[]);
+    assert!(
+        ok && out.contains("1 of 1 records") && out.contains("unchanged"),
+        "{out}"
+    );
+
+    // At batch 8 the task is another one: its record goes too.
+    let (ok, out, _) = aotune(&[
+        "prune",
+        model_s,
+        "--best",
+        best_s,
+        "--for",
+        "8:fp16",
+        "--dry-run",
+    ]);
+    assert!(ok && out.contains(&format!("drop {real}")), "{out}");
+
+    for (args, says) in [
+        (
+            vec!["prune", model_s, "--best", best_s, "--for", "1"],
+            "BATCH:PRECISION",
+        ),
+        (
+            vec!["prune", model_s, "--best", best_s, "--for", "1:fp8"],
+            "fp8",
+        ),
+        (
+            vec![
+                "prune",
+                model_s,
+                "--best",
+                "/no/such.best.json",
+                "--for",
+                "1:fp16",
+            ],
+            "/no/such.best.json",
+        ),
+        (
+            vec![
+                "prune",
+                "/no/such.onnx",
+                "--best",
+                best_s,
+                "--for",
+                "1:fp16",
+            ],
+            "/no/such.onnx",
+        ),
+    ] {
+        let (ok, _, err) = aotune(&args);
+        assert!(!ok, "{args:?} should fail");
+        assert!(
+            err.contains(says) && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Without a GPU, `tune` says where to run it; with a stale record log and
 /// no `--resume`, it refuses to mix runs. Either way a message, no panic.
 #[test]

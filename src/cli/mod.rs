@@ -8,6 +8,7 @@ mod embedded;
 mod gpu_model;
 mod model_args;
 mod profile;
+mod prune;
 mod refine;
 mod run;
 mod tune;
@@ -48,6 +49,8 @@ pub enum Command {
     Tune(tune::TuneArgs),
     /// After `tune`: try each task's fastest configs in the model's own graph; keep the winners.
     Refine(refine::RefineArgs),
+    /// Drop a tuning log's records that no build of the model uses any more (no GPU needed).
+    Prune(prune::PruneArgs),
     /// The measuring process `tune` starts (internal).
     #[command(hide = true)]
     TuneWorker,
@@ -67,6 +70,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Classify(args) => classify::classify(args),
         Command::Tune(args) => tune::tune_command(args),
         Command::Refine(args) => refine::refine_command(args),
+        Command::Prune(args) => prune::prune(args),
         Command::TuneWorker => tune::worker(),
         Command::NvrtcCompile => tune::nvrtc_compile(),
     }

@@ -150,13 +150,7 @@ pub fn refine_command(args: RefineArgs) -> anyhow::Result<()> {
     )?;
     let refined = outcome.apply_to(&best);
     let out = args.out.as_ref().unwrap_or(&args.best);
-    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating '{}'", dir.display()))?;
-    }
-    let partial = out.with_extension("json.partial");
-    std::fs::write(&partial, refined.to_json())
-        .and_then(|()| std::fs::rename(&partial, out))
-        .with_context(|| format!("writing '{}'", out.display()))?;
+    refined.write(out)?;
 
     println!("task              node                 weight  tried  kept config");
     for t in &outcome.tasks {

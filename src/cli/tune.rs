@@ -216,15 +216,7 @@ pub fn tune_command(args: TuneArgs) -> anyhow::Result<()> {
     if let Some(existing) = &existing_best {
         best = merge_into(existing, &best);
     }
-    if let Some(dir) = args.best.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating '{}'", dir.display()))?;
-    }
-    // Written beside the target and renamed over it: an interrupted write
-    // never leaves a half-written log for a build to read.
-    let partial = args.best.with_extension("json.partial");
-    std::fs::write(&partial, best.to_json())
-        .and_then(|()| std::fs::rename(&partial, &args.best))
-        .with_context(|| format!("writing '{}'", args.best.display()))?;
+    best.write(&args.best)?;
 
     let report = outcome.report();
     println!("{report}");

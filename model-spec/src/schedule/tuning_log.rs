@@ -147,6 +147,12 @@ pub enum TuningLogError {
     },
     #[error("tuning log '{path}' has format '{found}', this aotune reads '{BEST_FORMAT}'")]
     Format { path: String, found: String },
+    #[error("cannot write tuning log '{path}': {source}")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// What applying a log to a model decided.
@@ -185,6 +191,39 @@ impl BestLog {
             });
         }
         Ok(log)
+    }
+
+    /// Writes [`BestLog::to_json`] beside `path` and renames it over `path`
+    /// (creating the directory): an interrupted write never leaves a
+    /// half-written log for a build to read.
+    pub fn write(&self, path: &Path) -> Result<(), TuningLogError> {
+        let err = |source| TuningLogError::Write {
+            path: path.display().to_string(),
+            source,
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(err)?;
+        }
+        let partial = path.with_extension("json.partial");
+        std::fs::write(&partial, self.to_json())
+            .and_then(|()| std::fs::rename(&partial, path))
+            .map_err(|e| {
+                let _ = std::fs::remove_file(&partial);
+                err(e)
+            })
+    }
+
+    /// Keeps the records whose task hash is in `tasks` and returns the
+    /// others, in the log's sorted order: what `aotune prune` drops (records
+    /// of tasks that a pass has since fused away or renamed).
+    pub fn retain_tasks(&mut self, tasks: &BTreeSet<String>) -> Vec<BestRecord> {
+        let (kept, dropped): (Vec<_>, Vec<_>) = std::mem::take(&mut self.records)
+            .into_iter()
+            .partition(|r| tasks.contains(&r.task));
+        self.records = kept;
+        let mut dropped = dropped;
+        dropped.sort_by(|a, b| record_order(a).cmp(&record_order(b)));
+        dropped
     }
 
     /// Sorted, pretty JSON: one stable text per log.
@@ -484,6 +523,54 @@ mod tests {
         assert_eq!(applied.overrides.len(), 1);
         assert_eq!(applied.notes.len(), 1, "{:?}", applied.notes);
         assert!(applied.notes[0].starts_with("5 records are for tasks not in this model"));
+    }
+
+    #[test]
+    fn retain_tasks_keeps_every_record_of_the_given_tasks_and_returns_the_rest_sorted() {
+        let (a, gone, old) = (task("a"), task("gone"), task("old"));
+        let (h200, h100) = (target("NVIDIA H200", "90"), target("NVIDIA H100", "90"));
+        let mut l = log(vec![
+            record(&old, "conv/2", 16, h200.clone()),
+            record(&a, "conv/2", 64, h200.clone()),
+            record(&gone, "conv/2", 32, h200.clone()),
+            record(&a, "conv/1", 32, h100.clone()),
+        ]);
+        let keep: BTreeSet<String> = [a.key.hash_hex()].into();
+        let dropped = l.retain_tasks(&keep);
+        assert_eq!(
+            l.records.len(),
+            2,
+            "both of a's records, any GPU or template"
+        );
+        assert!(l.records.iter().all(|r| r.task == a.key.hash_hex()));
+        let mut want = vec![gone.key.hash_hex(), old.key.hash_hex()];
+        want.sort();
+        let got: Vec<_> = dropped.iter().map(|r| r.task.clone()).collect();
+        assert_eq!(got, want);
+        assert!(l.retain_tasks(&keep).is_empty(), "idempotent");
+    }
+
+    #[test]
+    fn write_replaces_the_file_whole_and_names_the_path_on_failure() {
+        let dir = std::env::temp_dir().join(format!("aotune-best-write-{}", std::process::id()));
+        let path = dir.join("sub").join("x.best.json");
+        let l = log(vec![record(
+            &task("a"),
+            "conv/2",
+            64,
+            target("NVIDIA H200", "90"),
+        )]);
+        l.write(&path).unwrap();
+        assert_eq!(BestLog::read(&path).unwrap(), l);
+        assert!(!path.with_extension("json.partial").exists());
+        // A directory where the file should be: the rename fails, naming it.
+        let blocked = dir.join("blocked.best.json");
+        std::fs::create_dir_all(blocked.join("inside")).unwrap();
+        let err = l.write(&blocked).unwrap_err();
+        assert!(matches!(err, TuningLogError::Write { .. }), "{err}");
+        assert!(err.to_string().contains("blocked.best.json"), "{err}");
+        assert!(!blocked.with_extension("json.partial").exists());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
