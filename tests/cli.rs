@@ -21,13 +21,19 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// `aotune zoo resnet18` into `dir`; the model's path.
+fn zoo_resnet18(dir: &Path) -> String {
+    let model = dir.join("r18.onnx");
+    let model_s = model.to_str().unwrap().to_string();
+    let (ok, _, err) = aotune(&["zoo", "resnet18", "-o", &model_s]);
+    assert!(ok, "{err}");
+    model_s
+}
+
 #[test]
 fn zoo_dump_and_run_on_resnet18() {
     let dir = scratch("zoo");
-    let model = dir.join("r18.onnx");
-    let model_s = model.to_str().unwrap();
-    let (ok, _, err) = aotune(&["zoo", "resnet18", "-o", model_s]);
-    assert!(ok, "{err}");
+    let model_s = &zoo_resnet18(&dir);
 
     let (ok, out, err) = aotune(&["dump", model_s, "--batch", "2", "--precision", "fp16"]);
     assert!(ok, "{err}");
@@ -111,10 +117,7 @@ fn errors_are_messages_not_panics() {
 fn prune_drops_only_records_no_build_uses() {
     use aotune_spec::schedule::BestLog;
     let dir = scratch("prune");
-    let model = dir.join("r18.onnx");
-    let model_s = model.to_str().unwrap();
-    let (ok, _, err) = aotune(&["zoo", "resnet18", "-o", model_s]);
-    assert!(ok, "{err}");
+    let model_s = &zoo_resnet18(&dir);
     // A real task of the fp16 batch-1 build, from dump's task table.
     let (ok, out, err) = aotune(&["dump", model_s, "--precision", "fp16"]);
     assert!(ok, "{err}");

@@ -217,11 +217,10 @@ impl BestLog {
     /// others, in the log's sorted order: what `aotune prune` drops (records
     /// of tasks that a pass has since fused away or renamed).
     pub fn retain_tasks(&mut self, tasks: &BTreeSet<String>) -> Vec<BestRecord> {
-        let (kept, dropped): (Vec<_>, Vec<_>) = std::mem::take(&mut self.records)
+        let (kept, mut dropped): (Vec<_>, Vec<_>) = std::mem::take(&mut self.records)
             .into_iter()
             .partition(|r| tasks.contains(&r.task));
         self.records = kept;
-        let mut dropped = dropped;
         dropped.sort_by(|a, b| record_order(a).cmp(&record_order(b)));
         dropped
     }
