@@ -11,7 +11,7 @@ CARGO ?= cargo
 # On a machine with an NVIDIA driver: GPU vs CPU reference, then timings.
 # Without one: the CPU reference.
 run: cuda-tools $(MODEL)
-	$(CARGO) build --release --bin aotune
+	$(CARGO) build --release --features cli --bin aotune
 	if ls /dev/nvidia0 >/dev/null 2>&1; then \
 		./target/release/aotune verify $(MODEL) --batch $(BATCH) --precision $(PRECISION) && \
 		./target/release/aotune bench $(MODEL) --batch $(BATCH) --precision $(PRECISION); \
@@ -20,20 +20,19 @@ run: cuda-tools $(MODEL)
 	fi
 
 dump: $(MODEL)
-	$(CARGO) run --release --bin aotune -- dump $(MODEL) --batch $(BATCH) --precision $(PRECISION)
+	$(CARGO) run --release --features cli --bin aotune -- dump $(MODEL) --batch $(BATCH) --precision $(PRECISION)
 
 model: $(MODEL)
 
 $(MODEL):
-	$(CARGO) run --profile ci -p aotune-spec --bin aotune-zoo -- resnet50 -o $(MODEL)
+	$(CARGO) run --profile ci -p aotune-compiler --bin aotune-zoo -- resnet50 -o $(MODEL)
 
 test: cuda-tools
-	$(CARGO) test --workspace --profile ci
+	$(CARGO) test --workspace --all-features --profile ci
 
 # nvcc 13.0 without a CUDA install: the pinned PyPI wheels (DESIGN.md), into
 # .tools/cuda (ignored by git). No GPU needed; kernels compile to sm_90.
-CUDA_WHEELS = nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88 \
-	nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85 nvidia-cuda-nvrtc==13.0.88
+CUDA_WHEELS = $(shell cat model-spec/compiler/cuda-wheels.txt)
 cuda-tools: .tools/cuda/nvidia/cu13/bin/nvcc
 
 .tools/cuda/nvidia/cu13/bin/nvcc:
@@ -49,7 +48,7 @@ generated:
 
 lint:
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 
 fmt:
 	$(CARGO) fmt --all

@@ -9,16 +9,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .device
-AOTUNE_NO_EMBED=1 cargo build --release
+AOTUNE_NO_EMBED=1 cargo build --release --features cli --bin aotune
 cp target/release/aotune .device/aotune && strip .device/aotune
 if [ "${1:-all}" = cli ]; then du -sh .device; exit 0; fi
 log=$(mktemp)
-AOTUNE_NO_EMBED=1 cargo test --profile ci --no-run -p aotune --lib \
+AOTUNE_NO_EMBED=1 cargo test --profile ci --no-run -p aotune --features cli --lib \
   --test gpu_runtime --test gpu_kernels --test gpu_fixtures 2>&1 | tee "$log" >/dev/null
-AOTUNE_NO_EMBED=1 cargo test --profile ci --no-run -p aotune-spec --lib 2>&1 | tee -a "$log" >/dev/null
+AOTUNE_NO_EMBED=1 cargo test --profile ci --no-run -p aotune-compiler --lib 2>&1 | tee -a "$log" >/dev/null
 pick() { sed -n "s/.*Executable $1 (\(.*\))/\1/p" "$log"; }
 cp "$(pick 'unittests src\/lib.rs' | grep '/aotune-' )" .device/aotune-lib-tests
-cp "$(sed -n 's/.*Executable unittests src\/lib.rs (\(.*aotune_spec-.*\))/\1/p' "$log" | head -1)" .device/spec-lib-tests
+cp "$(sed -n 's/.*Executable unittests src\/lib.rs (\(.*aotune_compiler-.*\))/\1/p' "$log" | head -1)" .device/spec-lib-tests
 for t in gpu_runtime gpu_kernels gpu_fixtures; do cp "$(pick "tests\/$t.rs" | head -1)" ".device/$t"; done
 strip --strip-debug .device/aotune-lib-tests .device/gpu_runtime
 strip .device/spec-lib-tests .device/gpu_kernels .device/gpu_fixtures

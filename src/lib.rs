@@ -1,13 +1,19 @@
-//! aotune: the runtime of compiled models, and the `include_model!` macro.
+//! aotune's runtime: runs models compiled ahead of time by aotune's compiler.
 //!
-//! A build script compiles a model with [`aotune_spec::Build`]; the user's
-//! code embeds it with [`include_model!`] and runs it through
-//! [`runtime::Model`]. The CLI binary `aotune` lives beside this library.
+//! A build script compiles a model with `aotune_compiler::Build` (a
+//! build-dependency); the application embeds it with [`include_model!`] and
+//! runs it through [`runtime::Model`]: allocation at load, none per
+//! inference. This crate depends on the driver bindings and the model's spec
+//! (`aotune-spec`), not on the compiler.
+//!
+//! With the `cli` feature it also holds the GPU side of the tuner
+//! ([`tune`]) for the `aotune` binary.
 
 // Generated executors name `::aotune::…`, also inside this crate.
 extern crate self as aotune;
 
 pub mod runtime;
+#[cfg(feature = "cli")]
 pub mod tune;
 
 pub use aotune_macros::include_model;

@@ -51,7 +51,7 @@ fn zoo_dump_and_run_on_resnet18() {
     );
 
     // A real input file and an output file.
-    let input: Vec<u8> = aotune_spec::zoo::fill(3, 0.0, 1.0, 3 * 224 * 224)
+    let input: Vec<u8> = aotune_compiler::zoo::fill(3, 0.0, 1.0, 3 * 224 * 224)
         .iter()
         .flat_map(|v| v.to_le_bytes())
         .collect();
@@ -115,7 +115,7 @@ fn errors_are_messages_not_panics() {
 /// says what is wrong with a bad `--for` or a missing log. No GPU needed.
 #[test]
 fn prune_drops_only_records_no_build_uses() {
-    use aotune_spec::schedule::BestLog;
+    use aotune_compiler::schedule::BestLog;
     let dir = scratch("prune");
     let model_s = &zoo_resnet18(&dir);
     // A real task of the fp16 batch-1 build, from dump's task table.

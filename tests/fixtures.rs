@@ -4,9 +4,9 @@
 
 mod common;
 
-use aotune_spec::ir::Precision;
-use aotune_spec::reference::{rel_l2, run, run_planned, RunOptions};
-use aotune_spec::{compile_bytes, CompileOptions};
+use aotune_compiler::ir::Precision;
+use aotune_compiler::reference::{rel_l2, run, run_planned, RunOptions};
+use aotune_compiler::{compile_bytes, CompileOptions};
 use serde_json::Value as Json;
 
 /// Runs every case of one fixture; returns (batch, rel. L2) per case.

@@ -2,7 +2,7 @@
 //! `plan.txt` as committed, reviewed text. This test regenerates them (no
 //! GPU, no nvcc) and fails on any difference; `make generated` rewrites them.
 
-use aotune_spec::default_model;
+use aotune_compiler::default_model;
 use std::path::Path;
 
 const FILES: [&str; 3] = ["kernels.cu", "executor.rs", "plan.txt"];

@@ -15,9 +15,9 @@
 
 mod common;
 
-use aotune_spec::ir::Precision;
-use aotune_spec::reference::{rel_l2, run, RunOptions};
-use aotune_spec::{Build, Built};
+use aotune_compiler::ir::Precision;
+use aotune_compiler::reference::{rel_l2, run, RunOptions};
+use aotune_compiler::{Build, Built};
 use common::gpu::{self, Mode, TempDir};
 use serde_json::Value as Json;
 use std::path::{Path, PathBuf};

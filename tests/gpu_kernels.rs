@@ -36,26 +36,26 @@
 
 mod common;
 
-use aotune_spec::build::template_versions;
-use aotune_spec::codegen::cuda::conv::conv_shape;
-use aotune_spec::codegen::cuda::dense::dense_shape;
-use aotune_spec::codegen::cuda::elementwise::elt_shape;
-use aotune_spec::codegen::cuda::global_pool::global_pool_shape;
-use aotune_spec::codegen::cuda::matmul::matmul_shape;
-use aotune_spec::codegen::cuda::pool::pool_shape;
-use aotune_spec::codegen::cuda::reduce::{reduce_shape, softmax_shape};
-use aotune_spec::codegen::cuda::space_to_depth::space_to_depth_shape;
-use aotune_spec::codegen::cuda::to_nhwc::to_nhwc_shape;
-use aotune_spec::codegen::cuda::{
+use aotune_compiler::build::template_versions;
+use aotune_compiler::codegen::cuda::conv::conv_shape;
+use aotune_compiler::codegen::cuda::dense::dense_shape;
+use aotune_compiler::codegen::cuda::elementwise::elt_shape;
+use aotune_compiler::codegen::cuda::global_pool::global_pool_shape;
+use aotune_compiler::codegen::cuda::matmul::matmul_shape;
+use aotune_compiler::codegen::cuda::pool::pool_shape;
+use aotune_compiler::codegen::cuda::reduce::{reduce_shape, softmax_shape};
+use aotune_compiler::codegen::cuda::space_to_depth::space_to_depth_shape;
+use aotune_compiler::codegen::cuda::to_nhwc::to_nhwc_shape;
+use aotune_compiler::codegen::cuda::{
     generate_cuda, ConfigOverrides, ConvConfig, ConvShape, DenseConfig, GlobalPoolConfig,
     KernelConfig, LinearConfig, LinearShape, MatmulConfig, SpaceToDepthConfig, ToNhwcConfig,
 };
-use aotune_spec::ir::{Conv2d, Graph, Op, Pool2d, Precision};
-use aotune_spec::plan::MemoryPlan;
-use aotune_spec::reference::{rel_l2, run, run_traced, RunOptions};
-use aotune_spec::schedule::{BestLog, BestRecord, Target, BEST_FORMAT};
-use aotune_spec::zoo::fill;
-use aotune_spec::{compile_bytes, Build, Built, CompileOptions};
+use aotune_compiler::ir::{Conv2d, Graph, Op, Pool2d, Precision};
+use aotune_compiler::plan::MemoryPlan;
+use aotune_compiler::reference::{rel_l2, run, run_traced, RunOptions};
+use aotune_compiler::schedule::{BestLog, BestRecord, Target, BEST_FORMAT};
+use aotune_compiler::zoo::fill;
+use aotune_compiler::{compile_bytes, Build, Built, CompileOptions};
 use common::gpu::{self, Mode, TempDir};
 use serde_json::Value as Json;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -940,7 +940,7 @@ struct Swept {
 fn sweeps(
     graph: &Graph,
     plan: &MemoryPlan,
-    tasks: &[aotune_spec::schedule::Task],
+    tasks: &[aotune_compiler::schedule::Task],
     n: usize,
 ) -> Result<Vec<Swept>, String> {
     let versions = template_versions();

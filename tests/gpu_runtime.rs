@@ -14,10 +14,10 @@
 mod common;
 
 use aotune::runtime::{LaunchMode, LoadOptions, Model, RuntimeError};
-use aotune_spec::ir::Precision;
-use aotune_spec::reference::{rel_l2, run, RunOptions};
-use aotune_spec::zoo::{fill, write_resnet, ResNetDepth, DEFAULT_SEED};
-use aotune_spec::{Build, Built};
+use aotune_compiler::ir::Precision;
+use aotune_compiler::reference::{rel_l2, run, RunOptions};
+use aotune_compiler::zoo::{fill, write_resnet, ResNetDepth, DEFAULT_SEED};
+use aotune_compiler::{Build, Built};
 use common::gpu::{self, Mode, TempDir};
 use counting_allocator::allocations_in;
 use std::sync::OnceLock;

@@ -4,8 +4,8 @@
 
 mod common;
 
-use aotune_spec::onnx::{import_bytes, read_tensor_file, ImportError, ImportOptions};
-use aotune_spec::reference::{run, RunOptions};
+use aotune_compiler::onnx::{import_bytes, read_tensor_file, ImportError, ImportOptions};
+use aotune_compiler::reference::{run, RunOptions};
 use std::path::Path;
 
 enum Outcome {

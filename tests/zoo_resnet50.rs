@@ -1,10 +1,10 @@
 //! The zoo's ResNet-50 through the whole compiler: optimized vs imported
 //! graph on the CPU reference, the memory plan's bound, the task table.
 
-use aotune_spec::ir::{Op, Precision};
-use aotune_spec::reference::{rel_l2, run, run_planned, Accumulate, RunOptions};
-use aotune_spec::zoo::{fill, resnet_onnx, ResNetDepth, DEFAULT_SEED};
-use aotune_spec::{compile_bytes, CompileOptions, Compiled};
+use aotune_compiler::ir::{Op, Precision};
+use aotune_compiler::reference::{rel_l2, run, run_planned, Accumulate, RunOptions};
+use aotune_compiler::zoo::{fill, resnet_onnx, ResNetDepth, DEFAULT_SEED};
+use aotune_compiler::{compile_bytes, CompileOptions, Compiled};
 
 fn compile(batch: usize, precision: Precision) -> Compiled {
     let model = resnet_onnx(ResNetDepth::R50, DEFAULT_SEED);

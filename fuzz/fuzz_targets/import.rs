@@ -2,7 +2,7 @@
 //! error, never a panic, hang or crash. The first byte picks the batch option.
 #![no_main]
 
-use aotune_spec::onnx::{import_bytes, ImportOptions};
+use aotune_compiler::onnx::{import_bytes, ImportOptions};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

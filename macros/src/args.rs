@@ -7,7 +7,7 @@ use proc_macro2::Span;
 use syn::parse::{Parse, ParseStream};
 use syn::{Expr, ExprArray, ExprLit, Ident, Lit, LitStr, Token};
 
-/// The precisions `aotune_spec::ir::Precision` parses, as written in the macro.
+/// The precisions `aotune_compiler::ir::Precision` parses, as written in the macro.
 pub(crate) const PRECISIONS: [&str; 4] = ["fp32", "tf32", "fp16", "bf16"];
 
 /// What one `include_model!` call asks for.
@@ -166,7 +166,7 @@ impl Args {
             format!(".batches(&{:?})", self.batches)
         };
         format!(
-            "aotune_spec::Build::new(\"{}\"){tuning}{batches}.precision(\"{}\".parse().unwrap()).compile().unwrap();",
+            "aotune_compiler::Build::new(\"{}\"){tuning}{batches}.precision(\"{}\".parse().unwrap()).compile().unwrap();",
             self.model.value(),
             self.precision
         )
@@ -212,7 +212,7 @@ mod tests {
         assert_eq!(a.precision, "bf16");
         assert_eq!(
             a.build_hint(),
-            "aotune_spec::Build::new(\"m.onnx\").tuning(\"t.json\").batches(&[1, 8]).precision(\"bf16\".parse().unwrap()).compile().unwrap();"
+            "aotune_compiler::Build::new(\"m.onnx\").tuning(\"t.json\").batches(&[1, 8]).precision(\"bf16\".parse().unwrap()).compile().unwrap();"
         );
         assert_eq!(parse("\"m.onnx\", batch = 4").unwrap().batches, vec![4]);
     }

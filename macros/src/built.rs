@@ -1,7 +1,7 @@
 //! What the build step left in `OUT_DIR` for one model, checked against
 //! what `include_model!` asks for.
 //!
-//! `aotune_spec::Build` writes `<OUT_DIR>/aotune/<name>/manifest.json` for a
+//! `aotune_compiler::Build` writes `<OUT_DIR>/aotune/<name>/manifest.json` for a
 //! single batch size and `<OUT_DIR>/aotune/<name>_b<batch>/manifest.json`
 //! for each of several; the manifest's `batch` and `precision` say what was
 //! compiled. Every mismatch becomes a message that says what was built, what

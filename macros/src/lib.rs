@@ -1,4 +1,4 @@
-//! `include_model!`: a thin proc-macro over what `aotune_spec::Build` wrote
+//! `include_model!`: a thin proc-macro over what `aotune_compiler::Build` wrote
 //! to `OUT_DIR` (tonic's `include_proto!` pattern).
 //!
 //! ```ignore
@@ -23,7 +23,7 @@ use quote::{format_ident, quote};
 
 use args::Args;
 
-/// The module name the build step uses for a model path (same rule as `aotune_spec::build::model_name`).
+/// The module name the build step uses for a model path (same rule as `aotune_compiler::build::model_name`).
 fn model_name(path: &str) -> String {
     let stem = std::path::Path::new(path)
         .file_stem()

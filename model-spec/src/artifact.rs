@@ -9,7 +9,7 @@
 //! Strings and lists are `Cow`s so `executor.rs` can build a `static`
 //! [`ModelSpec`] with no allocation, while JSON loads into owned data.
 
-pub use crate::ir::{DType, Layout, Precision};
+pub use crate::types::{DType, Layout, Precision};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 

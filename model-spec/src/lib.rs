@@ -1,23 +1,20 @@
-//! aotune's compiler. No GPU needed.
+//! The model's spec: the artifact types aotune's compiler writes and its
+//! runtime reads. Applications that embed a model compile this crate and the
+//! runtime, never the compiler.
 //!
-//! The stages, in the order [`compile`] calls them: ONNX import ([`onnx`]),
-//! IR ([`ir`]), passes ([`passes`]), memory plan ([`plan`]), tasks
-//! ([`schedule`]). [`reference`] executes graphs on the CPU; [`zoo`] writes
-//! ResNet models as ONNX.
+//! - [`artifact`]: the launch table, tensor slots and weights of one build
+//!   ([`ModelSpec`], written as `manifest.json` and as `executor.rs`).
+//! - [`types`]: element types, layouts and precisions.
+//! - [`target`]: the GPU a tuning record was measured on.
+//! - [`hash`]: the weight blob's checksum.
+//! - [`launch`]: limits the kernels and the runtime agree on.
 
 pub mod artifact;
-pub mod build;
-pub mod codegen;
-pub mod default_model;
-pub mod ir;
-pub mod onnx;
-pub mod passes;
-mod pipeline;
-pub mod plan;
-pub mod reference;
-pub mod schedule;
-pub mod tune;
-pub mod zoo;
+pub mod hash;
+pub mod launch;
+pub mod target;
+pub mod types;
 
-pub use build::{Build, BuildError, Built, WeightsMode};
-pub use pipeline::{compile_bytes, compile_file, CompileError, CompileOptions, Compiled};
+pub use artifact::ModelSpec;
+pub use target::Target;
+pub use types::{DType, Layout, Precision};

@@ -4,7 +4,7 @@
 use super::gpu_model;
 use super::model_args::{LaunchArg, ModelArgs};
 use aotune::runtime::driver_present;
-use aotune_spec::reference::{run_planned, RunOptions};
+use aotune_compiler::reference::{run_planned, RunOptions};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -45,7 +45,7 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
         eprintln!("no NVIDIA GPU driver on this machine: timing the CPU reference instead");
         let compiled = args.model.compile()?;
         let n = compiled.graph.value(compiled.graph.inputs[0]).numel();
-        let input = aotune_spec::zoo::fill(1, 0.0, 1.0, n);
+        let input = aotune_compiler::zoo::fill(1, 0.0, 1.0, n);
         let mut times = Vec::new();
         for _ in 0..args.runs.clamp(1, 5) {
             let t = std::time::Instant::now();
@@ -92,7 +92,7 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
     let programmatic = args.launch.mode().programmatic(batch);
     let mut graph_ms = gpu.model.time_graph(args.warmup, args.runs)?;
     graph_ms.sort_by(f32::total_cmp);
-    let input = aotune_spec::zoo::fill(2, 0.0, 1.0, spec.inputs[0].elements());
+    let input = aotune_compiler::zoo::fill(2, 0.0, 1.0, spec.inputs[0].elements());
     let mut host_ms = gpu
         .model
         .time_infer(&input, args.warmup.min(10), args.runs.min(100))?;

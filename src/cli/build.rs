@@ -3,7 +3,7 @@
 
 use super::model_args::ModelArgs;
 use anyhow::Context;
-use aotune_spec::{Build, WeightsMode};
+use aotune_compiler::{Build, WeightsMode};
 use clap::Args;
 use std::path::PathBuf;
 

@@ -35,7 +35,7 @@ use super::gpu_model;
 use super::model_args::ModelArgs;
 use anyhow::{bail, Context};
 use aotune::runtime::driver_present;
-use aotune_spec::reference::{run_planned, RunOptions};
+use aotune_compiler::reference::{run_planned, RunOptions};
 use clap::Args;
 use image::{ImageFormat, RgbImage};
 use std::path::{Path, PathBuf};

@@ -1,9 +1,9 @@
 //! `aotune dump`: what the compiler made of a model.
 
 use super::model_args::ModelArgs;
-use aotune_spec::ir::print_graph;
-use aotune_spec::plan::render_plan;
-use aotune_spec::schedule::render_tasks;
+use aotune_compiler::ir::print_graph;
+use aotune_compiler::plan::render_plan;
+use aotune_compiler::schedule::render_tasks;
 use clap::{Args, ValueEnum};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

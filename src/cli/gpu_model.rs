@@ -4,7 +4,7 @@
 use super::model_args::ModelArgs;
 use anyhow::Context;
 use aotune::runtime::{LoadOptions, Model, ModelFiles};
-use aotune_spec::{Build, Built};
+use aotune_compiler::{Build, Built};
 use std::path::PathBuf;
 
 /// Where run-time builds go: `$AOTUNE_CACHE`, else `target/aotune-cache`.
@@ -38,7 +38,7 @@ pub fn build(args: &ModelArgs, tuning: Option<&PathBuf>) -> anyhow::Result<Built
     }
     let tag = format!(
         "{}_b{}_{}",
-        aotune_spec::build::model_name(&args.model),
+        aotune_compiler::build::model_name(&args.model),
         args.batch.unwrap_or(1),
         args.precision
     );

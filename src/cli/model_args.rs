@@ -1,8 +1,8 @@
 //! Arguments every model-compiling subcommand shares.
 
 use anyhow::Context;
-use aotune_spec::ir::Precision;
-use aotune_spec::{compile_file, CompileOptions, Compiled};
+use aotune_compiler::ir::Precision;
+use aotune_compiler::{compile_file, CompileOptions, Compiled};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -27,7 +27,7 @@ impl ModelArgs {
         if !self.model.exists() {
             anyhow::bail!(
                 "model '{}' does not exist (make the default one with `make model` or \
-                 `cargo run --release -p aotune-spec --bin aotune-zoo -- resnet50 -o models/resnet50.onnx`)",
+                 `cargo run --release -p aotune-compiler --bin aotune-zoo -- resnet50 -o models/resnet50.onnx`)",
                 self.model.display()
             );
         }

@@ -1,10 +1,10 @@
 //! The per-layer profile: each kernel's time, achieved TFLOP/s and GB/s
 //! against the H200 ceilings measured here, so the gap to the floor shows.
 
-use aotune_spec::artifact::ModelSpec;
-use aotune_spec::ir::{NodeId, Precision};
-use aotune_spec::schedule::node_flops;
-use aotune_spec::Built;
+use aotune_compiler::artifact::ModelSpec;
+use aotune_compiler::ir::{NodeId, Precision};
+use aotune_compiler::schedule::node_flops;
+use aotune_compiler::Built;
 use std::collections::HashMap;
 
 /// Measured on our H200 (KINDS.md): bf16/fp16 dense GEMM ~790 TFLOP/s,

@@ -6,8 +6,8 @@
 
 use super::model_args::ModelArgs;
 use anyhow::Context;
-use aotune_spec::ir::Precision;
-use aotune_spec::schedule::BestLog;
+use aotune_compiler::ir::Precision;
+use aotune_compiler::schedule::BestLog;
 use clap::Args;
 use std::collections::BTreeSet;
 use std::path::PathBuf;

@@ -2,7 +2,7 @@
 
 use super::model_args::ModelArgs;
 use anyhow::{bail, Context};
-use aotune_spec::reference::{run_planned, Accumulate, RunOptions};
+use aotune_compiler::reference::{run_planned, Accumulate, RunOptions};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -73,7 +73,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
                 "no --input given: using a deterministic pseudo-random input {:?}",
                 input_value.shape
             );
-            aotune_spec::zoo::fill(0x1234_5678, 0.0, 1.0, n)
+            aotune_compiler::zoo::fill(0x1234_5678, 0.0, 1.0, n)
         }
     };
     let options = RunOptions {

@@ -12,8 +12,8 @@ use super::tune_progress::BarProgress;
 use anyhow::Context;
 use aotune::runtime::{driver_present, LaunchMode, LoadOptions};
 use aotune::tune::{tunable_tasks, GpuMeasurer, MeasureSettings};
-use aotune_spec::schedule::{BestLog, Timing};
-use aotune_spec::tune::{
+use aotune_compiler::schedule::{BestLog, Timing};
+use aotune_compiler::tune::{
     best_log, merge_into, read_records, tune, RecordSink, RunSetup, TuneOptions,
 };
 use clap::{Args, ValueEnum};

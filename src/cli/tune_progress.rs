@@ -2,7 +2,7 @@
 //! elapsed time against the budget, end-to-end estimate) and one for the task
 //! being tuned (its trials, default and best time so far).
 
-use aotune_spec::tune::{BatchUpdate, Progress, TaskResult, TaskSpace};
+use aotune_compiler::tune::{BatchUpdate, Progress, TaskResult, TaskSpace};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::time::Duration;
 

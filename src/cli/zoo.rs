@@ -1,6 +1,6 @@
 //! `aotune zoo`: write a zoo ResNet (same as the `aotune-zoo` tool).
 
-use aotune_spec::zoo::{write_resnet, ResNetDepth, DEFAULT_SEED};
+use aotune_compiler::zoo::{write_resnet, ResNetDepth, DEFAULT_SEED};
 use clap::Args;
 use std::path::PathBuf;
 

@@ -8,7 +8,6 @@
 //! allocator: it counts allocations on threads that asked for it, which is
 //! how `infer` and `infer_device` are shown to allocate nothing.
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
 
@@ -77,36 +76,24 @@ fn gpu_present() -> bool {
     }
 }
 
-/// nvcc's candidates: `$AOTUNE_NVCC`, the repo's pinned wheel, a system CUDA, `PATH`.
-fn nvcc_candidates() -> Vec<PathBuf> {
-    let mut candidates = Vec::new();
-    if let Some(path) = std::env::var_os("AOTUNE_NVCC") {
-        candidates.push(PathBuf::from(path));
-    }
-    candidates
-        .push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/cuda/nvidia/cu13/bin/nvcc"));
-    candidates.push(PathBuf::from("/usr/local/cuda/bin/nvcc"));
-    candidates.push(PathBuf::from("nvcc"));
-    candidates
-}
-
 fn compile_with_nvcc() -> Option<Vec<u8>> {
     let dir = std::env::temp_dir().join(format!("aotune-gpu-tests-{}", std::process::id()));
     std::fs::create_dir_all(&dir).ok()?;
     let source = dir.join("relu_add.cu");
     let cubin = dir.join("relu_add.cubin");
     std::fs::write(&source, KERNELS).ok()?;
-    for nvcc in nvcc_candidates() {
-        let status = Command::new(&nvcc)
-            .args(["-cubin", "-arch=sm_90", "-o"])
-            .arg(&cubin)
-            .arg(&source)
-            .status();
-        if matches!(status, Ok(s) if s.success()) {
-            let bytes = std::fs::read(&cubin).ok();
-            let _ = std::fs::remove_dir_all(&dir);
-            return bytes;
-        }
+    let nvcc = aotune_compiler::toolchain::find_nvcc().ok()?;
+    let mut cmd = Command::new(&nvcc.path);
+    cmd.args(["-cubin", "-arch=sm_90", "-o"])
+        .arg(&cubin)
+        .arg(&source);
+    if let Some(include) = &nvcc.include {
+        cmd.arg("-I").arg(include);
+    }
+    if matches!(cmd.status(), Ok(s) if s.success()) {
+        let bytes = std::fs::read(&cubin).ok();
+        let _ = std::fs::remove_dir_all(&dir);
+        return bytes;
     }
     let _ = std::fs::remove_dir_all(&dir);
     None
@@ -136,7 +123,7 @@ fn kernel_image() -> Option<&'static [u8]> {
     let image = IMAGE.get_or_init(|| compile_with_nvcc().or_else(compile_with_nvrtc));
     if image.is_none() {
         eprintln!(
-            "skipping: neither nvcc (AOTUNE_NVCC, .tools, /usr/local/cuda, PATH) nor libnvrtc \
+            "skipping: neither nvcc (NVCC, CUDA_HOME, PATH, /usr/local/cuda, .tools) nor libnvrtc \
              could compile the test kernels"
         );
     }

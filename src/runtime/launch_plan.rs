@@ -10,7 +10,7 @@
 //! checks. Kernel parameters are all 8-byte pointers.
 
 use aotune_spec::artifact::{Arg, Launch, ModelSpec, TensorSlot, FORMAT_VERSION};
-use aotune_spec::ir::{DType, Layout};
+use aotune_spec::types::{DType, Layout};
 
 use super::error::RuntimeError;
 
@@ -155,7 +155,7 @@ fn check_launch(spec: &ModelSpec, launch: &Launch) -> Result<(), String> {
 pub(crate) mod tests {
     use super::*;
     use aotune_spec::artifact::WeightsInfo;
-    use aotune_spec::ir::Precision;
+    use aotune_spec::types::Precision;
 
     fn slot(name: &str, elements: usize, offset: u64) -> TensorSlot {
         TensorSlot {
@@ -186,7 +186,7 @@ pub(crate) mod tests {
             arena_bytes: 16384,
             weights: WeightsInfo {
                 bytes: weights.len() as u64,
-                fnv1a64: aotune_spec::zoo::fnv1a64(weights),
+                fnv1a64: aotune_spec::hash::fnv1a64(weights),
                 file_name: "weights.bin".into(),
             },
             kernels: vec!["add_w".into(), "relu".into(), "copy_smem".into()].into(),

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use aotune_spec::artifact::{ModelSpec, TensorSlot};
-use aotune_spec::schedule::{target_warning, Target};
+use aotune_spec::target::{target_warning, Target};
 use cudarc::driver::result::DriverError;
 use cudarc::driver::sys::CUresult;
 use cudarc::driver::CudaContext;
@@ -88,8 +88,7 @@ impl LaunchMode {
     /// The largest batch [`LaunchMode::Auto`] launches programmatically
     /// (the build loads the convs' weights before the grid dependency wait
     /// up to the same batch).
-    pub const PROGRAMMATIC_MAX_BATCH: usize =
-        aotune_spec::codegen::cuda::source::PROGRAMMATIC_MAX_BATCH;
+    pub const PROGRAMMATIC_MAX_BATCH: usize = aotune_spec::launch::PROGRAMMATIC_MAX_BATCH;
 
     /// Whether a model of this batch size is launched programmatically.
     pub fn programmatic(self, batch: usize) -> bool {
@@ -784,7 +783,7 @@ pub(crate) fn check_weights(
         });
     }
     if hash {
-        let got = aotune_spec::zoo::fnv1a64(weights);
+        let got = aotune_spec::hash::fnv1a64(weights);
         if got != spec.weights.fnv1a64 {
             return Err(RuntimeError::WeightsHash {
                 model: spec.name.to_string(),

@@ -4,13 +4,13 @@
 //! holding an f32 copy of the whole candidate (batch-256 outputs reach
 //! 400 MB, and the check ran once per candidate on one core).
 //!
-//! The distance is [`aotune_spec::reference::rel_l2`]'s, from its per-chunk
+//! The distance is [`aotune_compiler::reference::rel_l2`]'s, from its per-chunk
 //! sums; a NaN on one side only is reported apart (the caller fails the
 //! candidate on it).
 
 use crate::runtime::decode_values;
-use aotune_spec::ir::DType;
-use aotune_spec::reference::{l2_sums, rel_l2_of_sums};
+use aotune_compiler::ir::DType;
+use aotune_compiler::reference::{l2_sums, rel_l2_of_sums};
 use rayon::prelude::*;
 
 /// The distance of one output from the reference.
@@ -64,13 +64,13 @@ pub fn decode(raw: &[u8], dtype: DType) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aotune_spec::reference::rel_l2;
+    use aotune_compiler::reference::rel_l2;
     use half::{bf16, f16};
 
     fn values(n: usize, seed: u64) -> Vec<f32> {
         (0..n as u64)
             .map(|i| {
-                let z = aotune_spec::zoo::splitmix64(seed.wrapping_mul(31).wrapping_add(i));
+                let z = aotune_compiler::zoo::splitmix64(seed.wrapping_mul(31).wrapping_add(i));
                 ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
             })
             .collect()

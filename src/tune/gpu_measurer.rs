@@ -12,10 +12,10 @@
 use super::nvrtc::{self, CompileFailure, CompileIn, Cubin, Job};
 use super::protocol::{ArgSpec, Failure, Repeats, Reply, Request, Role};
 use super::runner::{Runner, WorkerError};
-use aotune_spec::codegen::cuda::candidate::{render_candidate, CandidateKernel};
-use aotune_spec::ir::{Graph, NodeId, Precision};
-use aotune_spec::schedule::{Target, Timing, CHAIN_LAUNCHES};
-use aotune_spec::tune::{FailStage, Measurer, TaskSpace, Trial, TrialOutcome};
+use aotune_compiler::codegen::cuda::candidate::{render_candidate, CandidateKernel};
+use aotune_compiler::ir::{Graph, NodeId, Precision};
+use aotune_compiler::schedule::{Target, Timing, CHAIN_LAUNCHES};
+use aotune_compiler::tune::{FailStage, Measurer, TaskSpace, Trial, TrialOutcome};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::mpsc;
@@ -256,7 +256,7 @@ impl<'g> GpuMeasurer<'g> {
             .collect();
         let setup = Request::Setup {
             args,
-            seed: aotune_spec::zoo::fnv1a64(space.task.as_bytes()),
+            seed: aotune_compiler::zoo::fnv1a64(space.task.as_bytes()),
             // `Graph` is refine's choice, not a way to time one kernel: it
             // measures alone as `Flushed` (tune never sets it).
             flush_bytes: match self.settings.timing {
@@ -427,7 +427,7 @@ pub fn median(v: &[f64]) -> f64 {
 }
 
 fn hash_bytes(b: &[u8]) -> u64 {
-    aotune_spec::zoo::fnv1a64(b)
+    aotune_compiler::zoo::fnv1a64(b)
 }
 
 impl GpuMeasurer<'_> {

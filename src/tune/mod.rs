@@ -1,6 +1,6 @@
 //! `aotune tune` on a GPU: the builder (NVRTC, every core), the measuring
 //! worker process and its supervisor, and the [`GpuMeasurer`] that ties them
-//! to the search in [`aotune_spec::tune`].
+//! to the search in [`aotune_compiler::tune`].
 
 mod compare;
 pub mod compile_process;

@@ -26,12 +26,12 @@ impl ArgType {
     }
 }
 
-impl From<aotune_spec::ir::DType> for ArgType {
-    fn from(d: aotune_spec::ir::DType) -> Self {
+impl From<aotune_compiler::ir::DType> for ArgType {
+    fn from(d: aotune_compiler::ir::DType) -> Self {
         match d {
-            aotune_spec::ir::DType::F32 => ArgType::F32,
-            aotune_spec::ir::DType::F16 => ArgType::F16,
-            aotune_spec::ir::DType::BF16 => ArgType::Bf16,
+            aotune_compiler::ir::DType::F32 => ArgType::F32,
+            aotune_compiler::ir::DType::F16 => ArgType::F16,
+            aotune_compiler::ir::DType::BF16 => ArgType::Bf16,
         }
     }
 }

@@ -18,11 +18,11 @@
 use super::nvrtc::{self, CompileIn, Job};
 use super::spaces::TunableTask;
 use crate::runtime::{LaunchKernel, Model, RuntimeError};
-use aotune_spec::codegen::cuda::candidate::render_candidate;
-use aotune_spec::codegen::cuda::CodegenError;
-use aotune_spec::schedule::{BestLog, BestRecord, Target, Timing, BEST_FORMAT};
-use aotune_spec::tune::{best_record, TuneRecord};
-use aotune_spec::Compiled;
+use aotune_compiler::codegen::cuda::candidate::render_candidate;
+use aotune_compiler::codegen::cuda::CodegenError;
+use aotune_compiler::schedule::{BestLog, BestRecord, Target, Timing, BEST_FORMAT};
+use aotune_compiler::tune::{best_record, TuneRecord};
+use aotune_compiler::Compiled;
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
@@ -144,7 +144,7 @@ impl RefineOutcome {
             format: BEST_FORMAT.to_string(),
             records: self.records.clone(),
         };
-        aotune_spec::tune::merge_into(best, &fresh)
+        aotune_compiler::tune::merge_into(best, &fresh)
     }
 }
 
@@ -429,7 +429,7 @@ pub fn refine(
         },
     );
 
-    let input = aotune_spec::zoo::fill(3, 0.0, 1.0, model.spec().inputs[0].elements());
+    let input = aotune_compiler::zoo::fill(3, 0.0, 1.0, model.spec().inputs[0].elements());
     let mut want = vec![0.0f32; model.spec().outputs[0].elements()];
     model.infer(&input, &mut want)?;
     let mut got = want.clone();
@@ -581,7 +581,7 @@ pub fn refine(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aotune_spec::tune::RECORD_FORMAT;
+    use aotune_compiler::tune::RECORD_FORMAT;
     use serde_json::json;
 
     fn target(gpu: &str, timing: Timing) -> Target {
@@ -617,7 +617,7 @@ mod tests {
     #[test]
     fn kept_configs_replace_only_their_tasks_in_the_best_log() {
         let h200 = target("NVIDIA H200", Timing::Flushed);
-        let best = aotune_spec::tune::best_log(&[
+        let best = aotune_compiler::tune::best_log(&[
             rec("a", 1, Some(10.0), h200.clone()),
             rec("b", 2, Some(5.0), h200.clone()),
         ]);

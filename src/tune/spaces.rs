@@ -1,14 +1,14 @@
 //! The model's tunable tasks as the search sees them: one [`TaskSpace`] per
-//! task whose op has a versioned template (`aotune_spec::build::template_versions`,
+//! task whose op has a versioned template (`aotune_compiler::build::template_versions`,
 //! the same table the build checks tuning records against), with the node
 //! whose kernel stands for the task.
 
-use aotune_spec::build::template_versions;
-use aotune_spec::codegen::cuda::candidate::task_candidates;
-use aotune_spec::codegen::cuda::CodegenError;
-use aotune_spec::ir::NodeId;
-use aotune_spec::tune::TaskSpace;
-use aotune_spec::Compiled;
+use aotune_compiler::build::template_versions;
+use aotune_compiler::codegen::cuda::candidate::task_candidates;
+use aotune_compiler::codegen::cuda::CodegenError;
+use aotune_compiler::ir::NodeId;
+use aotune_compiler::tune::TaskSpace;
+use aotune_compiler::Compiled;
 
 /// A task to tune and the node that represents it.
 #[derive(Debug, Clone)]
@@ -60,8 +60,8 @@ pub fn tunable_tasks(compiled: &Compiled) -> Result<Vec<TunableTask>, CodegenErr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use aotune_spec::ir::Precision;
-    use aotune_spec::{compile_bytes, zoo, CompileOptions};
+    use aotune_compiler::ir::Precision;
+    use aotune_compiler::{compile_bytes, zoo, CompileOptions};
 
     #[test]
     fn resnet50_has_its_conv_tasks_and_valid_spaces() {
@@ -116,7 +116,7 @@ mod tests {
         .expect("compiles");
         let tasks = tunable_tasks(&compiled).expect("spaces");
         let t = &tasks[0];
-        use aotune_spec::codegen::cuda::candidate::{render_candidate, task_candidates};
+        use aotune_compiler::codegen::cuda::candidate::{render_candidate, task_candidates};
         // Three more configs of the heaviest task, and every task's default
         // (each template NVRTC will see).
         let n = t.space.configs.len();

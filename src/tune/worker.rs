@@ -15,7 +15,7 @@ use super::compare;
 use super::protocol::{ArgSpec, ArgType, Failure, Repeats, Reply, Request, Role};
 use crate::runtime::driver::{self, DeviceBuffer, Event, Function, KernelParams, Module, Stream};
 use crate::runtime::{error_name, open_device, query_device};
-use aotune_spec::ir::DType;
+use aotune_compiler::ir::DType;
 use cudarc::driver::result::DriverError;
 use cudarc::driver::sys::CUresult;
 use cudarc::driver::CudaContext;
@@ -183,7 +183,7 @@ fn fill_values(a: &ArgSpec, seed: u64) -> Vec<u8> {
         .par_chunks_mut(size)
         .enumerate()
         .for_each(|(i, dst)| {
-            let z = aotune_spec::zoo::splitmix64(base.wrapping_add(i as u64));
+            let z = aotune_compiler::zoo::splitmix64(base.wrapping_add(i as u64));
             let v = ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0;
             match a.dtype {
                 ArgType::F32 => dst.copy_from_slice(&v.to_le_bytes()),
@@ -467,7 +467,7 @@ mod tests {
         assert_eq!(v.len(), 32);
         assert!(v.iter().all(|x| (-1.0..1.0).contains(x)));
         // Element i is the i-th splitmix64 value after the seed's base.
-        let z = aotune_spec::zoo::splitmix64(7u64.wrapping_mul(0x9e37_79b9_7f4a_7c15) + 5);
+        let z = aotune_compiler::zoo::splitmix64(7u64.wrapping_mul(0x9e37_79b9_7f4a_7c15) + 5);
         let want = ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0;
         assert_eq!(v[5], half::f16::from_f32(want).to_f32());
     }

@@ -4,7 +4,7 @@
 //! the weights back, for the CPU (`tests/fixtures.rs`) and GPU
 //! (`tests/gpu_fixtures.rs`) checks alike.
 
-use aotune_spec::onnx::{fill_initializers, WeightFill};
+use aotune_compiler::onnx::{fill_initializers, WeightFill};
 use serde_json::Value as Json;
 use std::path::Path;
 

@@ -16,8 +16,8 @@
 //! - `NVCC` / `CUDA_HOME`: which nvcc `Build` uses (see `Nvcc::find`).
 
 use aotune::runtime::{driver_present, LoadOptions, Model, ModelFiles, RuntimeError};
-use aotune_spec::build::Nvcc;
-use aotune_spec::ir::Precision;
+use aotune_compiler::build::Nvcc;
+use aotune_compiler::ir::Precision;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Condvar, Mutex, OnceLock};

@@ -3,7 +3,7 @@
 //! sweep shapes × a sample of its configs × precisions, then zoo ResNet-50
 //! layer by layer, then its timing. Without libcuda (or without nvcc and
 //! NVRTC) the tests print `SKIPPED: …` and pass. Run them with
-//! `cargo test -p aotune-spec --release --lib gpu_ -- --nocapture --test-threads=1`.
+//! `cargo test -p aotune-compiler --release --lib gpu_ -- --nocapture --test-threads=1`.
 //!
 //! Tolerances (relative L2, DESIGN.md): fp32 1e-5, tf32 2e-3, fp16/bf16 1e-2.
 

@@ -24,26 +24,43 @@ pub fn build(model: &Path, tuning: &str) -> Result<Build, String> {
         .name(NAME))
 }
 
+/// What [`embed`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Embedded {
+    /// The default model is compiled into `OUT_DIR`.
+    Built,
+    /// Not built, for the reason given (no nvcc, or `AOTUNE_NO_EMBED`): the
+    /// binary is built without it.
+    Skipped(String),
+}
+
 /// For the root build script: compiles the default model into `OUT_DIR`.
-/// An error means the binary is built without it (the message says why).
-pub fn embed(model: &Path, tuning: &str) -> Result<(), String> {
+/// Without nvcc (or with `AOTUNE_NO_EMBED` set) it skips, saying why; with
+/// nvcc present, a failed build is an error, which fails the build script.
+pub fn embed(model: &Path, tuning: &str) -> Result<Embedded, String> {
     println!("cargo:rerun-if-changed={}", model.display());
     println!("cargo:rerun-if-changed={tuning}");
     println!("cargo:rerun-if-env-changed=AOTUNE_NO_EMBED");
     if std::env::var_os("AOTUNE_NO_EMBED").is_some() {
-        return Err(
+        return Ok(Embedded::Skipped(
             "AOTUNE_NO_EMBED is set: building the aotune binary without an embedded GPU model"
                 .into(),
-        );
+        ));
     }
     if let Err(e) = Nvcc::find() {
-        return Err(format!(
+        return Ok(Embedded::Skipped(format!(
             "building the aotune binary without an embedded GPU model: {e}. \
              `aotune bench`/`verify` will compile kernels at run time (they need nvcc then)"
-        ));
+        )));
     }
     build(model, tuning)?
         .compile()
-        .map(|_| ())
-        .map_err(|e: BuildError| format!("building the default model failed: {e}"))
+        .map(|_| Embedded::Built)
+        .map_err(|e: BuildError| {
+            format!(
+                "nvcc is present but building the default model {} failed: {e} \
+                 (set AOTUNE_NO_EMBED=1 to build the aotune binary without it)",
+                model.display()
+            )
+        })
 }

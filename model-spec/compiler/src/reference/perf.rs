@@ -4,7 +4,7 @@
 //! max pool, global average pool, flatten, dense. Built in
 //! NHWC (channels-last activations, OHWI weights) or NCHW. A small variant
 //! checks that the two layouts and the arena agree; the full-size one times
-//! the executor (`cargo test --release -p aotune-spec reference::perf --
+//! the executor (`cargo test --release -p aotune-compiler reference::perf --
 //! --ignored --nocapture`).
 
 use super::testing::{conv2d, disjoint_plan, Builder, Rng};

@@ -10,15 +10,7 @@
 //! the zoo takes `fnv1a64(name) ^ model_seed` ([`tensor_seed`]), which is the
 //! same thing for model seed 0.
 
-/// FNV-1a, 64-bit: offset basis `0xcbf29ce484222325`, prime `0x100000001b3`.
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
-}
+pub use aotune_spec::hash::fnv1a64;
 
 /// splitmix64's output function applied to `z` (the generator's state after
 /// the increment is `z + 0x9E3779B97F4A7C15`).

@@ -515,7 +515,7 @@ pub fn resnet_onnx(depth: ResNetDepth, seed: u64) -> Vec<u8> {
         doc_string: format!(
             "torchvision {name} (v1.5) topology with synthetic weights, BatchNormalization \
              not folded. Initializer t holds fill(fnv1a64(t.name) ^ {seed}, center, half_width) \
-             (splitmix64 rule of aotune_spec::zoo::fill).",
+             (splitmix64 rule of aotune_compiler::zoo::fill).",
             name = depth.name()
         ),
         metadata: vec![

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use aotune_spec::zoo::{write_resnet, ResNetDepth, DEFAULT_SEED};
+use aotune_compiler::zoo::{write_resnet, ResNetDepth, DEFAULT_SEED};
 use clap::Parser;
 
 /// Write a torchvision ResNet as ONNX (opset 17) with synthetic weights.

@@ -2,51 +2,14 @@
 //! with `-Xptxas -v`, and reading ptxas's per-kernel report (registers,
 //! stack, spills). Tests without nvcc print `SKIPPED: …` and pass.
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// An nvcc and the include directory that goes with it.
-#[derive(Debug, Clone)]
-pub struct Nvcc {
-    pub path: PathBuf,
-    /// `<bin>/../include` when it exists (the pip wheels need it for
-    /// `cuda_fp16.h`).
-    pub include: Option<PathBuf>,
-}
+pub use crate::toolchain::NvccPath as Nvcc;
 
-/// How to get nvcc, for skip messages.
-const HOW_TO_GET: &str = "set NVCC, or install the wheels into .tools/cuda: pip install \
-     --target .tools/cuda nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 \
-     nvidia-cuda-crt==13.0.88 nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85";
-
-fn candidates() -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Some(p) = std::env::var_os("NVCC") {
-        out.push(PathBuf::from(p));
-    }
-    out.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/cuda/nvidia/cu13/bin/nvcc"));
-    if let Some(path) = std::env::var_os("PATH") {
-        out.extend(std::env::split_paths(&path).map(|d| d.join("nvcc")));
-    }
-    out.push(PathBuf::from("/usr/local/cuda/bin/nvcc"));
-    out
-}
-
-/// The first nvcc found (`NVCC`, the repository's `.tools`, `PATH`,
-/// `/usr/local/cuda/bin`), or a message saying how to get one.
+/// The first nvcc found ([`crate::toolchain::find_nvcc`]), or why not.
 pub fn find() -> Result<Nvcc, String> {
-    for path in candidates() {
-        if path.is_file() {
-            let include = path
-                .parent()
-                .and_then(Path::parent)
-                .map(|root| root.join("include"))
-                .filter(|dir| dir.join("cuda_fp16.h").is_file());
-            return Ok(Nvcc { path, include });
-        }
-    }
-    Err(format!("SKIPPED: no nvcc ({HOW_TO_GET})"))
+    crate::toolchain::find_nvcc().map_err(|e| e.to_string())
 }
 
 /// nvcc, or `None` after printing why the calling test is skipped.
@@ -54,7 +17,7 @@ pub fn find_or_skip() -> Option<Nvcc> {
     match find() {
         Ok(n) => Some(n),
         Err(message) => {
-            println!("{message}");
+            println!("SKIPPED: {message}");
             None
         }
     }
