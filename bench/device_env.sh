@@ -5,6 +5,8 @@ export PATH=/usr/local/cuda/bin:$PATH
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export NVCC=/usr/local/cuda/bin/nvcc
 export AOTUNE_CACHE=/tmp/aotune-cache
+# Every GPU test must run here: a skip (no driver, no nvcc, no fixtures) fails.
+export AOTUNE_REQUIRE_GPU=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 B=${B:-.device/aotune}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader

@@ -1,11 +1,13 @@
 //! ONNX's own operator conformance cases (`../shared/onnx-node-tests/`) on
 //! the CPU reference: every case whose op the importer accepts must match
-//! the expected outputs; the rest are listed as skipped with the reason.
+//! the expected outputs; the rest are listed as skipped with the reason. The
+//! cases that pass are pinned in `tests/onnx_conformance_passing.txt`.
 
 mod common;
 
 use aotune_compiler::onnx::{import_bytes, read_tensor_file, ImportError, ImportOptions};
 use aotune_compiler::reference::{run, RunOptions};
+use std::collections::BTreeSet;
 use std::path::Path;
 
 enum Outcome {
@@ -110,11 +112,11 @@ fn onnx_node_conformance() {
         .filter(|p| p.join("model.onnx").is_file())
         .collect();
     cases.sort();
-    let (mut passed, mut skipped, mut failed) = (0, Vec::new(), Vec::new());
+    let (mut passed, mut skipped, mut failed) = (Vec::new(), Vec::new(), Vec::new());
     for case in &cases {
         let name = case.file_name().unwrap().to_string_lossy().to_string();
         match run_case(case) {
-            Outcome::Passed => passed += 1,
+            Outcome::Passed => passed.push(name),
             Outcome::Skipped(why) => skipped.push((name, why)),
             Outcome::Failed(why) => failed.push((name, why)),
         }
@@ -126,8 +128,9 @@ fn onnx_node_conformance() {
         println!("FAILED {name}: {why}");
     }
     println!(
-        "ONNX node conformance: ran {}, passed {passed}, failed {}, skipped {}",
-        passed + failed.len(),
+        "ONNX node conformance: ran {}, passed {}, failed {}, skipped {}",
+        passed.len() + failed.len(),
+        passed.len(),
         failed.len(),
         skipped.len()
     );
@@ -136,8 +139,39 @@ fn onnx_node_conformance() {
         "{} conformance cases failed (listed above)",
         failed.len()
     );
+    check_pinned(&passed);
+}
+
+/// The cases expected to pass, one name a line (`AOTUNE_BLESS=1` rewrites
+/// it from a run). A pinned case that stops passing fails the test, and so
+/// does a newly passing case until it is pinned.
+const PINNED: &str = "tests/onnx_conformance_passing.txt";
+
+fn check_pinned(passed: &[String]) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(PINNED);
+    if std::env::var_os("AOTUNE_BLESS").is_some() {
+        let mut text = passed.join("\n");
+        text.push('\n');
+        std::fs::write(&path, text).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        println!("wrote {} cases to {PINNED}", passed.len());
+        return;
+    }
+    let pinned_text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {PINNED}: {e}"));
+    let pinned: BTreeSet<&str> = pinned_text.lines().filter(|l| !l.is_empty()).collect();
+    let now: BTreeSet<&str> = passed.iter().map(String::as_str).collect();
+    let lost: Vec<&&str> = pinned.difference(&now).collect();
+    let gained: Vec<&&str> = now.difference(&pinned).collect();
     assert!(
-        passed >= 60,
-        "only {passed} conformance cases ran and passed"
+        lost.is_empty(),
+        "{} pinned conformance case(s) no longer pass: {lost:?}",
+        lost.len()
     );
+    assert!(
+        gained.is_empty(),
+        "{} case(s) pass that {PINNED} does not list: {gained:?} \
+         (pin them with `AOTUNE_BLESS=1 cargo test --profile ci --test onnx_conformance`)",
+        gained.len()
+    );
+    println!("all {} pinned cases pass", pinned.len());
 }

@@ -31,11 +31,7 @@ pub struct VerifyArgs {
 
 /// DESIGN.md's tolerances (rel. L2 against the fp32 CPU reference).
 pub fn tolerance(p: Precision) -> f64 {
-    match p {
-        Precision::Fp32 => 1e-5,
-        Precision::Tf32 => 2e-3,
-        Precision::Fp16 | Precision::Bf16 => 1e-2,
-    }
+    p.tolerance_vs_fp32()
 }
 
 pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {

@@ -553,6 +553,23 @@ pub(crate) unsafe fn copy_device_to_host(
     result::memcpy_dtoh_async(dst, src, stream.raw)
 }
 
+/// Sets `bytes` bytes at `dst` to `byte`, ordered on `stream`.
+///
+/// # Safety
+///
+/// `dst` is device memory valid for `bytes` bytes.
+pub(crate) unsafe fn fill_range(
+    dst: DevicePtr,
+    byte: u8,
+    bytes: usize,
+    stream: &Stream,
+) -> Result<(), DriverError> {
+    if bytes == 0 {
+        return Ok(());
+    }
+    result::memset_d8_async(dst, byte, bytes, stream.raw)
+}
+
 /// Async device-to-device copy of `bytes` bytes.
 ///
 /// # Safety

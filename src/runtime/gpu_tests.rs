@@ -3,14 +3,16 @@
 //! test time (nvcc when found, else NVRTC to PTX), with the last kernel
 //! taking 64 KiB of dynamic shared memory so the opt-in path runs.
 //!
-//! Every test prints why and returns early when there is no driver, no
-//! device, or no compiler. This file also installs the test binary's global
+//! Every test skips (`aotune_compiler::skip`) when there is no driver
+//! library or no compiler; a driver or compiler that is present but fails
+//! fails the test. This file also installs the test binary's global
 //! allocator: it counts allocations on threads that asked for it, which is
 //! how `infer` and `infer_device` are shown to allocate nothing.
 
 use std::process::Command;
 use std::sync::OnceLock;
 
+use aotune_compiler::skip;
 use aotune_spec::artifact::ModelSpec;
 
 use super::driver::{self, DeviceBuffer};
@@ -57,32 +59,41 @@ use counting_allocator::allocations_in;
 
 // ---- fixtures ------------------------------------------------------------
 
-/// `None` (after printing why) unless a driver and a device are present.
+/// True when a driver and a device are present; false after a skip (no
+/// driver library). A driver that is present but fails is a failure.
 fn gpu_present() -> bool {
     if !driver::driver_library_present() {
-        eprintln!("skipping: no NVIDIA driver (libcuda.so.1 not loadable)");
+        skip::here("no NVIDIA driver (libcuda.so.1 not loadable)");
         return false;
     }
     if let Err(e) = driver::init() {
-        eprintln!("skipping: cuInit failed: {}", super::error::describe(&e));
-        return false;
+        panic!(
+            "libcuda is present but cuInit failed: {}",
+            super::error::describe(&e)
+        );
     }
     match driver::device_count() {
-        Ok(0) | Err(_) => {
-            eprintln!("skipping: no CUDA device visible");
-            false
-        }
+        Ok(0) => panic!("libcuda is present but no CUDA device is visible"),
+        Err(e) => panic!(
+            "libcuda is present but cuDeviceGetCount failed: {}",
+            super::error::describe(&e)
+        ),
         Ok(_) => true,
     }
 }
 
-fn compile_with_nvcc() -> Option<Vec<u8>> {
+/// The test kernels as a cubin: `Ok(None)` without nvcc, `Err` when nvcc
+/// is there and fails.
+fn compile_with_nvcc() -> Result<Option<Vec<u8>>, String> {
+    let Ok(nvcc) = aotune_compiler::toolchain::find_nvcc() else {
+        return Ok(None);
+    };
     let dir = std::env::temp_dir().join(format!("aotune-gpu-tests-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).ok()?;
+    let io = |e: std::io::Error| format!("{}: {e}", dir.display());
+    std::fs::create_dir_all(&dir).map_err(io)?;
     let source = dir.join("relu_add.cu");
     let cubin = dir.join("relu_add.cubin");
-    std::fs::write(&source, KERNELS).ok()?;
-    let nvcc = aotune_compiler::toolchain::find_nvcc().ok()?;
+    std::fs::write(&source, KERNELS).map_err(io)?;
     let mut cmd = Command::new(&nvcc.path);
     cmd.args(["-cubin", "-arch=sm_90", "-o"])
         .arg(&cubin)
@@ -90,44 +101,55 @@ fn compile_with_nvcc() -> Option<Vec<u8>> {
     if let Some(include) = &nvcc.include {
         cmd.arg("-I").arg(include);
     }
-    if matches!(cmd.status(), Ok(s) if s.success()) {
-        let bytes = std::fs::read(&cubin).ok();
-        let _ = std::fs::remove_dir_all(&dir);
-        return bytes;
-    }
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", nvcc.path.display()))?;
+    let result = if out.status.success() {
+        std::fs::read(&cubin).map(Some).map_err(io)
+    } else {
+        Err(format!(
+            "{} failed on the test kernels: {}",
+            nvcc.path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    };
     let _ = std::fs::remove_dir_all(&dir);
-    None
+    result
 }
 
-fn compile_with_nvrtc() -> Option<Vec<u8>> {
+/// The test kernels as PTX: `Ok(None)` without libnvrtc, `Err` when it is
+/// there and fails.
+fn compile_with_nvrtc() -> Result<Option<Vec<u8>>, String> {
     // SAFETY: only tries to `dlopen` libnvrtc under its known names.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return None;
+        return Ok(None);
     }
     let options = cudarc::nvrtc::CompileOptions {
         arch: Some("compute_90"),
         ..Default::default()
     };
     match cudarc::nvrtc::compile_ptx_with_opts(KERNELS, options) {
-        Ok(ptx) => ptx.as_bytes().map(<[u8]>::to_vec),
-        Err(e) => {
-            eprintln!("NVRTC failed on the test kernels: {e:?}");
-            None
-        }
+        Ok(ptx) => Ok(ptx.as_bytes().map(<[u8]>::to_vec)),
+        Err(e) => Err(format!("NVRTC failed on the test kernels: {e:?}")),
     }
 }
 
-/// The test kernels as a cubin (nvcc) or PTX (NVRTC), compiled once.
+/// The test kernels as a cubin (nvcc) or PTX (NVRTC), compiled once; `None`
+/// after a skip when neither compiler exists. A compiler that fails panics.
 fn kernel_image() -> Option<&'static [u8]> {
-    static IMAGE: OnceLock<Option<Vec<u8>>> = OnceLock::new();
-    let image = IMAGE.get_or_init(|| compile_with_nvcc().or_else(compile_with_nvrtc));
-    if image.is_none() {
-        eprintln!(
-            "skipping: neither nvcc (NVCC, CUDA_HOME, PATH, /usr/local/cuda, .tools) nor libnvrtc \
-             could compile the test kernels"
-        );
+    static IMAGE: OnceLock<Result<Option<Vec<u8>>, String>> = OnceLock::new();
+    let image = IMAGE.get_or_init(|| match compile_with_nvcc()? {
+        Some(cubin) => Ok(Some(cubin)),
+        None => compile_with_nvrtc(),
+    });
+    match image {
+        Err(e) => panic!("{e}"),
+        Ok(None) => {
+            skip::here("neither nvcc (NVCC, CUDA_HOME, PATH, /usr/local/cuda, .tools) nor libnvrtc is present");
+            None
+        }
+        Ok(Some(image)) => Some(image),
     }
-    image.as_deref()
 }
 
 fn weights_from(values: &[f32]) -> Vec<u8> {
@@ -198,11 +220,12 @@ fn f32s(bytes: &[u8]) -> Vec<f32> {
 #[test]
 fn test_kernels_compile() {
     match compile_with_nvcc() {
-        Some(cubin) => assert_eq!(&cubin[..4], b"\x7fELF", "nvcc output is not a cubin"),
-        None => eprintln!("skipping the nvcc half: no nvcc found"),
+        Ok(Some(cubin)) => assert_eq!(&cubin[..4], b"\x7fELF", "nvcc output is not a cubin"),
+        Ok(None) => skip::here("no nvcc for the nvcc half"),
+        Err(e) => panic!("{e}"),
     }
     match compile_with_nvrtc() {
-        Some(ptx) => {
+        Ok(Some(ptx)) => {
             let text = String::from_utf8_lossy(&ptx);
             for kernel in ["add_w", "relu", "copy_smem"] {
                 assert!(
@@ -211,7 +234,8 @@ fn test_kernels_compile() {
                 );
             }
         }
-        None => eprintln!("skipping the NVRTC half: libnvrtc not loadable"),
+        Ok(None) => skip::here("libnvrtc not loadable for the NVRTC half"),
+        Err(e) => panic!("{e}"),
     }
 }
 

@@ -78,13 +78,17 @@ fn hold_primary_context() {
     CONTEXT.get_or_init(|| cudarc::driver::CudaContext::new(0).ok());
 }
 
-/// DESIGN.md's tolerances (rel. L2).
+/// The bar against the CPU emulation of the same precision
+/// ([`Precision::tolerance_vs_emulation`]).
 pub fn tolerance(p: Precision) -> f64 {
-    match p {
-        Precision::Fp32 => 1e-5,
-        Precision::Tf32 => 2e-3,
-        Precision::Fp16 | Precision::Bf16 => 1e-2,
-    }
+    p.tolerance_vs_emulation()
+}
+
+/// The bar against an fp32 reference such as ONNX Runtime
+/// ([`Precision::tolerance_vs_fp32`]).
+#[allow(dead_code)] // not every test binary compares with fp32
+pub fn tolerance_vs_fp32(p: Precision) -> f64 {
+    p.tolerance_vs_fp32()
 }
 
 /// True when a rel. L2 error fails its tolerance (NaN fails).

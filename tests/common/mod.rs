@@ -17,8 +17,10 @@ pub fn shared_dir() -> Option<PathBuf> {
     dir.is_dir().then_some(dir)
 }
 
+/// Records a skip (`aotune_compiler::skip`): printed, logged for `make
+/// test`'s summary, a failure under `AOTUNE_REQUIRE_GPU=1`.
 pub fn skip(test: &str, why: &str) {
-    println!("SKIPPED {test}: {why}");
+    aotune_compiler::skip::skip(test, why);
 }
 
 pub fn read_f32(path: &std::path::Path) -> Vec<f32> {

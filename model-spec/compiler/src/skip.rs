@@ -37,6 +37,13 @@ pub fn skip(test: &str, why: &str) {
     }
 }
 
+/// [`skip`] for the test running on this thread (libtest names each
+/// test's thread after the test).
+pub fn here(why: &str) {
+    let thread = std::thread::current();
+    skip(thread.name().unwrap_or("unnamed test"), why);
+}
+
 /// Appends `test<TAB>reason` to the skip log (errors ignored: the log only
 /// feeds a summary).
 fn append(log: &std::path::Path, test: &str, why: &str) {

@@ -106,6 +106,11 @@ api!(Nvrtc {
     nvrtcDestroyProgram: fn(*mut Handle) -> c_int;
 });
 
+/// True when the driver library can be opened (no CUDA call is made).
+pub fn driver_library_present() -> bool {
+    open(&["libcuda.so.1", "libcuda.so"]).is_ok()
+}
+
 /// A CUDA context on device 0.
 pub struct Gpu {
     driver: Driver,
@@ -571,7 +576,8 @@ impl<'g> Loaded<'g> {
         ))
     }
 
-    /// Runs every launch; with `trace`, synchronizes after each and returns
+    /// Runs every launch; with `trace`, poisons each launch's output with
+    /// NaN first, synchronizes after each and returns
     /// each launch's output (node, logical f32), else returns the graph
     /// outputs in order.
     pub fn run(
@@ -583,6 +589,11 @@ impl<'g> Loaded<'g> {
     ) -> Result<Outputs, String> {
         let mut out = Vec::new();
         for (i, l) in m.launches.iter().enumerate() {
+            let output = graph.node(l.node).output;
+            if trace && !shares_memory_with_an_input(graph, plan, l.node) {
+                // NaN in every element, so an unwritten one shows.
+                self.poison(graph, plan, output)?;
+            }
             self.launch(m, i)?;
             if trace {
                 self.gpu.sync(&format!(
@@ -667,6 +678,22 @@ impl<'g> Loaded<'g> {
         }
         Ok((total, each))
     }
+}
+
+/// True when `node`'s output lies in memory one of its inputs occupies
+/// (an in-place launch), which poisoning would destroy.
+fn shares_memory_with_an_input(graph: &Graph, plan: &MemoryPlan, node: NodeId) -> bool {
+    let n = graph.node(node);
+    let Some(out) = plan.buffer(n.output) else {
+        return false;
+    };
+    let (start, end) = (out.offset, out.offset + graph.value(n.output).bytes());
+    n.inputs.iter().any(|&v| {
+        plan.buffer(v).is_some_and(|b| {
+            let (s, e) = (b.offset, b.offset + graph.value(v).bytes());
+            s < end && start < e
+        })
+    })
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Test support: finding nvcc, compiling generated CUDA to an sm_90a cubin
 //! with `-Xptxas -v`, and reading ptxas's per-kernel report (registers,
-//! stack, spills). Tests without nvcc print `SKIPPED: …` and pass.
+//! stack, spills). Tests without nvcc skip (`crate::skip`).
 
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,7 +17,7 @@ pub fn find_or_skip() -> Option<Nvcc> {
     match find() {
         Ok(n) => Some(n),
         Err(message) => {
-            println!("SKIPPED: {message}");
+            crate::skip::here(&message);
             None
         }
     }

@@ -2,8 +2,8 @@
 //! of its search space (plus the default) × precisions are rendered through
 //! the same path `generate_cuda` uses, batched into a few `.cu` files, and
 //! compiled with `nvcc -cubin` for sm_90a with `-Xptxas -v`; every kernel must
-//! compile without register spills. Without nvcc the tests print
-//! `SKIPPED: …` and pass.
+//! compile without register spills. Without nvcc the tests skip
+//! (`crate::skip`).
 
 use super::config::TaskRef;
 use super::nvcc::{self, KernelReport, Nvcc};
