@@ -6,7 +6,7 @@ PRECISION ?= fp32
 BATCH ?= 1
 CARGO ?= cargo
 
-.PHONY: run test model lint fmt fuzz dump clean-models cuda-tools generated example
+.PHONY: run test model lint fmt fuzz dump clean-models cuda-tools generated example example-small
 
 # On a machine with an NVIDIA driver: GPU vs CPU reference, then timings.
 # Without one: the CPU reference.
@@ -49,6 +49,14 @@ cuda-tools: .tools/cuda/nvidia/cu13/bin/nvcc
 # The user story: examples/resnet50-app embeds the model with include_model!.
 example: cuda-tools $(MODEL)
 	CARGO_TARGET_DIR=$(CURDIR)/target $(CARGO) build --profile ci --manifest-path examples/resnet50-app/Cargo.toml
+
+# The same example with ResNet-18 at batch 1 embedded: small enough to carry
+# to a GPU machine (bench/prepare_device.sh example).
+example-small: cuda-tools models/resnet18.onnx
+	CARGO_TARGET_DIR=$(CURDIR)/target $(CARGO) build --release --features small --manifest-path examples/resnet50-app/Cargo.toml
+
+models/resnet18.onnx:
+	$(CARGO) run --profile ci -p aotune-compiler --bin aotune-zoo -- resnet18 -o $@
 
 # Rewrites generated/ (the default model's kernels.cu, executor.rs, plan.txt).
 generated:

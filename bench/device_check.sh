@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One GPU-machine call (binaries built here by bench/prepare_device.sh, carried
-# in .device/). Modes, combinable: `tests` (every GPU test binary), `sass`
+# in .device/). Modes, combinable: `tests` (every GPU test binary), `example`
+# (the include_model! binary against the CPU reference), `sass`
 # (bench/sass_check.sh on the generated kernels), `check` (verify --per-layer),
 # `bench` (aotune timings, with and without programmatic dependent launch, and
 # PyTorch in the same call). Logs go to $OUT; a table is printed last.
@@ -28,6 +29,25 @@ tests)
     echo "== $t: $verdict rc=$rc skipped=$skips $summary"
     grep -E "FAILED|panicked|SKIPPED" "$OUT/test_$t.log" | head -10
   done ;;
+example)
+  # include_model!'s embedded path (ResNet-18 fp16 b1, .device/embedded-app)
+  # against the CPU emulation of the same precision, on one random image.
+  [ -f /tmp/r18.onnx ] || $B zoo resnet18 -o /tmp/r18.onnx >/dev/null
+  python3 -c "import numpy as np; np.random.default_rng(7).standard_normal((1,3,224,224), dtype=np.float32).tofile('/tmp/x18.f32')"
+  $B run /tmp/r18.onnx --precision fp16 --input /tmp/x18.f32 --output "$OUT/r18_cpu.f32" > "$OUT/example_cpu.log" 2>&1
+  .device/embedded-app /tmp/x18.f32 "$OUT/r18_gpu.f32" > "$OUT/example_gpu.log" 2>&1; rc=$?
+  python3 - "$OUT/r18_gpu.f32" "$OUT/r18_cpu.f32" $rc <<'PY'
+import sys, numpy as np
+rc = int(sys.argv[3])
+try:
+    g, c = np.fromfile(sys.argv[1], np.float32), np.fromfile(sys.argv[2], np.float32)
+    err = float(np.linalg.norm(g.astype(np.float64) - c) / np.linalg.norm(c))
+    ok = rc == 0 and g.shape == c.shape and err <= 2e-3 and g.argmax() == c.argmax()
+    print(f"== example (include_model!, ResNet-18 fp16 b1): {'PASS' if ok else 'FAIL'} rc={rc} rel. L2 vs CPU emulation {err:.3e} (bar 2e-3), top-1 {g.argmax()} vs {c.argmax()}")
+except Exception as e:
+    print(f"== example: FAIL rc={rc}: {e}")
+PY
+  ;;
 sass)
   bash bench/sass_check.sh ${SASS_SRC:-generated/kernels.cu} > "$OUT/sass.log" 2>&1; echo "== sass_check rc=$?"; grep -E "wgmma|failing" "$OUT/sass.log" | tail -12 ;;
 check)

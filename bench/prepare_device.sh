@@ -5,13 +5,20 @@
 # readable), and the torchvision fixture pack. Then, on the GPU machine:
 #   bash bench/device_check.sh tests|check|bench   (carry: [".device"])
 # `bench/prepare_device.sh cli` builds only the CLI (enough for check, bench,
-# tune and the probes: 11 MB instead of ~60 MB with the test binaries).
+# tune and the probes: 11 MB instead of ~60 MB with the test binaries);
+# `bench/prepare_device.sh example` the CLI and the embedded example.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .device
 AOTUNE_NO_EMBED=1 cargo build --release --features cli --bin aotune
 cp target/release/aotune .device/aotune && strip .device/aotune
 if [ "${1:-all}" = cli ]; then du -sh .device; exit 0; fi
+if [ "${1:-all}" = example ]; then
+  # The include_model! user story with ResNet-18 b1 embedded (bench/device_check.sh example).
+  make example-small >/dev/null
+  cp target/release/resnet50-app .device/embedded-app && strip .device/embedded-app
+  du -sh .device; exit 0
+fi
 log=$(mktemp)
 AOTUNE_NO_EMBED=1 cargo test --profile ci --no-run -p aotune --features cli --lib \
   --test gpu_runtime --test gpu_kernels --test gpu_fixtures 2>&1 | tee "$log" >/dev/null

@@ -8,10 +8,12 @@
 //! - [`target`]: the GPU a tuning record was measured on.
 //! - [`hash`]: the weight blob's checksum.
 //! - [`launch`]: limits the kernels and the runtime agree on.
+//! - [`stats`]: relative L2 error and median, as both sides report them.
 
 pub mod artifact;
 pub mod hash;
 pub mod launch;
+pub mod stats;
 pub mod target;
 pub mod types;
 

@@ -759,17 +759,9 @@ fn elapsed(start: &Event, end: &Event) -> Result<f32, RuntimeError> {
     ))
 }
 
-fn median(mut samples: Vec<f32>) -> f32 {
-    if samples.is_empty() {
-        return f32::NAN;
-    }
-    samples.sort_by(f32::total_cmp);
-    let mid = samples.len() / 2;
-    if samples.len() % 2 == 1 {
-        samples[mid]
-    } else {
-        0.5 * (samples[mid - 1] + samples[mid])
-    }
+fn median(samples: Vec<f32>) -> f32 {
+    let samples: Vec<f64> = samples.into_iter().map(f64::from).collect();
+    aotune_spec::stats::median(&samples) as f32
 }
 
 fn check_length(role: &'static str, slot: &TensorSlot, got: usize) -> Result<(), RuntimeError> {
@@ -1273,13 +1265,6 @@ mod tests {
         other[0] ^= 1;
         assert!(check_weights(&spec, &other, false).is_ok());
         assert!(check_weights(&spec, &other, true).is_err());
-    }
-
-    #[test]
-    fn median_of_odd_and_even_counts() {
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert!(median(vec![]).is_nan());
     }
 
     #[test]

@@ -23,6 +23,7 @@ use aotune_compiler::codegen::cuda::CodegenError;
 use aotune_compiler::schedule::{BestLog, BestRecord, Target, Timing, BEST_FORMAT};
 use aotune_compiler::tune::{best_record, TuneRecord};
 use aotune_compiler::Compiled;
+use aotune_spec::stats::{median, rel_l2};
 use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
@@ -265,19 +266,6 @@ pub fn spread_variant(config: &serde_json::Value) -> Option<serde_json::Value> {
     Some(serde_json::Value::Object(out))
 }
 
-/// ‖got − want‖ / ‖want‖, infinite with a NaN in `got`.
-fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
-    let (mut d, mut w) = (0.0f64, 0.0f64);
-    for (&g, &r) in got.iter().zip(want) {
-        if g.is_nan() {
-            return f64::INFINITY;
-        }
-        d += f64::from(g - r).powi(2);
-        w += f64::from(r).powi(2);
-    }
-    (d / w.max(f64::MIN_POSITIVE)).sqrt()
-}
-
 /// The largest distance over three runs of the graph from `want`.
 fn output_distance(
     model: &mut Model,
@@ -288,15 +276,20 @@ fn output_distance(
     let mut worst = 0.0f64;
     for _ in 0..3 {
         model.infer(input, got)?;
-        worst = worst.max(rel_l2(got, want));
+        // A NaN (a NaN in `got` only) is the worst distance.
+        let d = rel_l2(got, want);
+        worst = if d.is_nan() {
+            f64::INFINITY
+        } else {
+            worst.max(d)
+        };
     }
     Ok(worst)
 }
 
 /// Median of a timing run.
-fn median_ms(mut ms: Vec<f32>) -> f64 {
-    ms.sort_by(f32::total_cmp);
-    f64::from(ms[ms.len() / 2])
+fn median_ms(ms: Vec<f32>) -> f64 {
+    median(&ms.iter().map(|&x| f64::from(x)).collect::<Vec<_>>())
 }
 
 /// The graph's median time with `kernel` in `launches`.

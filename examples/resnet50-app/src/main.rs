@@ -1,27 +1,65 @@
 //! Runs ResNet-50 compiled ahead of time by aotune: kernels and weights are
 //! inside this binary; it needs only the NVIDIA driver.
+//!
+//! `resnet50-app` runs each compiled batch size on a deterministic input and
+//! prints the first image's class. `resnet50-app INPUT OUTPUT` reads INPUT
+//! (raw little-endian f32, NCHW, one batch) and writes the output logits as
+//! raw f32 to OUTPUT, for comparison with `aotune run` (the CPU reference).
 
+#[cfg(not(feature = "small"))]
 aotune::include_model!(
     "../../models/resnet50.onnx",
     tuning = "../../models/resnet50.best.json",
     batch = [1, 8],
     precision = "fp16"
 );
+#[cfg(not(feature = "small"))]
+use resnet50 as net;
+
+#[cfg(feature = "small")]
+aotune::include_model!("../../models/resnet18.onnx", batch = [1], precision = "fp16");
+#[cfg(feature = "small")]
+use resnet18 as net;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut model = resnet50::Model::load()?;
-    for &batch in resnet50::BATCHES {
-        let input: Vec<f32> = (0..batch * resnet50::INPUT_LEN).map(|i| ((i % 255) as f32 / 255.0 - 0.5) * 2.0).collect();
-        let mut output = vec![0.0f32; batch * resnet50::OUTPUT_LEN];
+    let mut model = net::Model::load()?;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [input, output] = args.as_slice() {
+        let bytes = std::fs::read(input)?;
+        let x: Vec<f32> = bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        if x.is_empty() || x.len() % net::INPUT_LEN != 0 {
+            return Err(format!(
+                "{input}: {} floats is not a whole number of images of {}",
+                x.len(),
+                net::INPUT_LEN
+            )
+            .into());
+        }
+        let mut y = vec![0.0f32; x.len() / net::INPUT_LEN * net::OUTPUT_LEN];
+        model.infer(&x, &mut y)?;
+        std::fs::write(output, y.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())?;
+        return Ok(());
+    }
+    for &batch in net::BATCHES {
+        let input: Vec<f32> = (0..batch * net::INPUT_LEN)
+            .map(|i| ((i % 255) as f32 / 255.0 - 0.5) * 2.0)
+            .collect();
+        let mut output = vec![0.0f32; batch * net::OUTPUT_LEN];
         let start = std::time::Instant::now();
         model.infer(&input, &mut output)?;
-        let top = output[..resnet50::OUTPUT_LEN]
+        let top = output[..net::OUTPUT_LEN]
             .iter()
             .enumerate()
             .max_by(|a, b| a.1.total_cmp(b.1))
             .map(|(i, _)| i)
             .unwrap_or(0);
-        println!("batch {batch}: first image's class {top}, {:.3} ms (first call)", start.elapsed().as_secs_f64() * 1e3);
+        println!(
+            "batch {batch}: first image's class {top}, {:.3} ms (first call)",
+            start.elapsed().as_secs_f64() * 1e3
+        );
     }
     Ok(())
 }

@@ -277,17 +277,7 @@ impl Builder {
     }
 }
 
-/// ‖a − b‖₂ / ‖b‖₂ (b is the reference).
-pub fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
-    assert_eq!(a.len(), b.len(), "outputs differ in length");
-    let diff: f64 = a
-        .iter()
-        .zip(b)
-        .map(|(&x, &y)| (x as f64 - y as f64).powi(2))
-        .sum();
-    let norm: f64 = b.iter().map(|&y| (y as f64).powi(2)).sum();
-    (diff / norm.max(f64::MIN_POSITIVE)).sqrt()
-}
+pub use crate::reference::rel_l2;
 
 /// Occurrences of each op kind, sorted by kind.
 pub fn op_counts(graph: &Graph) -> Vec<(&'static str, usize)> {

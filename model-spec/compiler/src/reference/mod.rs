@@ -126,45 +126,7 @@ pub fn run_traced(
     execute::execute(graph, &mut storage, inputs, opts, Mode::Trace)
 }
 
-/// Relative L2 error `‖got − want‖₂ / ‖want‖₂`, in f64.
-///
-/// When `want` is all zeros the absolute norm `‖got‖₂` is returned (so equal
-/// zero tensors give 0). Positions where both sides are NaN, or both the same
-/// infinity, count as equal. Different lengths give infinity; any other NaN
-/// gives NaN, which fails every `<=` tolerance check.
-pub fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
-    if got.len() != want.len() {
-        return f64::INFINITY;
-    }
-    let (diff, norm) = l2_sums(got, want);
-    rel_l2_of_sums(diff, norm)
-}
-
-/// `(‖got − want‖₂², ‖want‖₂²)` over equal-length slices, skipping the
-/// positions [`rel_l2`] counts as equal; sums of slices of one tensor add up
-/// to the whole tensor's (for computing [`rel_l2`] in parallel pieces).
-pub fn l2_sums(got: &[f32], want: &[f32]) -> (f64, f64) {
-    let mut diff = 0.0f64;
-    let mut norm = 0.0f64;
-    for (&g, &w) in got.iter().zip(want) {
-        if (g.is_nan() && w.is_nan()) || (g.is_infinite() && g == w) {
-            continue;
-        }
-        let d = f64::from(g) - f64::from(w);
-        diff += d * d;
-        norm += f64::from(w) * f64::from(w);
-    }
-    (diff, norm)
-}
-
-/// [`rel_l2`] from [`l2_sums`].
-pub fn rel_l2_of_sums(diff: f64, norm: f64) -> f64 {
-    if norm == 0.0 {
-        diff.sqrt()
-    } else {
-        (diff / norm).sqrt()
-    }
-}
+pub use aotune_spec::stats::{l2_sums, rel_l2, rel_l2_of_sums};
 
 #[cfg(test)]
 mod tests {
@@ -172,16 +134,6 @@ mod tests {
     use super::*;
     use crate::ir::{DType, Layout, Op, UnaryOp, ValueId};
     use crate::plan::Buffer;
-
-    #[test]
-    fn rel_l2_handles_zero_and_nan() {
-        assert_eq!(rel_l2(&[0.0, 0.0], &[0.0, 0.0]), 0.0);
-        assert!((rel_l2(&[3.0, 4.0], &[0.0, 0.0]) - 5.0).abs() < 1e-12);
-        assert!((rel_l2(&[1.0, 1.0], &[1.0, 2.0]) - (1.0f64 / 5.0).sqrt()).abs() < 1e-12);
-        assert_eq!(rel_l2(&[f32::NAN, 1.0], &[f32::NAN, 1.0]), 0.0);
-        assert!(rel_l2(&[f32::NAN, 1.0], &[0.0, 1.0]).is_nan());
-        assert_eq!(rel_l2(&[1.0], &[1.0, 2.0]), f64::INFINITY);
-    }
 
     /// `x → relu → a;  a → sigmoid → b;  c = a + b`: values x=%0, a=%1, b=%2, c=%3.
     fn diamond(dtype: DType) -> Graph {

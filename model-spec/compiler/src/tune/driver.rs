@@ -10,7 +10,9 @@ use super::cost_model::CostModel;
 use super::features::FeatureSchema;
 use super::measure::{Measurer, Trial};
 use super::options::TuneOptions;
-use super::progress::{BatchUpdate, FinishReason, Progress};
+use super::outcome::FinishReason;
+pub use super::outcome::TaskResult;
+use super::progress::{BatchUpdate, Progress};
 use super::records::{RecordSink, RecordsError, TuneRecord};
 use super::scheduler::{self, TaskView};
 use super::search::TaskSearch;
@@ -32,30 +34,6 @@ pub enum TuneError {
     Space(#[from] SpaceError),
     #[error(transparent)]
     Records(#[from] RecordsError),
-}
-
-/// What tuning found for one task.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TaskResult {
-    /// `TaskKey::hash_hex()`.
-    pub task: String,
-    pub op: String,
-    pub weight: usize,
-    /// Index, config and median of the best successful config.
-    pub best: Option<usize>,
-    pub best_config: Option<serde_json::Value>,
-    pub best_us: Option<f64>,
-    /// The heuristic default's median (`None`: it failed or was not measured).
-    pub default_us: Option<f64>,
-    /// The best known before this run (from resumed records).
-    pub resumed_best_us: Option<f64>,
-    /// Trials in all, those resumed from records, and failures among them.
-    pub trials: usize,
-    pub resumed: usize,
-    pub failures: usize,
-    pub space_size: usize,
-    pub exhaustive: bool,
-    pub finish: FinishReason,
 }
 
 /// The state after one round, for convergence figures.

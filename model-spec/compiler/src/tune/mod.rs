@@ -28,6 +28,7 @@ mod features;
 mod linalg;
 mod measure;
 mod options;
+mod outcome;
 mod progress;
 mod records;
 mod report;

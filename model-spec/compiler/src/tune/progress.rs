@@ -1,43 +1,9 @@
 //! Progress callbacks: the CLI draws its indicatif bars from these; tests
 //! and scripts pass [`NoProgress`].
 
-use super::driver::TaskResult;
+pub use super::outcome::{FinishReason, TaskResult};
 use super::space::TaskSpace;
-use serde::{Deserialize, Serialize};
-use std::fmt;
 use std::time::Duration;
-
-/// Why a task stopped getting trials.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FinishReason {
-    /// Every config of the space was measured.
-    Exhausted,
-    /// It reached `trials_per_task`.
-    TrialCap,
-    /// Its last trials stopped improving it (`early_stopping`).
-    EarlyStopped,
-    /// The run's time or trial budget ran out first.
-    Budget,
-    /// [`Progress::should_stop`] asked to stop (e.g. Ctrl-C).
-    Stopped,
-    /// The measurer returned no result for a whole round: something beyond
-    /// one candidate is broken, so the task gets no more rounds.
-    NoResults,
-}
-
-impl fmt::Display for FinishReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            FinishReason::Exhausted => "space exhausted",
-            FinishReason::TrialCap => "trial cap",
-            FinishReason::EarlyStopped => "early stop",
-            FinishReason::Budget => "budget",
-            FinishReason::Stopped => "stopped",
-            FinishReason::NoResults => "no results",
-        })
-    }
-}
 
 /// State after one round of one task.
 #[derive(Debug, Clone)]

@@ -22,7 +22,7 @@
 
 use super::cost_model::CostModel;
 use super::options::TuneOptions;
-use super::progress::FinishReason;
+use super::outcome::FinishReason;
 use super::rng::Rng;
 use super::space::{ConfigTable, TaskSpace};
 use std::collections::HashSet;

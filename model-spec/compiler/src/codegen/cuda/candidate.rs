@@ -9,7 +9,7 @@
 //! build emits for it.
 
 use super::config::KernelConfig;
-use super::source::{self, Geometry, Instance};
+use super::source::{Geometry, Instance};
 use super::{dispatch, symbol, CodegenError, VisitTask};
 use crate::ir::{DType, Graph, NodeId, ValueId};
 use crate::schedule::task_key;
@@ -191,7 +191,7 @@ pub fn render_candidate(
     Ok(CandidateKernel {
         symbol: instance.symbol.clone(),
         geometry: instance.geometry,
-        source: source::assemble(&[(instance, comment)]),
+        source: super::assemble::assemble(&[(instance, comment)]),
         args,
         config,
     })

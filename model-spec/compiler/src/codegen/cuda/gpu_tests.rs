@@ -8,8 +8,9 @@
 //! Tolerances: relative L2 against the CPU emulation of the same precision
 //! (`Precision::tolerance_vs_emulation`), twice that per layer.
 
+use super::assemble::assemble;
 use super::gpu::{self, Gpu, Loaded};
-use super::source::{assemble, Instance};
+use super::source::Instance;
 use super::sweep_tests::{
     conv_cases, dense_cases, misc_cases, mma_coverage, node_instance, pooled_cases, sample,
     spread_variants, stem_head_cases,

@@ -26,25 +26,26 @@
 //! module's static `aotune::splitk_partials` / `splitk_counters` buffers, so
 //! launches of one module must not run concurrently (one stream or one
 //! captured graph).
+//!
+//! Layers, bottom up (no file imports one above it): `config.rs` (the
+//! [`KernelConfig`] contract every template's config implements: default,
+//! validity, search space, tag, cost-model view), `source.rs` and
+//! `index_map.rs` (rendering primitives, the embedded `.cu` templates);
+//! `gemm/` (the GEMM-family templates: the shared conv workload and limits
+//! in `conv_shape.rs`, then SIMT, mma.sync and wgmma configs, and the conv,
+//! dense and matmul families built on them) and `ops/` (memory-bound op
+//! kernels: elementwise, pools, reductions, layout conversions); then
+//! `assemble.rs` (one `kernels.cu` from rendered instances), `candidate.rs`
+//! (one task's kernel for the tuner) and this file (the whole model).
 
+pub mod assemble;
 pub mod candidate;
 pub mod config;
-pub mod conv;
-pub mod cost_model;
-pub mod dense;
-pub mod elementwise;
 mod error;
-pub mod global_pool;
-pub mod implicit_gemm;
+pub mod gemm;
 pub mod index_map;
-pub mod matmul;
-pub mod mma_config;
-pub mod pool;
-pub mod reduce;
+pub mod ops;
 pub mod source;
-pub mod space_to_depth;
-pub mod to_nhwc;
-pub mod wgmma_config;
 
 #[cfg(test)]
 mod gpu;
@@ -59,14 +60,20 @@ mod test_graphs;
 #[cfg(test)]
 mod tests;
 
+pub use gemm::{
+    conv, conv_shape, cost_model, dense, implicit_gemm, matmul, mma_config, wgmma_config,
+};
+pub use ops::{elementwise, global_pool, pool, reduce, space_to_depth, to_nhwc};
+
 pub use config::{ConfigOverrides, KernelConfig, LinearConfig, LinearShape};
 pub use conv::ConvConfig;
+pub use conv_shape::{ConvShape, MmaOperands};
 pub use dense::{DenseConfig, GemvConfig};
 pub use error::CodegenError;
 pub use global_pool::GlobalPoolConfig;
-pub use implicit_gemm::{ConvShape, MmaConfig, SimtConfig};
+pub use implicit_gemm::SimtConfig;
 pub use matmul::MatmulConfig;
-pub use mma_config::{MmaEpilogue, MmaOperands, SplitReduce};
+pub use mma_config::{MmaConfig, MmaEpilogue, SplitReduce};
 pub use space_to_depth::SpaceToDepthConfig;
 pub use to_nhwc::ToNhwcConfig;
 pub use wgmma_config::WgmmaConfig;
@@ -219,7 +226,7 @@ pub fn generate_cuda(
         })
         .collect();
     Ok(CudaModule {
-        source: source::assemble(&rendered),
+        source: assemble::assemble(&rendered),
         kernels: kernels.iter().map(|k| k.instance.symbol.clone()).collect(),
         launches,
         warnings,

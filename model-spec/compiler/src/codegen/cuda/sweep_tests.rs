@@ -5,9 +5,10 @@
 //! compile without register spills. Without nvcc the tests skip
 //! (`crate::skip`).
 
+use super::assemble::assemble;
 use super::config::TaskRef;
 use super::nvcc::{self, KernelReport, Nvcc};
-use super::source::{assemble, Instance};
+use super::source::Instance;
 use super::test_graphs::{one_op, In};
 use super::*;
 use crate::ir::{

@@ -7,12 +7,12 @@
 //! The k tile is fixed at 64 elements (128-byte rows, the 128-byte swizzle);
 //! `block_m` is 64 per warpgroup; `block_n` is the wgmma's N.
 
+use super::conv_shape::{
+    check_split, is_false, register_cap, ConvShape, MmaOperands, MAX_REGS, MAX_SMEM_BYTES,
+};
 use super::cost_model::{self, TileModel};
-use super::implicit_gemm::{check_split, register_cap, ConvShape};
-use super::implicit_gemm::{MAX_REGS, MAX_SMEM_BYTES};
 use super::mma_config::{
-    epilogue_model, mma_grid, split_and_epilogue, MmaConfig, MmaEpilogue, MmaOperands, SplitReduce,
-    TileParams,
+    epilogue_model, mma_grid, split_and_epilogue, MmaConfig, MmaEpilogue, SplitReduce, TileParams,
 };
 use super::source::{Geometry, Params, Workspace};
 use serde::{Deserialize, Serialize};
@@ -88,10 +88,6 @@ fn one() -> u32 {
 
 fn is_one(v: &u32) -> bool {
     *v == 1
-}
-
-pub(super) fn is_false(v: &bool) -> bool {
-    !*v
 }
 
 impl WgmmaConfig {

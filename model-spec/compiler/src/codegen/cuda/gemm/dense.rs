@@ -17,7 +17,9 @@
 
 use super::config::KernelConfig;
 use super::conv::{self, ConvConfig};
-use super::implicit_gemm::{ConvShape, MmaConfig, SimtConfig};
+use super::conv_shape::ConvShape;
+use super::implicit_gemm::SimtConfig;
+use super::mma_config::MmaConfig;
 use super::source::{
     tiled_wrapper, Arg, DependencyWait, Geometry, Instance, Params, Template, Workspace,
 };

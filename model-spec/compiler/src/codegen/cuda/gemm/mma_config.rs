@@ -4,65 +4,14 @@
 //! geometry, shared memory (swizzled pipeline stages, reused by the staged
 //! epilogue), split-K workspace and cost-model view.
 
-use super::cost_model::{self, TileModel};
-use super::implicit_gemm::{
-    check_split, register_cap, split_workspace, ConvShape, MAX_SMEM_BYTES, SPLITS,
+use super::conv_shape::{
+    check_split, is_false, register_cap, split_workspace, ConvShape, MmaOperands, MAX_SMEM_BYTES,
+    SPLITS,
 };
+use super::cost_model::TileModel;
 use super::source::{Geometry, Params, Workspace};
-use crate::ir::{DType, Precision};
+
 use serde::{Deserialize, Serialize};
-
-/// What the tensor cores multiply, decided by the operand dtypes and the
-/// graph's precision. Fp32 stays off the tensor cores (strict FFMA on the
-/// SIMT template); Tf32 runs f32 data as tf32, rounded in the kernel exactly
-/// as the CPU reference rounds matrix-product operands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MmaOperands {
-    F16,
-    Bf16,
-    Tf32,
-}
-
-impl MmaOperands {
-    /// The operands of `shape` if the tensor-core template can take them:
-    /// both operands of one type, f16 or bf16, or f32 under tf32 precision.
-    pub fn of(shape: &ConvShape) -> Option<Self> {
-        if shape.x_dtype != shape.w_dtype {
-            return None;
-        }
-        match shape.x_dtype {
-            DType::F16 => Some(MmaOperands::F16),
-            DType::BF16 => Some(MmaOperands::Bf16),
-            DType::F32 if shape.precision == Precision::Tf32 => Some(MmaOperands::Tf32),
-            DType::F32 => None,
-        }
-    }
-
-    /// Bytes of one operand element in memory and in shared memory.
-    pub fn element_bytes(self) -> usize {
-        match self {
-            MmaOperands::F16 | MmaOperands::Bf16 => 2,
-            MmaOperands::Tf32 => 4,
-        }
-    }
-
-    /// The `block_k` values the template takes: tile rows of 64 or 128 bytes.
-    pub fn block_ks(self) -> [u32; 2] {
-        match self {
-            MmaOperands::F16 | MmaOperands::Bf16 => [32, 64],
-            MmaOperands::Tf32 => [16, 32],
-        }
-    }
-
-    /// Peak MACs per ns per SM: m16n8k8 tf32 issues at the rate of m16n8k16
-    /// f16 with half the k, so half the f16 rate.
-    pub fn peak(self) -> f64 {
-        match self {
-            MmaOperands::F16 | MmaOperands::Bf16 => cost_model::MMA_MACS_PER_NS,
-            MmaOperands::Tf32 => cost_model::MMA_MACS_PER_NS / 2.0,
-        }
-    }
-}
 
 /// How the split-K slices of a tile are summed (see common.cuh).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -230,7 +179,7 @@ pub struct MmaConfig {
     /// use. Neutral when timed alone, so the tuner's spaces leave it off and
     /// `aotune refine --candidates trigger` decides it in the model's graph.
     /// Absent from the JSON when false.
-    #[serde(default, skip_serializing_if = "super::wgmma_config::is_false")]
+    #[serde(default, skip_serializing_if = "is_false")]
     pub early_trigger: bool,
 }
 
@@ -700,6 +649,7 @@ pub(super) fn mma_grid(
 mod tests {
     use super::super::implicit_gemm::tests::conv;
     use super::*;
+    use crate::ir::{DType, Precision};
 
     fn base() -> MmaConfig {
         MmaConfig {

@@ -21,7 +21,7 @@
 //! wave, wgmma's default picks tied with mma.sync's, 7 faster and 7 slower;
 //! it won on every batch-256 layer and on every batch-8 layer with a wave);
 //! SIMT where neither applies.
-//! Below, what that rule picks for zoo ResNet-50 on the H200 (132 SMs): one
+//! The snapshot shows what that rule picks for zoo ResNet-50 on 132 SMs: one
 //! line per kernel (`convN xK`: first layer using it, number of layers),
 //! GEMM M × N × K (K counting a projection shortcut's channels too), config tag (`m`/`n`/`k` tile, `w` warps or `t` thread
 //! tile, `p` stages, `s` split-K, a trailing `d` for the direct epilogue
@@ -36,122 +36,17 @@
 //! memory. At batch 1 (fp16, bf16, tf32) the last conv, `conv53`, has
 //! the global average pool in its epilogue (`pool=avg`,
 //! [`crate::passes::fuse_global_pool`]): a task of its own, whose configs
-//! need the staged epilogue and one M tile over all 49 rows. A test checks
-//! this text against the rule.
-//!
-//! ```text
-//! batch 1, fp16 / bf16: tensor cores (m16n8k16)
-//! conv1        12544 x   64 x  256  mma_m128n64k32w4x2p4s1d      98 CTAs x 256 threads
-//! conv2         3136 x   64 x   64  mma_m32n64k64w2x4p4s1d       98 CTAs x 256 threads
-//! conv3 x3      3136 x   64 x  576  mma_m32n64k64w2x4p4s1d       98 CTAs x 256 threads
-//! conv5         3136 x  256 x  128  mma_m64n128k32w2x4p4s1d      98 CTAs x 256 threads
-//! conv6 x2      3136 x   64 x  256  mma_m32n64k64w2x4p4s1d       98 CTAs x 256 threads
-//! conv8 x2      3136 x  256 x   64  mma_m64n128k32w2x4p4s1       98 CTAs x 256 threads
-//! conv12        3136 x  128 x  256  mma_m64n64k64w2x4p3s1d       98 CTAs x 256 threads
-//! conv13         784 x  128 x 1152  mma_m32n64k64w2x4p4s2d      100 CTAs x 256 threads
-//! conv14         784 x  512 x  384  mma_m64n64k64w2x4p3s1d      104 CTAs x 256 threads
-//! conv16 x3      784 x  128 x  512  mma_m32n64k64w2x4p4s2d      100 CTAs x 256 threads
-//! conv17 x3      784 x  128 x 1152  mma_m32n64k64w2x4p4s2d      100 CTAs x 256 threads
-//! conv18 x3      784 x  512 x  128  mma_m64n64k64w2x4p3s1       104 CTAs x 256 threads
-//! conv25         784 x  256 x  512  mma_m32n64k64w2x4p4s1d      100 CTAs x 256 threads
-//! conv26         196 x  256 x 2304  mma_m32n64k64w2x4p4s4d      112 CTAs x 256 threads
-//! conv27         196 x 1024 x  768  mma_m32n64k64w2x4p4s1d      112 CTAs x 256 threads
-//! conv29 x5      196 x  256 x 1024  mma_m32n64k64w2x4p4s4d      112 CTAs x 256 threads
-//! conv30 x5      196 x  256 x 2304  mma_m32n64k64w2x4p4s4d      112 CTAs x 256 threads
-//! conv31 x5      196 x 1024 x  256  mma_m32n64k64w2x4p4s1       112 CTAs x 256 threads
-//! conv44         196 x  512 x 1024  mma_m32n64k64w2x4p4s2d      112 CTAs x 256 threads
-//! conv45          49 x  512 x 4608  mma_m32n64k64w2x4p4s6d       96 CTAs x 256 threads
-//! conv46          49 x 2048 x 1536  mma_m64n64k64w2x4p3s4       128 CTAs x 256 threads
-//! conv48 x2       49 x  512 x 2048  mma_m32n64k64w2x4p4s6d       96 CTAs x 256 threads
-//! conv49 x2       49 x  512 x 4608  mma_m32n64k64w2x4p4s6d       96 CTAs x 256 threads
-//! conv50          49 x 2048 x  512  mma_m32n64k64w2x4p4s1d       64 CTAs x 256 threads
-//! conv53          49 x 2048 x  512  mma_m64n32k64w4x2p4s1        64 CTAs x 256 threads
-//! 49 launches, 5046 CTAs, 25 distinct kernels
-//! batch 1, tf32: tensor cores (m16n8k8, f32 data rounded to tf32)
-//! conv1        12544 x   64 x  147  mma_m128n64k16w4x2p4s1d      98 CTAs x 256 threads
-//! conv2         3136 x   64 x   64  mma_m32n64k32w2x4p4s1d       98 CTAs x 256 threads
-//! conv3 x3      3136 x   64 x  576  mma_m32n64k32w2x4p4s1d       98 CTAs x 256 threads
-//! conv5         3136 x  256 x  128  mma_m64n128k16w2x4p4s1d      98 CTAs x 256 threads
-//! conv6 x2      3136 x   64 x  256  mma_m32n64k32w2x4p4s1d       98 CTAs x 256 threads
-//! conv8 x2      3136 x  256 x   64  mma_m64n128k16w2x4p4s1d      98 CTAs x 256 threads
-//! conv12        3136 x  128 x  256  mma_m64n64k32w2x4p3s1d       98 CTAs x 256 threads
-//! conv13         784 x  128 x 1152  mma_m64n64k32w2x4p3s4d      104 CTAs x 256 threads
-//! conv14         784 x  512 x  384  mma_m64n64k32w2x4p3s1d      104 CTAs x 256 threads
-//! conv16 x3      784 x  128 x  512  mma_m32n64k32w2x4p4s2d      100 CTAs x 256 threads
-//! conv17 x3      784 x  128 x 1152  mma_m64n64k32w2x4p3s4d      104 CTAs x 256 threads
-//! conv18 x3      784 x  512 x  128  mma_m64n64k32w2x4p3s1d      104 CTAs x 256 threads
-//! conv25         784 x  256 x  512  mma_m32n64k32w2x4p4s1d      100 CTAs x 256 threads
-//! conv26         196 x  256 x 2304  mma_m32n64k32w2x4p4s4d      112 CTAs x 256 threads
-//! conv27         196 x 1024 x  768  mma_m64n128k16w2x4p4s3d      96 CTAs x 256 threads
-//! conv29 x5      196 x  256 x 1024  mma_m32n64k32w2x4p4s4d      112 CTAs x 256 threads
-//! conv30 x5      196 x  256 x 2304  mma_m32n64k32w2x4p4s4d      112 CTAs x 256 threads
-//! conv31 x5      196 x 1024 x  256  mma_m32n64k32w2x4p4s1d      112 CTAs x 256 threads
-//! conv44         196 x  512 x 1024  mma_m64n64k32w2x4p3s4d      128 CTAs x 256 threads
-//! conv45          49 x  512 x 4608  mma_m64n64k32w2x4p3s12d      96 CTAs x 256 threads
-//! conv46          49 x 2048 x 1536  mma_m64n64k32w2x4p3s4d      128 CTAs x 256 threads
-//! conv48 x2       49 x  512 x 2048  mma_m32n64k32w2x4p4s6d       96 CTAs x 256 threads
-//! conv49 x2       49 x  512 x 4608  mma_m64n64k32w2x4p3s12d      96 CTAs x 256 threads
-//! conv50          49 x 2048 x  512  mma_m32n64k32w2x4p4s2d      128 CTAs x 256 threads
-//! conv53          49 x 2048 x  512  mma_m64n32k32w4x2p4s2       128 CTAs x 256 threads
-//! 49 launches, 5190 CTAs, 25 distinct kernels
-//! batch 1, fp32: SIMT (strict FFMA)
-//! conv1        12544 x   64 x  147  simt_m64n64k8t4x4s2         392 CTAs x 256 threads
-//! conv2         3136 x   64 x   64  simt_m32n32k16t4x4s4        784 CTAs x  64 threads
-//! conv3 x3      3136 x   64 x  576  simt_m32n32k16t4x4s6       1176 CTAs x  64 threads
-//! conv5         3136 x  256 x  128  simt_m64n128k32t4x4s1        98 CTAs x 512 threads
-//! conv6 x2      3136 x   64 x  256  simt_m32n64k16t4x4s4        392 CTAs x 128 threads
-//! conv8 x2      3136 x  256 x   64  simt_m64n128k32t4x4s1        98 CTAs x 512 threads
-//! conv12        3136 x  128 x  256  simt_m32n64k16t4x4s4        784 CTAs x 128 threads
-//! conv13         784 x  128 x 1152  simt_m32n32k16t4x4s12      1200 CTAs x  64 threads
-//! conv14         784 x  512 x  384  simt_m32n64k16t4x4s3        600 CTAs x 128 threads
-//! conv16 x3      784 x  128 x  512  simt_m32n32k16t4x4s8        800 CTAs x  64 threads
-//! conv17 x3      784 x  128 x 1152  simt_m32n32k16t4x4s12      1200 CTAs x  64 threads
-//! conv18 x3      784 x  512 x  128  simt_m64n128k32t4x4s2       104 CTAs x 512 threads
-//! conv25         784 x  256 x  512  simt_m64n128k32t4x4s4       104 CTAs x 512 threads
-//! conv26         196 x  256 x 2304  simt_m32n32k16t4x4s16       896 CTAs x  64 threads
-//! conv27         196 x 1024 x  768  simt_m64n64k16t4x4s4        256 CTAs x 256 threads
-//! conv29 x5      196 x  256 x 1024  simt_m32n32k16t4x4s16       896 CTAs x  64 threads
-//! conv30 x5      196 x  256 x 2304  simt_m32n32k16t4x4s16       896 CTAs x  64 threads
-//! conv31 x5      196 x 1024 x  256  simt_m32n32k16t4x4s4        896 CTAs x  64 threads
-//! conv44         196 x  512 x 1024  simt_m32n32k16t4x4s8        896 CTAs x  64 threads
-//! conv45          49 x  512 x 4608  simt_m32n64k16t4x4s16       256 CTAs x 128 threads
-//! conv46          49 x 2048 x 1536  simt_m32n64k16t4x4s8        512 CTAs x 128 threads
-//! conv48 x2       49 x  512 x 2048  simt_m32n32k16t4x4s16       512 CTAs x  64 threads
-//! conv49 x2       49 x  512 x 4608  simt_m32n64k16t4x4s16       256 CTAs x 128 threads
-//! conv50 x2       49 x 2048 x  512  simt_m32n32k16t4x4s8       1024 CTAs x  64 threads
-//! 49 launches, 34622 CTAs, 24 distinct kernels
-//! batch 256, fp16: wgmma (sm_90a)
-//! conv1      3211264 x   64 x  256  wgmma_m192n64p3s1         16726 CTAs x 384 threads
-//! conv2       802816 x   64 x   64  wgmma_m256n64p3s1          3136 CTAs x 512 threads
-//! conv3 x3    802816 x   64 x  576  wgmma_m192n64p3s1          4182 CTAs x 384 threads
-//! conv5       802816 x  256 x  128  wgmma_m192n128p3s1         8364 CTAs x 384 threads
-//! conv6 x2    802816 x   64 x  256  wgmma_m192n64p3s1          4182 CTAs x 384 threads
-//! conv8 x2    802816 x  256 x   64  wgmma_m192n128p3s1         8364 CTAs x 384 threads
-//! conv12      802816 x  128 x  256  wgmma_m128n128p3s1         6272 CTAs x 256 threads
-//! conv13      200704 x  128 x 1152  wgmma_m128n128p3s1         1568 CTAs x 256 threads
-//! conv14      200704 x  512 x  384  wgmma_m128n128p3s1         6272 CTAs x 256 threads
-//! conv16 x3   200704 x  128 x  512  wgmma_m128n128p3s1         1568 CTAs x 256 threads
-//! conv17 x3   200704 x  128 x 1152  wgmma_m128n128p3s1         1568 CTAs x 256 threads
-//! conv18 x3   200704 x  512 x  128  wgmma_m192n128p3s1         4184 CTAs x 384 threads
-//! conv25      200704 x  256 x  512  wgmma_m128n128p3s1         3136 CTAs x 256 threads
-//! conv26       50176 x  256 x 2304  wgmma_m128n128p3s1          784 CTAs x 256 threads
-//! conv27       50176 x 1024 x  768  wgmma_m128n128p3s1         3136 CTAs x 256 threads
-//! conv29 x5    50176 x  256 x 1024  wgmma_m128n128p3s1          784 CTAs x 256 threads
-//! conv30 x5    50176 x  256 x 2304  wgmma_m128n128p3s1          784 CTAs x 256 threads
-//! conv31 x5    50176 x 1024 x  256  wgmma_m128n128p3s1         3136 CTAs x 256 threads
-//! conv44       50176 x  512 x 1024  wgmma_m128n128p3s1         1568 CTAs x 256 threads
-//! conv45       12544 x  512 x 4608  wgmma_m128n128p3s1          392 CTAs x 256 threads
-//! conv46       12544 x 2048 x 1536  wgmma_m128n128p3s1         1568 CTAs x 256 threads
-//! conv48 x2    12544 x  512 x 2048  wgmma_m128n128p3s1          392 CTAs x 256 threads
-//! conv49 x2    12544 x  512 x 4608  wgmma_m128n128p3s1          392 CTAs x 256 threads
-//! conv50 x2    12544 x 2048 x  512  wgmma_m128n128p3s1         1568 CTAs x 256 threads
-//! 49 launches, 140744 CTAs, 24 distinct kernels
-//! ```
+//! need the staged epilogue and one M tile over all 49 rows. What the rule
+//! picks is the snapshot `snapshots/*resnet50_default_geometry.snap`
+//! (`codegen::cuda::tests::resnet50_default_geometry`): a change to the rule
+//! shows there as a diff.
 
 use super::config::{KernelConfig, LinearConfig, LinearShape};
+use super::conv_shape::{ConvShape, ShortcutShape};
 use super::cost_model;
-use super::implicit_gemm::{cheapest, ConvShape, MmaConfig, ShortcutShape, SimtConfig};
+use super::implicit_gemm::{cheapest, SimtConfig};
 use super::index_map::same_order;
+use super::mma_config::MmaConfig;
 use super::source::{
     clustered_wrapper, tiled_wrapper, wrapper, Arg, DependencyWait, Geometry, Instance, Params,
     Template, Workspace,
@@ -215,7 +110,7 @@ impl KernelConfig for ConvConfig {
     /// with the lowest modelled time ([`super::cost_model`]) among the
     /// tensor-core configs (f16/bf16 operands, f32 under tf32) or else the
     /// SIMT configs, limited to
-    /// [`super::implicit_gemm::DEFAULT_SMEM_LIMIT`] of shared memory:
+    /// [`super::conv_shape::DEFAULT_SMEM_LIMIT`] of shared memory:
     /// large tiles where M·N gives waves on 132 SMs, smaller tiles and
     /// split-K where it does not (the module doc shows ResNet-50's).
     fn default_for(shape: &ConvShape) -> Self {

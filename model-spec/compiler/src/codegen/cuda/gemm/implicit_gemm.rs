@@ -10,281 +10,11 @@
 //! both render their constants into the instantiation's parameter struct
 //! next to the shape's. [`cheapest`] is the heuristic default's rule.
 
+use super::conv_shape::*;
 use super::cost_model::{self, TileModel};
-pub use super::mma_config::MmaConfig;
-use super::mma_config::MmaOperands;
 use super::source::{Geometry, Params, Workspace};
-use crate::ir::{Activation, DType, Precision};
+
 use serde::{Deserialize, Serialize};
-
-/// Largest shared memory one CTA may use on sm_90 (227 KiB).
-pub const MAX_SMEM_BYTES: usize = 227 * 1024;
-/// Heuristic defaults stay within what lets two CTAs share an SM (228 KiB
-/// per SM, 1 KiB of it reserved per CTA). Above 48 KiB a launch needs
-/// `cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)`, which the runtime
-/// and the GPU test harness set from [`super::KernelLaunch::smem_bytes`].
-pub const DEFAULT_SMEM_LIMIT: usize = 113 * 1024;
-/// Register budget per thread assumed by the validity rules.
-pub const MAX_REGS: usize = 255;
-/// Global loads (vector accesses) per thread and k tile the SIMT template
-/// allows, and f32 values it may hold prefetched: beyond these ptxas runs
-/// out of registers (measured with `-Xptxas -v` over the search space).
-pub const SIMT_MAX_LOADS: usize = 8;
-pub const SIMT_MAX_PREFETCH: usize = 32;
-
-/// Registers one thread may use in a CTA of `threads` with one CTA per SM.
-pub fn register_cap(threads: usize) -> usize {
-    ((65536 / threads.max(1)) & !7).min(MAX_REGS)
-}
-/// Split-K factors the search spaces offer.
-pub const SPLITS: [u32; 8] = [1, 2, 3, 4, 6, 8, 12, 16];
-
-/// The strided 1×1 convolution a [`crate::ir::Shortcut`] adds to a
-/// [`ConvShape`]'s GEMM: its NHWC input `[N, H, W, C]` (the conv's output
-/// pixel `(p, q)` reads pixel `(p·SH, q·SW)`), whose C channels extend the
-/// GEMM's K range past the main conv's `R·S·C`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ShortcutShape {
-    pub c: usize,
-    pub h: usize,
-    pub w: usize,
-    pub stride: [usize; 2],
-    pub dtype: DType,
-}
-
-/// A convolution as the tiled templates see it (groups = 1 for those).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ConvShape {
-    pub n: usize,
-    pub c: usize,
-    pub h: usize,
-    pub w: usize,
-    pub k: usize,
-    pub r: usize,
-    pub s: usize,
-    pub p: usize,
-    pub q: usize,
-    pub stride: [usize; 2],
-    /// Top, left, bottom, right.
-    pub pad: [usize; 4],
-    pub dilation: [usize; 2],
-    pub groups: usize,
-    pub x_dtype: DType,
-    pub w_dtype: DType,
-    /// Dtype of the residual input, if the epilogue has one.
-    pub residual: Option<DType>,
-    pub out_dtype: DType,
-    /// Dtype of the per-output-channel bias, if the epilogue has one.
-    pub bias: Option<DType>,
-    pub activation: Activation,
-    pub precision: Precision,
-    /// A second, strided 1×1 conv summed into the same accumulators (its
-    /// weights are the last `shortcut.c` columns of each weight row).
-    pub shortcut: Option<ShortcutShape>,
-    /// The epilogue ends in a global average pool over each image's P·Q
-    /// pixels (`FusedConv` with `pool`): the output is `[N, K]`, written
-    /// only by configs whose one M tile holds all N·P·Q rows.
-    pub pool: bool,
-}
-
-impl ConvShape {
-    /// A dense layer `y[M,N] = x[M,K]·w[N,K]ᵀ` as a 1×1 convolution.
-    #[allow(clippy::too_many_arguments)]
-    pub fn dense(
-        m: usize,
-        n: usize,
-        k: usize,
-        x_dtype: DType,
-        w_dtype: DType,
-        residual: Option<DType>,
-        out_dtype: DType,
-        bias: Option<DType>,
-        activation: Activation,
-        precision: Precision,
-    ) -> Self {
-        ConvShape {
-            n: m,
-            c: k,
-            h: 1,
-            w: 1,
-            k: n,
-            r: 1,
-            s: 1,
-            p: 1,
-            q: 1,
-            stride: [1, 1],
-            pad: [0; 4],
-            dilation: [1, 1],
-            groups: 1,
-            x_dtype,
-            w_dtype,
-            residual,
-            out_dtype,
-            bias,
-            activation,
-            precision,
-            shortcut: None,
-            pool: false,
-        }
-    }
-
-    pub fn gemm_m(&self) -> usize {
-        self.n * self.p * self.q
-    }
-
-    pub fn gemm_n(&self) -> usize {
-        self.k
-    }
-
-    pub fn gemm_k(&self) -> usize {
-        self.main_k() + self.shortcut.map_or(0, |sc| sc.c)
-    }
-
-    /// The main conv's part of the K range, `R·S·C/g` (all of it without a
-    /// shortcut).
-    pub fn main_k(&self) -> usize {
-        self.r * self.s * (self.c / self.groups.max(1))
-    }
-
-    /// Multiply-adds of the workload.
-    pub fn macs(&self) -> usize {
-        self.gemm_m() * self.gemm_n() * self.gemm_k()
-    }
-
-    /// True when some window tap can fall outside the input (padding, or a
-    /// window running past the edge), so A loads need bounds checks.
-    pub fn needs_bounds(&self) -> bool {
-        let last_h = (self.p - 1) * self.stride[0] + (self.r - 1) * self.dilation[0];
-        let last_w = (self.q - 1) * self.stride[1] + (self.s - 1) * self.dilation[1];
-        self.pad[0] > 0 || self.pad[1] > 0 || last_h >= self.h || last_w >= self.w
-    }
-
-    /// True when the tensor-core template applies: both operands f16 or
-    /// both bf16, or both f32 under tf32 precision ([`MmaOperands::of`]).
-    pub fn mma_operands(&self) -> bool {
-        MmaOperands::of(self).is_some()
-    }
-
-    /// Bytes the convolution must move through device memory at least:
-    /// input, weights, output and residual once each (the cost model's
-    /// floor for workloads too large for L2).
-    pub fn dram_bytes(&self) -> f64 {
-        let input = self.n * self.h * self.w * self.c * self.x_dtype.size();
-        let weights = self.gemm_n() * self.gemm_k() * self.w_dtype.size();
-        let out = self.gemm_m() * self.gemm_n();
-        let res = out * self.residual.map_or(0, |d| d.size());
-        // The shortcut reads one pixel per output pixel.
-        let short = self
-            .shortcut
-            .map_or(0, |sc| self.gemm_m() * sc.c * sc.dtype.size());
-        // A pooled epilogue writes one vector per image.
-        let stored = if self.pool { self.n * self.k } else { out };
-        (input + weights + stored * self.out_dtype.size() + res + short) as f64
-    }
-
-    /// Renders the shape, dtypes and epilogue constants every conv template
-    /// reads.
-    pub fn render(&self, p: &mut Params) {
-        let (act, lo, hi) = match self.activation {
-            Activation::None => (0, 0.0, 0.0),
-            Activation::Relu => (1, 0.0, 0.0),
-            Activation::Clip { min, max } => (2, min, max),
-        };
-        p.ty("TIn", self.x_dtype)
-            .ty("TW", self.w_dtype)
-            .ty("TBias", self.bias.unwrap_or(DType::F32))
-            .ty("TRes", self.residual.unwrap_or(self.out_dtype))
-            .ty("TOut", self.out_dtype)
-            .ints(&[
-                ("N", self.n as i64),
-                ("H", self.h as i64),
-                ("W", self.w as i64),
-                ("C", self.c as i64),
-            ])
-            .ints(&[
-                ("K", self.k as i64),
-                ("R", self.r as i64),
-                ("S", self.s as i64),
-                ("P", self.p as i64),
-                ("Q", self.q as i64),
-                ("GROUPS", self.groups as i64),
-            ])
-            .ints(&[
-                ("SH", self.stride[0] as i64),
-                ("SW", self.stride[1] as i64),
-                ("PH", self.pad[0] as i64),
-                ("PW", self.pad[1] as i64),
-                ("DH", self.dilation[0] as i64),
-                ("DW", self.dilation[1] as i64),
-            ])
-            .ints(&[
-                ("GEMM_M", self.gemm_m() as i64),
-                ("GEMM_N", self.gemm_n() as i64),
-                ("GEMM_K", self.gemm_k() as i64),
-            ])
-            .boolean("HAS_BIAS", self.bias.is_some())
-            .boolean("HAS_RES", self.residual.is_some())
-            .int("ACT", act)
-            .float("CLIP_LO", lo)
-            .float("CLIP_HI", hi)
-            .boolean("TF32", self.precision == Precision::Tf32)
-            .boolean("A_BOUNDS", self.needs_bounds())
-            .boolean("POOL", self.pool)
-            .int("POOL_PIXELS", (self.p * self.q) as u32);
-        let sc = self.shortcut;
-        p.boolean("HAS_SC", sc.is_some()).ints(&[
-            ("K_MAIN", self.main_k() as i64),
-            ("SC_C", sc.map_or(0, |s| s.c) as i64),
-            ("SC_H", sc.map_or(0, |s| s.h) as i64),
-            ("SC_W", sc.map_or(0, |s| s.w) as i64),
-            ("SC_SH", sc.map_or(1, |s| s.stride[0]) as i64),
-            ("SC_SW", sc.map_or(1, |s| s.stride[1]) as i64),
-        ]);
-    }
-}
-
-fn gcd(a: usize, b: usize) -> usize {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
-    }
-}
-
-/// Largest vector (elements) moving `elem` bytes each that divides `len`
-/// and `step`, at most 16 bytes.
-fn vector_width(len: usize, step: usize, elem: usize) -> usize {
-    [8usize, 4, 2, 1]
-        .into_iter()
-        .find(|&v| v * elem <= 16 && len % v == 0 && step % v == 0)
-        .unwrap_or(1)
-}
-
-/// Checks the split-K factor: at most the number of k tiles, every slice
-/// non-empty.
-pub(super) fn check_split(split: u32, k_tiles: usize) -> Result<(), String> {
-    let split = split as usize;
-    if split == 0 || split > 64 {
-        return Err(format!("split_k {split} must be in 1..=64"));
-    }
-    let per = k_tiles.div_ceil(split);
-    if split > 1 && (split - 1) * per >= k_tiles {
-        return Err(format!(
-            "split_k {split} leaves a slice without k tiles ({k_tiles} tiles)"
-        ));
-    }
-    Ok(())
-}
-
-/// `[M tiles, N tiles, split]`, the SIMT template's grid.
-fn grid(shape: &ConvShape, bm: u32, bn: u32, split: u32) -> Result<[u32; 3], String> {
-    let gx = shape.gemm_m().div_ceil(bm as usize);
-    let gy = shape.gemm_n().div_ceil(bn as usize);
-    if gx > i32::MAX as usize || gy > 65535 {
-        return Err(format!("grid {gx}×{gy} exceeds the launch limits"));
-    }
-    Ok([gx as u32, gy as u32, split])
-}
 
 /// Tiles of the SIMT template (`conv_simt.cu`): CTA tile `block_m ×
 /// block_n`, k step `block_k`, `thread_m × thread_n` accumulators per thread.
@@ -480,17 +210,6 @@ impl SimtConfig {
     }
 }
 
-pub(super) fn split_workspace(shape: &ConvShape, bm: u32, bn: u32, split: u32) -> Workspace {
-    if split <= 1 {
-        return Workspace::default();
-    }
-    let tiles = shape.gemm_m().div_ceil(bm as usize) * shape.gemm_n().div_ceil(bn as usize);
-    Workspace {
-        partials: split as usize * tiles * (bm * bn) as usize,
-        counters: tiles,
-    }
-}
-
 /// The config with the lowest modelled time among `candidates` whose shared
 /// memory fits [`DEFAULT_SMEM_LIMIT`] (all of them if none does); ties go to
 /// the earlier candidate.
@@ -525,6 +244,7 @@ pub fn cheapest<C: Copy>(
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use crate::ir::{Activation, DType, Precision};
 
     pub(crate) fn conv(
         n: usize,
@@ -578,7 +298,7 @@ pub(super) mod tests {
                 let simt = SimtConfig::search_space(&shape);
                 assert!(!simt.is_empty());
                 assert!(simt.iter().all(|c| c.validate(&shape).is_ok()));
-                let mma = MmaConfig::search_space(&shape);
+                let mma = super::super::mma_config::MmaConfig::search_space(&shape);
                 assert_eq!(mma.is_empty(), dtype == DType::F32);
                 assert!(mma.iter().all(|c| c.validate(&shape).is_ok()));
             }

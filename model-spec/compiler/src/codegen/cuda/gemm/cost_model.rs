@@ -260,7 +260,7 @@ mod tests {
         // allow 16, registers 5).
         assert_eq!(resident_ctas(&t), 3);
         let two = TileModel {
-            smem_bytes: super::super::implicit_gemm::DEFAULT_SMEM_LIMIT,
+            smem_bytes: super::super::conv_shape::DEFAULT_SMEM_LIMIT,
             ..t
         };
         assert_eq!(resident_ctas(&two), 2);
