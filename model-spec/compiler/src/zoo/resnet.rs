@@ -512,10 +512,12 @@ pub fn resnet_onnx(depth: ResNetDepth, seed: u64) -> Vec<u8> {
         opset: OPSET,
         producer_name: PRODUCER_NAME.to_string(),
         producer_version: ZOO_FORMAT_VERSION.to_string(),
+        // Part of the model's bytes (ZOO_FORMAT_VERSION 1): the crate name it
+        // gives is the fill rule's original home, today aotune_compiler's.
         doc_string: format!(
             "torchvision {name} (v1.5) topology with synthetic weights, BatchNormalization \
              not folded. Initializer t holds fill(fnv1a64(t.name) ^ {seed}, center, half_width) \
-             (splitmix64 rule of aotune_compiler::zoo::fill).",
+             (splitmix64 rule of aotune_spec::zoo::fill).",
             name = depth.name()
         ),
         metadata: vec![
