@@ -4,13 +4,15 @@
 //! The stages, in the order [`compile`] calls them: ONNX import ([`onnx`]),
 //! IR ([`ir`]), passes ([`passes`]), memory plan ([`plan`]), tasks
 //! ([`schedule`]). [`reference`] executes graphs on the CPU; [`zoo`] writes
-//! ResNet models as ONNX.
+//! ResNet models as ONNX. [`ops`] is the registry of supported ONNX ops: one
+//! module per op holds its import, shape inference and reference dispatch.
 
 pub mod build;
 pub mod codegen;
 pub mod default_model;
 pub mod ir;
 pub mod onnx;
+pub mod ops;
 pub mod passes;
 mod pipeline;
 pub mod plan;

@@ -11,6 +11,7 @@ mod verify;
 pub use graph::{Graph, Node, NodeId, Patch, Value, ValueId, ValueKind};
 pub use op::{Activation, BinaryOp, Conv2d, Epilogue, GlobalPool, Op, Pool2d, Shortcut, UnaryOp};
 pub use print::print_graph;
+pub(crate) use shape::{arity, rank4};
 pub use shape::{broadcast, infer_shape, MAX_ELEMENTS};
 pub use types::{numel, round_tf32, DType, Layout, Precision};
 pub use verify::{debug_verify, is_row_major_bytes, verify, VerifyError};

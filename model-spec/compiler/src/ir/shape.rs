@@ -3,8 +3,11 @@
 //! The importer builds values with these shapes and the verifier re-derives
 //! them after every pass, so a pass that changes a shape by mistake fails at
 //! once. Errors are plain strings; callers wrap them with the node's name.
+//! An op imported from ONNX has its inference in its module of
+//! [`crate::ops`]; the ops only passes create have theirs here.
 
-use super::op::{Op, Pool2d};
+use super::op::Op;
+use crate::ops;
 
 /// Largest element count accepted for one tensor (2^34, 64 GiB of f32).
 pub const MAX_ELEMENTS: usize = 1 << 34;
@@ -23,7 +26,8 @@ pub fn infer_shape(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
     Ok(shape)
 }
 
-fn arity(inputs: &[&[usize]], min: usize, max: usize) -> Result<(), String> {
+/// Checks that an op has `min` to `max` inputs.
+pub(crate) fn arity(inputs: &[&[usize]], min: usize, max: usize) -> Result<(), String> {
     if inputs.len() < min || inputs.len() > max {
         let want = if min == max {
             format!("{min}")
@@ -35,7 +39,8 @@ fn arity(inputs: &[&[usize]], min: usize, max: usize) -> Result<(), String> {
     Ok(())
 }
 
-fn rank4<'a>(shape: &'a [usize], what: &str) -> Result<&'a [usize], String> {
+/// `shape`, which must be 4-D (`what` names it in the error).
+pub(crate) fn rank4<'a>(shape: &'a [usize], what: &str) -> Result<&'a [usize], String> {
     if shape.len() != 4 {
         return Err(format!(
             "{what} must be 4-D (N, C, H, W), got shape {shape:?}"
@@ -67,14 +72,6 @@ pub fn broadcast(a: &[usize], b: &[usize]) -> Result<Vec<usize>, String> {
         };
     }
     Ok(out)
-}
-
-fn pool_shape(pool: &Pool2d, x: &[usize]) -> Result<Vec<usize>, String> {
-    let x = rank4(x, "pool input")?;
-    let [p, q] = pool
-        .output_hw(x[2], x[3])
-        .ok_or_else(|| format!("pool window {:?} does not fit input {x:?}", pool.kernel))?;
-    Ok(vec![x[0], x[1], p, q])
 }
 
 /// Output of a FusedConv with a [`super::op::Shortcut`]: the main conv is
@@ -120,115 +117,28 @@ fn shortcut_conv_shape(
         ));
     }
     let main_w = [w4[0], x4[1], 1, 1];
-    conv_shape(conv, x, &main_w, bias)
-}
-
-fn conv_shape(
-    conv: &super::op::Conv2d,
-    x: &[usize],
-    w: &[usize],
-    bias: Option<&[usize]>,
-) -> Result<Vec<usize>, String> {
-    let x = rank4(x, "conv input")?;
-    let w = rank4(w, "conv weight")?;
-    let g = conv.groups;
-    if g == 0 || x[1] % g != 0 || w[0] % g != 0 {
-        return Err(format!(
-            "groups={g} must divide input channels {} and output channels {}",
-            x[1], w[0]
-        ));
-    }
-    if w[1] * g != x[1] {
-        return Err(format!(
-            "weight {w:?} expects {} input channels (×{g} groups), input has {}",
-            w[1] * g,
-            x[1]
-        ));
-    }
-    if [w[2], w[3]] != conv.kernel {
-        return Err(format!(
-            "kernel_shape {:?} disagrees with weight {w:?}",
-            conv.kernel
-        ));
-    }
-    if let Some(b) = bias {
-        if b != [w[0]] {
-            return Err(format!("bias shape {b:?} must be [{}]", w[0]));
-        }
-    }
-    let [p, q] = conv
-        .output_hw(x[2], x[3])
-        .ok_or_else(|| format!("kernel {:?} does not fit input {x:?}", conv.kernel))?;
-    Ok(vec![x[0], w[0], p, q])
-}
-
-fn reshape_shape(input: &[usize], target: &[i64], allowzero: bool) -> Result<Vec<usize>, String> {
-    let total: usize = input.iter().product();
-    let mut out = Vec::with_capacity(target.len());
-    let mut infer_at = None;
-    for (i, &d) in target.iter().enumerate() {
-        match d {
-            -1 if infer_at.is_none() => {
-                infer_at = Some(i);
-                out.push(1);
-            }
-            -1 => return Err(format!("reshape target {target:?} has more than one -1")),
-            0 if !allowzero => out.push(*input.get(i).ok_or_else(|| {
-                format!("reshape target {target:?}: 0 at axis {i} has no input dim")
-            })?),
-            d if d >= 0 => out.push(d as usize),
-            d => return Err(format!("reshape target {target:?} has invalid dim {d}")),
-        }
-    }
-    let known: usize = out.iter().product();
-    if let Some(i) = infer_at {
-        if known == 0 || total % known != 0 {
-            return Err(format!("cannot reshape {input:?} to {target:?}"));
-        }
-        out[i] = total / known;
-    } else if known != total {
-        return Err(format!(
-            "cannot reshape {input:?} ({total} elements) to {target:?}"
-        ));
-    }
-    Ok(out)
-}
-
-fn matmul_shape(a: &[usize], b: &[usize]) -> Result<Vec<usize>, String> {
-    if a.is_empty() || b.is_empty() {
-        return Err("MatMul inputs must have rank ≥ 1".into());
-    }
-    let a2: Vec<usize> = if a.len() == 1 {
-        vec![1, a[0]]
-    } else {
-        a.to_vec()
-    };
-    let b2: Vec<usize> = if b.len() == 1 {
-        vec![b[0], 1]
-    } else {
-        b.to_vec()
-    };
-    let (m, k) = (a2[a2.len() - 2], a2[a2.len() - 1]);
-    let (k2, n) = (b2[b2.len() - 2], b2[b2.len() - 1]);
-    if k != k2 {
-        return Err(format!("MatMul inner dims differ: {a:?} × {b:?}"));
-    }
-    let mut out = broadcast(&a2[..a2.len() - 2], &b2[..b2.len() - 2])?;
-    if a.len() > 1 {
-        out.push(m);
-    }
-    if b.len() > 1 {
-        out.push(n);
-    }
-    Ok(out)
+    ops::conv::conv_shape(conv, x, &main_w, bias)
 }
 
 fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
     match op {
-        Op::Conv(conv) => {
-            arity(inputs, 2, 3)?;
-            conv_shape(conv, inputs[0], inputs[1], inputs.get(2).copied())
-        }
+        Op::Conv(conv) => ops::conv::infer_shape(conv, inputs),
+        Op::BatchNorm { .. } => ops::batch_norm::infer_shape(inputs),
+        Op::Unary(_) => ops::activation::infer_shape(inputs),
+        Op::Binary(_) => ops::arithmetic::infer_binary_shape(inputs),
+        Op::Sum => ops::arithmetic::infer_sum_shape(inputs),
+        Op::MaxPool(pool) | Op::AveragePool { pool, .. } => ops::pool::infer_shape(pool, inputs),
+        Op::GlobalAveragePool | Op::GlobalMaxPool => ops::global_pool::infer_shape(inputs),
+        Op::ReduceMean { axes, keepdims } => ops::reduce_mean::infer_shape(axes, *keepdims, inputs),
+        Op::Flatten { axis } => ops::flatten::infer_shape(*axis, inputs),
+        Op::Reshape { shape, allowzero } => ops::reshape::infer_shape(shape, *allowzero, inputs),
+        Op::Gemm {
+            trans_a, trans_b, ..
+        } => ops::gemm::infer_gemm_shape(*trans_a, *trans_b, inputs),
+        Op::MatMul => ops::gemm::infer_matmul_shape(inputs),
+        Op::Identity => ops::identity::infer_shape(inputs),
+        Op::Concat { axis } => ops::concat::infer_shape(*axis, inputs),
+        Op::Softmax { axis } => ops::softmax::infer_shape(*axis, inputs),
         Op::FusedConv {
             conv,
             epilogue,
@@ -240,7 +150,7 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
             arity(inputs, want, want)?;
             let bias = epilogue.bias.then(|| inputs[2]);
             let out = match shortcut {
-                None => conv_shape(conv, inputs[0], inputs[1], bias)?,
+                None => ops::conv::conv_shape(conv, inputs[0], inputs[1], bias)?,
                 Some(sc) => {
                     shortcut_conv_shape(conv, sc, inputs[0], inputs[1], bias, inputs[want - 1])?
                 }
@@ -277,24 +187,7 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
             }
             Ok(out)
         }
-        Op::BatchNorm { .. } => {
-            arity(inputs, 5, 5)?;
-            let x = inputs[0];
-            if x.len() < 2 {
-                return Err(format!("BatchNormalization input {x:?} needs rank ≥ 2"));
-            }
-            for (i, p) in inputs[1..].iter().enumerate() {
-                if *p != [x[1]] {
-                    return Err(format!(
-                        "BatchNormalization parameter {} has shape {p:?}, expected [{}]",
-                        i + 1,
-                        x[1]
-                    ));
-                }
-            }
-            Ok(x.to_vec())
-        }
-        Op::Unary(_) | Op::Identity | Op::Convert => {
+        Op::Convert => {
             arity(inputs, 1, 1)?;
             Ok(inputs[0].to_vec())
         }
@@ -333,123 +226,6 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
             }
             Ok(vec![x[0], *channels, *height, *width])
         }
-        Op::Binary(_) => {
-            arity(inputs, 2, 2)?;
-            broadcast(inputs[0], inputs[1])
-        }
-        Op::Sum => {
-            arity(inputs, 1, usize::MAX)?;
-            inputs[1..]
-                .iter()
-                .try_fold(inputs[0].to_vec(), |acc, s| broadcast(&acc, s))
-        }
-        Op::MaxPool(pool) => {
-            arity(inputs, 1, 1)?;
-            pool_shape(pool, inputs[0])
-        }
-        Op::AveragePool { pool, .. } => {
-            arity(inputs, 1, 1)?;
-            pool_shape(pool, inputs[0])
-        }
-        Op::GlobalAveragePool | Op::GlobalMaxPool => {
-            arity(inputs, 1, 1)?;
-            let x = inputs[0];
-            if x.len() < 3 {
-                return Err(format!("global pool input {x:?} needs rank ≥ 3"));
-            }
-            let mut out = x.to_vec();
-            out[2..].iter_mut().for_each(|d| *d = 1);
-            Ok(out)
-        }
-        Op::ReduceMean { axes, keepdims } => {
-            arity(inputs, 1, 1)?;
-            let x = inputs[0];
-            if let Some(&bad) = axes.iter().find(|&&a| a >= x.len()) {
-                return Err(format!("ReduceMean axis {bad} out of range for {x:?}"));
-            }
-            Ok(x.iter()
-                .enumerate()
-                .filter_map(|(i, &d)| match (axes.contains(&i), keepdims) {
-                    (false, _) => Some(d),
-                    (true, true) => Some(1),
-                    (true, false) => None,
-                })
-                .collect())
-        }
-        Op::Flatten { axis } => {
-            arity(inputs, 1, 1)?;
-            let x = inputs[0];
-            if *axis > x.len() {
-                return Err(format!("Flatten axis {axis} out of range for {x:?}"));
-            }
-            Ok(vec![
-                x[..*axis].iter().product(),
-                x[*axis..].iter().product(),
-            ])
-        }
-        Op::Reshape { shape, allowzero } => {
-            arity(inputs, 1, 1)?;
-            reshape_shape(inputs[0], shape, *allowzero)
-        }
-        Op::Gemm {
-            trans_a, trans_b, ..
-        } => {
-            arity(inputs, 2, 3)?;
-            let (a, b) = (inputs[0], inputs[1]);
-            if a.len() != 2 || b.len() != 2 {
-                return Err(format!("Gemm needs 2-D inputs, got {a:?} and {b:?}"));
-            }
-            let (m, k) = if *trans_a { (a[1], a[0]) } else { (a[0], a[1]) };
-            let (k2, n) = if *trans_b { (b[1], b[0]) } else { (b[0], b[1]) };
-            if k != k2 {
-                return Err(format!(
-                    "Gemm inner dims differ: A {a:?} (transA={trans_a}) × B {b:?} (transB={trans_b})"
-                ));
-            }
-            if let Some(c) = inputs.get(2) {
-                let out = broadcast(&[m, n], c)?;
-                if out != [m, n] {
-                    return Err(format!("Gemm C {c:?} does not broadcast to [{m}, {n}]"));
-                }
-            }
-            Ok(vec![m, n])
-        }
-        Op::MatMul => {
-            arity(inputs, 2, 2)?;
-            matmul_shape(inputs[0], inputs[1])
-        }
-        Op::Concat { axis } => {
-            arity(inputs, 1, usize::MAX)?;
-            let first = inputs[0];
-            if *axis >= first.len() {
-                return Err(format!("Concat axis {axis} out of range for {first:?}"));
-            }
-            let mut out = first.to_vec();
-            for s in &inputs[1..] {
-                let same_rest = s.len() == first.len()
-                    && s.iter()
-                        .zip(first)
-                        .enumerate()
-                        .all(|(i, (a, b))| i == *axis || a == b);
-                if !same_rest {
-                    return Err(format!(
-                        "Concat inputs {first:?} and {s:?} differ off axis {axis}"
-                    ));
-                }
-                out[*axis] += s[*axis];
-            }
-            Ok(out)
-        }
-        Op::Softmax { axis } => {
-            arity(inputs, 1, 1)?;
-            if *axis >= inputs[0].len() {
-                return Err(format!(
-                    "Softmax axis {axis} out of range for {:?}",
-                    inputs[0]
-                ));
-            }
-            Ok(inputs[0].to_vec())
-        }
     }
 }
 
@@ -462,23 +238,6 @@ mod tests {
         assert_eq!(broadcast(&[3, 4, 5], &[5]), Ok(vec![3, 4, 5]));
         assert_eq!(broadcast(&[3, 1, 5], &[4, 1]), Ok(vec![3, 4, 5]));
         assert!(broadcast(&[3], &[4]).is_err());
-    }
-
-    #[test]
-    fn reshape_handles_zero_and_minus_one() {
-        assert_eq!(reshape_shape(&[2, 3, 4], &[0, -1], false), Ok(vec![2, 12]));
-        assert_eq!(
-            reshape_shape(&[2, 3, 4], &[4, 0, 2], false),
-            Ok(vec![4, 3, 2])
-        );
-        assert!(reshape_shape(&[2, 3, 4], &[5, -1], false).is_err());
-    }
-
-    #[test]
-    fn matmul_promotes_vectors() {
-        assert_eq!(matmul_shape(&[4], &[2, 4, 3]), Ok(vec![2, 3]));
-        assert_eq!(matmul_shape(&[2, 3, 4], &[4]), Ok(vec![2, 3]));
-        assert_eq!(matmul_shape(&[1, 3, 4], &[5, 4, 2]), Ok(vec![5, 3, 2]));
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! onnx-ir graph → aotune [`Graph`].
 //!
 //! Walks onnx-ir's nodes in order, turns constant arguments into constant
-//! values, maps each node to a typed [`Op`] (see [`super::ops`]) and derives
-//! every output shape with [`ir::infer_shape`]. Names are only for messages:
-//! values are keyed by onnx-ir's argument names within this walk, never later.
+//! values, hands each node to its op's converter in the registry
+//! ([`crate::ops`]) and derives every output shape with [`ir::infer_shape`].
+//! Names are only for messages: values are keyed by onnx-ir's argument
+//! names within this walk, never later.
 
 use super::error::ImportError;
-use super::ops::{convert_node, Converted};
+use super::node_import::NodeImport;
 use crate::ir::{self, Graph, Node, Precision, Value, ValueId, ValueKind};
 use onnx_ir::{ArgType, Argument, OnnxGraph, TensorDataExt};
 use std::collections::HashMap;
@@ -119,6 +120,62 @@ impl GraphBuilder {
     }
 }
 
+/// Converts one onnx-ir node through the registry, appending to the
+/// builder. `None`: nothing to compute (a `Constant` node: its users read
+/// the value directly).
+fn convert_node(
+    b: &mut GraphBuilder,
+    node: &onnx_ir::Node,
+    opset: i64,
+) -> Result<Option<ValueId>, ImportError> {
+    if let onnx_ir::Node::Constant(_) = node {
+        return Ok(None);
+    }
+    let output = single_output(node)?;
+    let unsupported = |op: String| ImportError::UnsupportedOp {
+        node: node.name().to_string(),
+        op,
+        supported: crate::ops::supported_list(),
+    };
+    if let onnx_ir::Node::Custom(c) = node {
+        return Err(unsupported(format!("{}::{}", c.domain, c.op_type)));
+    }
+    let def = crate::ops::for_node_type(&node.node_type())
+        .ok_or_else(|| unsupported(node.node_type().to_string()))?;
+    (def.import)(&mut NodeImport::new(b, node, opset, output)).map(Some)
+}
+
+/// The name of a node's one used output.
+fn single_output(node: &onnx_ir::Node) -> Result<String, ImportError> {
+    let used: Vec<&Argument> = node
+        .outputs()
+        .iter()
+        .filter(|a| !a.name.is_empty())
+        .collect();
+    let (name, op) = (node.name().to_string(), node.node_type().to_string());
+    match used.as_slice() {
+        [one] => Ok(one.name.clone()),
+        [] => Err(ImportError::BadNodeInput {
+            node: name,
+            op,
+            input: "(outputs)".into(),
+            message: "node has no output".into(),
+        }),
+        _ => Err(ImportError::UnsupportedAttribute {
+            node: name,
+            op,
+            attribute: "outputs".into(),
+            value: format!(
+                "{:?}",
+                used.iter().map(|a| a.name.as_str()).collect::<Vec<_>>()
+            ),
+            reason: "only the first output is supported (e.g. MaxPool Indices, \
+                     BatchNormalization training outputs)"
+                .into(),
+        }),
+    }
+}
+
 fn tensor_shape(arg: &Argument) -> Result<Vec<usize>, String> {
     match &arg.ty {
         ArgType::Tensor(t) => t.static_shape_known().ok_or_else(|| {
@@ -160,16 +217,13 @@ pub fn convert_graph(
         b.bind(&input.name, id);
     }
     for node in &onnx.nodes {
-        match convert_node(&mut b, node, opset)? {
-            Converted::Value(id) => {
-                let out = node.outputs().first().ok_or_else(|| ImportError::Shape {
-                    node: node.name().to_string(),
-                    op: node.node_type().to_string(),
-                    message: "node has no output".into(),
-                })?;
-                b.bind(&out.name, id);
-            }
-            Converted::Nothing => {}
+        if let Some(id) = convert_node(&mut b, node, opset)? {
+            let out = node.outputs().first().ok_or_else(|| ImportError::Shape {
+                node: node.name().to_string(),
+                op: node.node_type().to_string(),
+                message: "node has no output".into(),
+            })?;
+            b.bind(&out.name, id);
         }
     }
     for output in &onnx.outputs {

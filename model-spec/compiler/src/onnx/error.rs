@@ -36,6 +36,7 @@ pub enum ImportError {
     UnsupportedOp {
         node: String,
         op: String,
+        /// The registry's op list ([`crate::ops::supported_onnx_ops`]), joined.
         supported: &'static str,
     },
     #[error("node '{node}' ({op}): attribute {attribute} = {value} is not supported: {reason}")]
@@ -65,8 +66,3 @@ pub enum ImportError {
         message: String,
     },
 }
-
-/// Op list quoted by [`ImportError::UnsupportedOp`].
-pub const SUPPORTED_OPS: &str = "Conv (2-D), BatchNormalization, Relu, Clip, Sigmoid, Add, Sub, \
-    Mul, Div, Sum, MaxPool (2-D), AveragePool (2-D), GlobalAveragePool, GlobalMaxPool, ReduceMean, \
-    Flatten, Reshape, Gemm, MatMul, Identity, Concat, Softmax";

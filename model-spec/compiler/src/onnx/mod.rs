@@ -3,18 +3,20 @@
 //! [`import_bytes`] decodes the `ModelProto`, resolves the symbolic batch and
 //! checks declared shapes ([`prepare`]), lets onnx-ir =0.22.0 parse and infer
 //! types, then maps its typed nodes to aotune's [`Op`](crate::ir::Op) enum
-//! ([`convert`], [`ops`]) and verifies the result. Anything unsupported is an
+//! ([`convert`], through each op's converter in the [`crate::ops`] registry)
+//! and verifies the result. Anything unsupported is an
 //! [`ImportError`] naming the node, op and attribute or input.
 
 mod convert;
 mod error;
 mod fill_weights;
-mod ops;
+mod node_import;
 mod prepare;
 mod tensor_file;
 
-pub use error::{ImportError, SUPPORTED_OPS};
+pub use error::ImportError;
 pub use fill_weights::{fill_initializers, WeightFill};
+pub(crate) use node_import::NodeImport;
 pub use onnx_ir::TensorProto;
 pub use tensor_file::{read_tensor_file, TensorFile};
 

@@ -223,43 +223,6 @@ fn check_initializer(init: &TensorProto) -> Result<(), ImportError> {
     Ok(())
 }
 
-/// ONNX ops aotune converts, plus shape-computation ops that onnx-ir folds
-/// away once shapes are static (a survivor is rejected later, by name).
-const ACCEPTED_OPS: &[&str] = &[
-    "Conv",
-    "BatchNormalization",
-    "Relu",
-    "Clip",
-    "Sigmoid",
-    "Add",
-    "Sub",
-    "Mul",
-    "Div",
-    "Sum",
-    "MaxPool",
-    "AveragePool",
-    "GlobalAveragePool",
-    "GlobalMaxPool",
-    "ReduceMean",
-    "Flatten",
-    "Reshape",
-    "Gemm",
-    "MatMul",
-    "Identity",
-    "Concat",
-    "Softmax",
-    // folded when their inputs are constants
-    "Constant",
-    "Shape",
-    "Gather",
-    "Unsqueeze",
-    "Squeeze",
-    "Cast",
-    "Slice",
-    "ConstantOfShape",
-    "Dropout",
-];
-
 /// Checks, with the model's own node names, that every op is one aotune
 /// accepts and every node input is defined somewhere.
 fn check_nodes(graph: &onnx_ir::GraphProto, constants: &[TensorProto]) -> Result<(), ImportError> {
@@ -280,7 +243,7 @@ fn check_nodes(graph: &onnx_ir::GraphProto, constants: &[TensorProto]) -> Result
             node.name.clone()
         };
         let default_domain = node.domain.is_empty() || node.domain == "ai.onnx";
-        if !default_domain || !ACCEPTED_OPS.contains(&node.op_type.as_str()) {
+        if !default_domain || !crate::ops::accepts_onnx_op(&node.op_type) {
             let op = if default_domain {
                 node.op_type.clone()
             } else {
@@ -289,7 +252,7 @@ fn check_nodes(graph: &onnx_ir::GraphProto, constants: &[TensorProto]) -> Result
             return Err(ImportError::UnsupportedOp {
                 node: name,
                 op,
-                supported: super::error::SUPPORTED_OPS,
+                supported: crate::ops::supported_list(),
             });
         }
         for input in node.input.iter().filter(|i| !i.is_empty()) {
@@ -308,19 +271,13 @@ fn check_nodes(graph: &onnx_ir::GraphProto, constants: &[TensorProto]) -> Result
     Ok(())
 }
 
-/// Writes ONNX's default for attributes onnx-ir 0.22 defaults differently:
-/// BatchNormalization's `epsilon` is 1e-5 by the spec, 0 in onnx-ir.
+/// Runs each op's protobuf-level fix-up ([`crate::ops::OpDef::fix_proto`]),
+/// e.g. ONNX's default for attributes onnx-ir 0.22 defaults differently.
 fn apply_missing_defaults(graph: &mut onnx_ir::GraphProto) {
     for node in graph.node.iter_mut() {
-        if node.op_type == "BatchNormalization"
-            && !node.attribute.iter().any(|a| a.name == "epsilon")
-        {
-            node.attribute.push(onnx_ir::AttributeProto {
-                name: "epsilon".into(),
-                type_: onnx_ir::AttributeType::FLOAT.into(),
-                f: 1e-5,
-                ..Default::default()
-            });
+        let fix = crate::ops::for_onnx_op(&node.op_type).and_then(|def| def.fix_proto);
+        if let Some(fix) = fix {
+            fix(node);
         }
     }
 }

@@ -10,11 +10,12 @@
 
 use super::layout::{relayout, relayout_vec, to_row_major};
 use super::storage::Storage;
-use super::{conv, elementwise, gemm, pool, reduce, shape_ops, softmax};
+use super::{conv, pool, shape_ops};
 use super::{Accumulate, RunError, RunOptions};
 use crate::ir::{
     infer_shape, verify, DType, Epilogue, GlobalPool, Graph, Layout, Op, Precision, ValueId,
 };
+use crate::ops;
 use std::borrow::Cow;
 
 /// What [`execute`] returns.
@@ -300,16 +301,35 @@ fn pooled_conv(
     pool::global_pool(ctx, pool::Global::Average, &[tensor])
 }
 
-/// Dispatches one op.
+/// Dispatches one op: an op imported from ONNX to its module of
+/// [`crate::ops`], an op only passes create to its kernel here.
 fn run_op(ctx: &Ctx, op: &Op, inputs: &[Tensor], out: &OutSpec) -> OpResult {
     match op {
-        Op::Conv(geometry) => {
-            let epilogue = Epilogue {
-                bias: inputs.len() == 3,
-                ..Epilogue::NONE
-            };
-            conv::conv(ctx, geometry, &epilogue, None, inputs, out)
-        }
+        Op::Conv(geometry) => ops::conv::reference(ctx, geometry, inputs, out),
+        Op::BatchNorm { epsilon } => ops::batch_norm::reference(ctx, *epsilon, inputs),
+        Op::Unary(unary) => ops::activation::reference(*unary, inputs),
+        Op::Binary(binary) => ops::arithmetic::binary_reference(*binary, inputs, out),
+        Op::Sum => ops::arithmetic::sum_reference(ctx, inputs, out),
+        Op::MaxPool(geometry) => ops::pool::max_reference(geometry, inputs, out),
+        Op::AveragePool {
+            pool: geometry,
+            count_include_pad,
+        } => ops::pool::average_reference(ctx, geometry, *count_include_pad, inputs, out),
+        Op::GlobalAveragePool => ops::global_pool::average_reference(ctx, inputs),
+        Op::GlobalMaxPool => ops::global_pool::max_reference(ctx, inputs),
+        Op::ReduceMean { axes, keepdims: _ } => ops::reduce_mean::reference(ctx, axes, inputs, out),
+        Op::Flatten { .. } => ops::flatten::reference(inputs),
+        Op::Reshape { .. } => ops::reshape::reference(inputs),
+        Op::Identity => ops::identity::reference(inputs),
+        Op::Concat { axis } => ops::concat::reference(*axis, inputs, out),
+        Op::Softmax { axis } => ops::softmax::reference(ctx, *axis, inputs),
+        Op::Gemm {
+            alpha,
+            beta,
+            trans_a,
+            trans_b,
+        } => ops::gemm::gemm_reference(ctx, [*alpha, *beta], [*trans_a, *trans_b], inputs, out),
+        Op::MatMul => ops::gemm::matmul_reference(ctx, inputs, out),
         Op::FusedConv {
             conv: geometry,
             epilogue,
@@ -322,19 +342,7 @@ fn run_op(ctx: &Ctx, op: &Op, inputs: &[Tensor], out: &OutSpec) -> OpResult {
             shortcut,
             pool: Some(GlobalPool::Avg),
         } => pooled_conv(ctx, geometry, epilogue, shortcut, inputs, out),
-        Op::BatchNorm { epsilon } => elementwise::batch_norm(ctx, *epsilon, inputs),
-        Op::Unary(unary) => elementwise::unary(*unary, inputs),
-        Op::Binary(binary) => elementwise::binary(*binary, inputs, out),
-        Op::Sum => elementwise::sum(ctx, inputs, out),
-        Op::MaxPool(geometry) => pool::max_pool(geometry, inputs, out),
-        Op::AveragePool {
-            pool: geometry,
-            count_include_pad,
-        } => pool::average_pool(ctx, geometry, *count_include_pad, inputs, out),
-        Op::GlobalAveragePool => pool::global_pool(ctx, pool::Global::Average, inputs),
-        Op::GlobalMaxPool => pool::global_pool(ctx, pool::Global::Max, inputs),
-        Op::ReduceMean { axes, keepdims: _ } => reduce::reduce_mean(ctx, axes, inputs, out),
-        Op::Flatten { .. } | Op::Reshape { .. } | Op::Identity => shape_ops::copy(inputs),
+        Op::Dense { epilogue } => super::gemm::dense(ctx, epilogue, inputs, out),
         Op::Convert => shape_ops::convert(inputs),
         Op::PadChannels { .. } => shape_ops::pad_channels(inputs, out),
         Op::SpaceToDepth {
@@ -343,15 +351,5 @@ fn run_op(ctx: &Ctx, op: &Op, inputs: &[Tensor], out: &OutSpec) -> OpResult {
             pad_left,
             ..
         } => shape_ops::space_to_depth(*block, [*pad_top, *pad_left], inputs, out),
-        Op::Concat { axis } => shape_ops::concat(*axis, inputs, out),
-        Op::Softmax { axis } => softmax::softmax(ctx, *axis, inputs),
-        Op::Gemm {
-            alpha,
-            beta,
-            trans_a,
-            trans_b,
-        } => gemm::gemm(ctx, [*alpha, *beta], [*trans_a, *trans_b], inputs, out),
-        Op::MatMul => gemm::matmul(ctx, inputs, out),
-        Op::Dense { epilogue } => gemm::dense(ctx, epilogue, inputs, out),
     }
 }

@@ -14,22 +14,26 @@
 //! rayon.
 
 mod broadcast;
-mod conv;
-mod elementwise;
+pub(crate) mod conv;
+pub(crate) mod elementwise;
 mod execute;
-mod gemm;
+pub(crate) mod gemm;
 mod layout;
-mod pool;
-mod reduce;
+pub(crate) mod pool;
+pub(crate) mod reduce;
 mod scalar;
-mod shape_ops;
-mod softmax;
+pub(crate) mod shape_ops;
+pub(crate) mod softmax;
 mod storage;
 
 #[cfg(test)]
 mod perf;
 #[cfg(test)]
 mod testing;
+
+/// What an op's `reference` function in [`crate::ops`] receives and
+/// returns; the kernels it calls are the `pub(crate)` modules above.
+pub(crate) use execute::{Ctx, OpResult, OutSpec, Tensor};
 
 use crate::ir::{Graph, VerifyError};
 use crate::plan::MemoryPlan;
