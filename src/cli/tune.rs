@@ -55,7 +55,7 @@ pub struct TuneArgs {
     /// candidate, a hung compile is killed at its deadline, and compiles
     /// scale with the cores: NVRTC serializes the threads of one process,
     /// 16.7 vs 50.7 compiles/s on 16 cores of the H200 machine,
-    /// bench/nvrtc_scaling.sh); `threads` keeps them in this process.
+    /// bench/probes/nvrtc_scaling.sh); `threads` keeps them in this process.
     #[arg(long, value_enum, default_value_t = CompileWhere::Processes)]
     pub compile_in: CompileWhere,
     /// How a candidate is timed: `flushed` (one launch between two

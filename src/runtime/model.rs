@@ -71,7 +71,7 @@ impl Default for LoadOptions {
 /// A programmatic dependent launch (sm_90) lets a kernel's CTAs start as the
 /// previous kernel's drain; the tensor-core convs stream their first weight
 /// tiles in before they wait for it (`common.cuh`). Measured on the H200
-/// (BENCHMARKS.md, session 9), tuned ResNet-50 fp16, PDL against plain:
+/// (measured 2026-12-02 on the H200; docs/history.md), tuned ResNet-50 fp16, PDL against plain:
 /// batch 1 0.2372 vs 0.2477 ms, batch 8 0.4238 vs 0.4502 ms, but batch 64
 /// 1.9447 vs 1.9319 ms and batch 256 7.1506 vs 7.0619 ms (full grids leave
 /// no room for the next kernel's CTAs, whose early start then only costs).

@@ -4,7 +4,7 @@
 //! thread running NVRTC can only be abandoned). It is also faster: NVRTC
 //! serializes the threads of one process (16.7 compiles/s with 1, 4, 8 or
 //! 16 threads on the H200 machine, against 50.7 with 16 processes;
-//! `bench/nvrtc_scaling.sh`, session 8), so this is `aotune tune`'s
+//! `bench/probes/nvrtc_scaling.sh`, session 8), so this is `aotune tune`'s
 //! default (`--compile-in processes`).
 //!
 //! The protocol is one request per process. Stdin: a JSON line
