@@ -274,6 +274,36 @@ fn gpu_infer_does_not_allocate() {
     assert_eq!(z, reference(&x, &f.w));
 }
 
+/// Two models loaded together (different weights), run interleaved — A,
+/// B, A, B, … from the first call of each on — make no heap allocation.
+#[test]
+fn gpu_interleaved_models_do_not_allocate() {
+    let Some(a) = fixture(0.0) else { return };
+    let Some(b) = fixture(2.5) else { return };
+    let mut first = a.load();
+    let mut second = b.load();
+    let x = input_values(1.0);
+    let mut za = vec![0f32; N];
+    let mut zb = vec![0f32; N];
+    let mut first_error = None;
+    let (allocations, ()) = allocations_in(|| {
+        for _ in 0..50 {
+            if let Err(e) = first.infer(&x, &mut za) {
+                first_error.get_or_insert(e);
+            }
+            if let Err(e) = second.infer(&x, &mut zb) {
+                first_error.get_or_insert(e);
+            }
+        }
+    });
+    if let Some(e) = first_error {
+        panic!("infer failed: {e}");
+    }
+    allocations.assert_none("50 rounds of infer on model A then model B");
+    assert_eq!(za, reference(&x, &a.w));
+    assert_eq!(zb, reference(&x, &b.w));
+}
+
 #[test]
 fn gpu_run_layers_shows_every_value() {
     let Some(f) = fixture(0.0) else { return };

@@ -108,6 +108,9 @@ pub struct GpuMeasurer<'g> {
     reference: Option<(String, CandidateKernel, Cubin)>,
     /// Per task: cubin hash → the outcome measured for it.
     seen: HashMap<String, HashMap<u64, TrialOutcome>>,
+    /// (task, config) → the kernel measured instead of the rendered one
+    /// ([`GpuMeasurer::replace_candidate`]).
+    replaced: HashMap<(String, usize), CandidateKernel>,
     target: Target,
     pub compiled: usize,
     pub pruned: usize,
@@ -176,6 +179,7 @@ impl<'g> GpuMeasurer<'g> {
             session: None,
             reference: None,
             seen: HashMap::new(),
+            replaced: HashMap::new(),
             target,
             compiled: 0,
             pruned: 0,
@@ -194,6 +198,17 @@ impl<'g> GpuMeasurer<'g> {
     /// Worker restarts so far (faults, hangs).
     pub fn restarts(&self) -> usize {
         self.runner.restarts
+    }
+
+    /// From now on, config `config` of task `task` is `kernel` (source,
+    /// symbol, launch geometry; its arguments must be the task's) instead of
+    /// what the code generator renders for it: compiled, run and recorded as
+    /// that config. For tests of the fault handling, which need a candidate
+    /// that traps or never ends (`tests/gpu_tuner_faults.rs`); the tuner
+    /// never calls it.
+    #[doc(hidden)]
+    pub fn replace_candidate(&mut self, task: &str, config: usize, kernel: CandidateKernel) {
+        self.replaced.insert((task.to_string(), config), kernel);
     }
 
     fn node(&self, space: &TaskSpace) -> Option<NodeId> {
@@ -596,7 +611,11 @@ impl Measurer for GpuMeasurer<'_> {
             let Some(config) = space.configs.get(i) else {
                 continue;
             };
-            match render_candidate(self.graph, node, config) {
+            let rendered = match self.replaced.get(&(space.task.clone(), i)) {
+                Some(k) => Ok(k.clone()),
+                None => render_candidate(self.graph, node, config),
+            };
+            match rendered {
                 Ok(k) => kernels.push((i, k)),
                 Err(e) => {
                     trials.insert(i, failed(i, FailStage::Compile, e.to_string()));

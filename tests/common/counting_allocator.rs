@@ -8,10 +8,12 @@
 //! is per thread, so tests running in parallel do not see each other's
 //! allocations.
 //!
-//! Two binaries install it: `tests/gpu_runtime.rs` (as `mod`) and the
+//! Three binaries install it: `tests/gpu_runtime.rs` (as `mod`), the
 //! runtime's unit tests (`src/runtime/gpu_tests.rs`, through `#[path]`: a
 //! crate's unit tests cannot import from its integration tests, and a
-//! test-only allocator has no place in the library's API).
+//! test-only allocator has no place in the library's API) and the
+//! `include_model!` example's test
+//! (`examples/resnet50-app/tests/infer_allocates_nothing.rs`, `#[path]`).
 //!
 //! Backtrace names come from the symbol table: `strip --strip-debug` keeps
 //! them, a plain `strip` leaves `<unknown>` frames.
