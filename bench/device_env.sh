@@ -3,7 +3,7 @@
 # bench/prepare_device.sh) and zoo ResNet-50 at /tmp/r50.onnx.
 export PATH=/usr/local/cuda/bin:$PATH
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export NVCC=/usr/local/cuda/bin/nvcc
+export NVCC=/usr/local/cuda/bin/nvcc CUDA_HOME=/usr/local/cuda
 export AOTUNE_CACHE=/tmp/aotune-cache
 # Every GPU test must run here: a skip (no driver, no nvcc, no fixtures) fails.
 export AOTUNE_REQUIRE_GPU=1
