@@ -1241,16 +1241,18 @@ fn compare_build(variant: &Variant, index: usize, checked: Checked, mode: Mode, 
     let err_emu = rel_l2(&out, &emulated);
     let err_ref = rel_l2(&out, &reference);
     stats.note("(model output)", p, err_emu, || what.clone());
-    // fp32 vs the imported graph differs only in summation order; reduced
-    // precisions are held to the same bar as against their emulation.
+    // Against the fp32 reference of the imported graph, DESIGN's bar for
+    // the precision; against the emulation of the same precision, the
+    // tighter one.
+    let tol_ref = gpu::tolerance_vs_fp32(p);
     if gpu::exceeds(err_emu, tol) {
         stats.fail(format!(
             "{what}: output vs CPU emulation rel. L2 {err_emu:.3e} > {tol:e}"
         ));
     }
-    if gpu::exceeds(err_ref, tol) {
+    if gpu::exceeds(err_ref, tol_ref) {
         stats.fail(format!(
-            "{what}: output vs fp32 reference rel. L2 {err_ref:.3e} > {tol:e}"
+            "{what}: output vs fp32 reference rel. L2 {err_ref:.3e} > {tol_ref:e}"
         ));
     }
     let graph = &built.compiled.graph;
