@@ -1,8 +1,11 @@
 //! `generated/` holds the default model's `kernels.cu`, `executor.rs` and
 //! `plan.txt` as committed, reviewed text. This test regenerates them (no
 //! GPU, no nvcc) and fails on any difference; `make generated` rewrites them.
+//! The model is written afresh by the zoo, so a stale `models/resnet50.onnx`
+//! on a developer's machine cannot hide a difference CI would see.
 
 use aotune_compiler::default_model;
+use aotune_compiler::zoo::{resnet_onnx, ResNetDepth, DEFAULT_SEED};
 use std::path::Path;
 
 const FILES: [&str; 3] = ["kernels.cu", "executor.rs", "plan.txt"];
@@ -11,15 +14,15 @@ const FILES: [&str; 3] = ["kernels.cu", "executor.rs", "plan.txt"];
 fn generated_sources_are_current() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = std::env::temp_dir().join(format!("aotune-generated-{}", std::process::id()));
-    let built = default_model::build(
-        &root.join("models/resnet50.onnx"),
-        "models/resnet50.best.json",
-    )
-    .expect("default model")
-    .skip_nvcc(true)
-    .out_dir(&out)
-    .compile()
-    .expect("build of the default model");
+    let model = out.join("resnet50.onnx");
+    std::fs::create_dir_all(&out).expect("temp dir");
+    std::fs::write(&model, resnet_onnx(ResNetDepth::R50, DEFAULT_SEED)).expect("zoo model");
+    let built = default_model::build(&model, "models/resnet50.best.json")
+        .expect("default model")
+        .skip_nvcc(true)
+        .out_dir(&out)
+        .compile()
+        .expect("build of the default model");
     let dir = &built[0].dir;
     let bless = std::env::var_os("AOTUNE_BLESS").is_some();
     let mut stale = Vec::new();
