@@ -6,7 +6,7 @@ PRECISION ?= fp32
 BATCH ?= 1
 CARGO ?= cargo
 
-.PHONY: run test model lint fmt fuzz dump clean-models cuda-tools generated example example-small
+.PHONY: run test model lint fmt fuzz dump clean-models cuda-tools serve-client serve-load generated example example-small
 
 # On a machine with an NVIDIA driver: GPU vs CPU reference, then timings.
 # Without one: the CPU reference.
@@ -30,7 +30,7 @@ $(MODEL):
 # Skipped tests (no GPU, no nvcc, no fixtures) are listed at the end;
 # AOTUNE_REQUIRE_GPU=1 makes each of them a failure instead.
 SKIP_LOG = $(CURDIR)/target/test-skips.tsv
-test: cuda-tools
+test: cuda-tools serve-client
 	@mkdir -p target && rm -f $(SKIP_LOG)
 	AOTUNE_SKIP_LOG=$(SKIP_LOG) $(CARGO) test --workspace --all-features --profile ci
 	@if [ -s $(SKIP_LOG) ]; then \
@@ -45,6 +45,20 @@ cuda-tools: .tools/cuda/nvidia/cu13/bin/nvcc
 
 .tools/cuda/nvidia/cu13/bin/nvcc:
 	python3 -m pip install --quiet --disable-pip-version-check --target .tools/cuda $(CUDA_WHEELS)
+
+# The official Triton client (pinned) for tests/serve_triton_client.rs, into
+# .tools/serve-client (ignored by git; the test puts it on PYTHONPATH).
+SERVE_CLIENT = tritonclient[http,grpc]==2.55.0
+serve-client: .tools/serve-client/tritonclient/__init__.py
+
+.tools/serve-client/tritonclient/__init__.py:
+	python3 -m pip install --quiet --disable-pip-version-check --target .tools/serve-client '$(SERVE_CLIENT)'
+
+# `aotune serve` under load: SERVE_LOAD_SECONDS at concurrency 64 (loopback,
+# CPU reference, a tiny model); prints p50/p99 and RSS growth.
+SERVE_LOAD_SECONDS ?= 60
+serve-load:
+	AOTUNE_SERVE_LOAD_SECONDS=$(SERVE_LOAD_SECONDS) $(CARGO) test --profile ci --features serve --test serve_load -- --nocapture
 
 # The user story: examples/resnet50-app embeds the model with include_model!.
 example: cuda-tools $(MODEL)

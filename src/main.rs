@@ -1,6 +1,8 @@
 //! `aotune`: the command-line front end of the compiler.
 
 mod cli;
+#[cfg(feature = "serve")]
+mod serve;
 
 use clap::Parser;
 

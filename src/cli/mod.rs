@@ -11,6 +11,8 @@ mod profile;
 mod prune;
 mod refine;
 mod run;
+#[cfg(feature = "serve")]
+mod serve;
 mod tune;
 mod tune_progress;
 mod verify;
@@ -51,6 +53,9 @@ pub enum Command {
     Refine(refine::RefineArgs),
     /// Drop a tuning log's records that no build of the model uses any more (no GPU needed).
     Prune(prune::PruneArgs),
+    /// Serve a model repository over KServe v2 HTTP and gRPC (Triton-compatible).
+    #[cfg(feature = "serve")]
+    Serve(serve::ServeArgs),
     /// The measuring process `tune` starts (internal).
     #[command(hide = true)]
     TuneWorker,
@@ -71,6 +76,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Tune(args) => tune::tune_command(args),
         Command::Refine(args) => refine::refine_command(args),
         Command::Prune(args) => prune::prune(args),
+        #[cfg(feature = "serve")]
+        Command::Serve(args) => serve::serve_command(args),
         Command::TuneWorker => tune::worker(),
         Command::NvrtcCompile => tune::nvrtc_compile(),
     }

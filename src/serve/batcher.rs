@@ -1,0 +1,547 @@
+//! Dynamic batching: one bounded queue per model, drained by `instances`
+//! executor threads.
+//!
+//! A request of `rows` rows is cut into pieces of at most the largest
+//! compiled batch size and queued, oldest first. An executor takes pieces
+//! from the front while they fit in the largest batch, as soon as either the
+//! queue holds that many rows or the oldest piece has waited
+//! `max_queue_delay` (or the queue is closing). It pads the rows to the
+//! smallest compiled batch size that holds them, runs the batch, and copies
+//! each piece's rows of every output back to its own request at its own
+//! offset, so requests merged into one batch never see each other's rows. A
+//! request is answered when all its pieces are done. Pieces whose client is
+//! gone (the request timed out or disconnected) are dropped before running.
+//!
+//! The queue is bounded in rows: a request that would overflow it is refused
+//! at once with [`InferError::QueueFull`] (HTTP 429, gRPC
+//! RESOURCE_EXHAUSTED), never blocked.
+
+use super::backend::{Backend, Executor, Signature};
+use super::error::InferError;
+use super::metrics::ModelMetrics;
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// The answer to one request: each model output's `rows × item_len` values.
+pub type Reply = Result<Vec<Vec<f32>>, InferError>;
+
+/// The queue settings of one model.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchPolicy {
+    pub max_queue_delay: Duration,
+    pub queue_capacity: usize,
+    pub instances: usize,
+}
+
+/// One model's queue and its executor threads.
+pub struct Batcher {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+struct Shared {
+    signature: Signature,
+    policy: BatchPolicy,
+    metrics: ModelMetrics,
+    queue: Mutex<Queue>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct Queue {
+    pieces: VecDeque<Piece>,
+    rows: usize,
+    closed: bool,
+}
+
+/// A run of consecutive rows of one request.
+struct Piece {
+    job: Arc<Job>,
+    offset: usize,
+    rows: usize,
+    enqueued: Instant,
+}
+
+/// One request: its inputs, and its outputs filled piece by piece.
+struct Job {
+    inputs: Vec<Vec<f32>>,
+    deadline: Instant,
+    state: Mutex<JobState>,
+}
+
+struct JobState {
+    outputs: Vec<Vec<f32>>,
+    remaining: usize,
+    /// `None` once answered.
+    reply: Option<oneshot::Sender<Reply>>,
+}
+
+/// Locks a mutex; a thread that panicked while holding it left data that is
+/// still consistent here (every critical section is panic-free), so the
+/// poison is ignored.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl JobState {
+    fn answer(&mut self, reply: Reply) {
+        if let Some(tx) = self.reply.take() {
+            // The receiver may be gone (timeout, disconnect): nothing to do.
+            let _ = tx.send(reply);
+        }
+    }
+
+    fn abandoned(&self) -> bool {
+        self.reply.as_ref().is_none_or(|tx| tx.is_closed())
+    }
+}
+
+impl Batcher {
+    /// Starts `policy.instances` executor threads for `backend`; returns once
+    /// every one has created its executor, or the first error.
+    pub fn start(
+        name: &str,
+        backend: Arc<dyn Backend>,
+        policy: BatchPolicy,
+        metrics: ModelMetrics,
+    ) -> Result<Batcher, InferError> {
+        let shared = Arc::new(Shared {
+            signature: backend.signature().clone(),
+            policy,
+            metrics,
+            queue: Mutex::new(Queue::default()),
+            wake: Condvar::new(),
+        });
+        let batcher = Batcher {
+            shared: Arc::clone(&shared),
+            threads: Mutex::new(Vec::new()),
+        };
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        for instance in 0..policy.instances {
+            let shared = Arc::clone(&shared);
+            let backend = Arc::clone(&backend);
+            let ready_tx = ready_tx.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("aotune-{name}-{instance}"))
+                .spawn(move || match backend.executor() {
+                    Ok(executor) => {
+                        let _ = ready_tx.send(Ok(()));
+                        drop(ready_tx);
+                        shared.run(executor);
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                    }
+                });
+            match spawned {
+                Ok(handle) => lock(&batcher.threads).push(handle),
+                Err(e) => {
+                    batcher.close();
+                    return Err(InferError::Internal(format!(
+                        "starting executor thread {instance}: {e}"
+                    )));
+                }
+            }
+        }
+        drop(ready_tx);
+        for _ in 0..policy.instances {
+            let failure = match ready_rx.recv() {
+                Ok(Ok(())) => continue,
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => "an executor thread ended while starting".to_string(),
+            };
+            batcher.close();
+            return Err(InferError::Internal(failure));
+        }
+        Ok(batcher)
+    }
+
+    /// Queues a request of `rows` rows (`inputs` in signature order, each
+    /// `rows × item_len` values) to be answered by `deadline`.
+    pub fn submit(
+        &self,
+        inputs: Vec<Vec<f32>>,
+        rows: usize,
+        deadline: Instant,
+    ) -> Result<oneshot::Receiver<Reply>, InferError> {
+        let shared = &self.shared;
+        let capacity = shared.policy.queue_capacity;
+        if rows > capacity {
+            return Err(InferError::invalid(format!(
+                "the request has {rows} rows; this model's queue holds at most {capacity}"
+            )));
+        }
+        let (tx, rx) = oneshot::channel();
+        let outputs = shared
+            .signature
+            .outputs
+            .iter()
+            .map(|t| vec![0.0f32; rows * t.item_len()])
+            .collect();
+        let job = Arc::new(Job {
+            inputs,
+            deadline,
+            state: Mutex::new(JobState {
+                outputs,
+                remaining: rows,
+                reply: Some(tx),
+            }),
+        });
+        let mut queue = lock(&shared.queue);
+        if queue.closed {
+            return Err(InferError::Unavailable(
+                "the server is shutting down".into(),
+            ));
+        }
+        if queue.rows + rows > capacity {
+            return Err(InferError::QueueFull(format!(
+                "the model's queue is full ({} of {capacity} rows waiting); retry later",
+                queue.rows
+            )));
+        }
+        let now = Instant::now();
+        let max = shared.signature.max_batch();
+        let mut offset = 0;
+        while offset < rows {
+            let n = max.min(rows - offset);
+            queue.pieces.push_back(Piece {
+                job: Arc::clone(&job),
+                offset,
+                rows: n,
+                enqueued: now,
+            });
+            offset += n;
+        }
+        queue.rows += rows;
+        shared.metrics.queue_rows.set(queue.rows as i64);
+        drop(queue);
+        shared.wake.notify_all();
+        Ok(rx)
+    }
+
+    /// Stops taking requests; the executors finish what is queued, then end.
+    pub fn close(&self) {
+        lock(&self.shared.queue).closed = true;
+        self.shared.wake.notify_all();
+    }
+
+    /// [`Self::close`], then waits for the executor threads to end.
+    pub fn shutdown(&self) {
+        self.close();
+        let threads = std::mem::take(&mut *lock(&self.threads));
+        for t in threads {
+            if t.join().is_err() {
+                tracing::error!("an executor thread panicked");
+            }
+        }
+    }
+}
+
+impl Shared {
+    /// An executor thread: batches until the queue is closed and empty.
+    fn run(&self, mut executor: Box<dyn Executor>) {
+        while let Some(pieces) = self.next_batch() {
+            self.execute(executor.as_mut(), pieces);
+        }
+    }
+
+    /// Waits for a batch (see the module doc); `None` when closed and empty.
+    fn next_batch(&self) -> Option<Vec<Piece>> {
+        let max = self.signature.max_batch();
+        let mut queue = lock(&self.queue);
+        loop {
+            let Some(oldest) = queue.pieces.front().map(|p| p.enqueued) else {
+                if queue.closed {
+                    return None;
+                }
+                queue = self.wake.wait(queue).unwrap_or_else(|e| e.into_inner());
+                continue;
+            };
+            let due = oldest + self.policy.max_queue_delay;
+            let now = Instant::now();
+            if queue.rows >= max || queue.closed || now >= due {
+                let mut taken = Vec::new();
+                let mut rows = 0;
+                while let Some(p) = queue.pieces.front() {
+                    if rows + p.rows > max {
+                        break;
+                    }
+                    rows += p.rows;
+                    taken.extend(queue.pieces.pop_front());
+                }
+                queue.rows -= rows;
+                self.metrics.queue_rows.set(queue.rows as i64);
+                if !queue.pieces.is_empty() {
+                    self.wake.notify_one();
+                }
+                return Some(taken);
+            }
+            queue = self
+                .wake
+                .wait_timeout(queue, due - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// Runs one batch and answers its requests.
+    fn execute(&self, executor: &mut dyn Executor, pieces: Vec<Piece>) {
+        let now = Instant::now();
+        let pieces: Vec<Piece> = pieces
+            .into_iter()
+            .filter(|p| {
+                let mut state = lock(&p.job.state);
+                if state.abandoned() {
+                    return false;
+                }
+                if now >= p.job.deadline {
+                    state.answer(Err(InferError::Timeout(
+                        "the request's deadline passed while it was queued".into(),
+                    )));
+                    return false;
+                }
+                true
+            })
+            .collect();
+        if pieces.is_empty() {
+            return;
+        }
+        let rows: usize = pieces.iter().map(|p| p.rows).sum();
+        let batch = self.signature.batch_for(rows);
+        for p in &pieces {
+            self.metrics
+                .queue_seconds
+                .observe((now - p.enqueued).as_secs_f64());
+        }
+        self.metrics.batch_size.observe(rows as f64);
+        self.metrics.padding_rows.inc_by((batch - rows) as u64);
+        let inputs: Vec<Vec<f32>> = self
+            .signature
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(i, spec)| {
+                let item = spec.item_len();
+                let mut data = Vec::with_capacity(batch * item);
+                for p in &pieces {
+                    data.extend_from_slice(&p.job.inputs[i][p.offset * item..][..p.rows * item]);
+                }
+                data.resize(batch * item, 0.0);
+                data
+            })
+            .collect();
+        let start = Instant::now();
+        let result = catch_unwind(AssertUnwindSafe(|| executor.run(batch, &inputs)));
+        self.metrics
+            .compute_seconds
+            .observe(start.elapsed().as_secs_f64());
+        let outputs = match result {
+            Ok(Ok(outputs)) => self.check_outputs(batch, outputs),
+            Ok(Err(e)) => Err(InferError::Internal(e.to_string())),
+            Err(_) => Err(InferError::Internal(
+                "the backend panicked on this batch".into(),
+            )),
+        };
+        let mut row = 0;
+        for p in &pieces {
+            let mut state = lock(&p.job.state);
+            match &outputs {
+                Ok(outputs) => {
+                    for ((out, spec), batch_out) in state
+                        .outputs
+                        .iter_mut()
+                        .zip(&self.signature.outputs)
+                        .zip(outputs)
+                    {
+                        let item = spec.item_len();
+                        out[p.offset * item..][..p.rows * item]
+                            .copy_from_slice(&batch_out[row * item..][..p.rows * item]);
+                    }
+                    state.remaining -= p.rows;
+                    if state.remaining == 0 {
+                        let outputs = std::mem::take(&mut state.outputs);
+                        state.answer(Ok(outputs));
+                    }
+                }
+                Err(e) => {
+                    tracing::error!("batch of {rows} rows failed: {e}");
+                    state.answer(Err(e.clone()));
+                }
+            }
+            row += p.rows;
+        }
+    }
+
+    /// The backend's outputs must have the signature's sizes at `batch`.
+    fn check_outputs(
+        &self,
+        batch: usize,
+        outputs: Vec<Vec<f32>>,
+    ) -> Result<Vec<Vec<f32>>, InferError> {
+        let sizes_ok = outputs.len() == self.signature.outputs.len()
+            && outputs
+                .iter()
+                .zip(&self.signature.outputs)
+                .all(|(o, spec)| o.len() == batch * spec.item_len());
+        if sizes_ok {
+            Ok(outputs)
+        } else {
+            Err(InferError::Internal(format!(
+                "the backend returned outputs of {:?} values at batch {batch}",
+                outputs.iter().map(Vec::len).collect::<Vec<_>>()
+            )))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::backend::{BackendError, TensorSpec};
+    use super::super::metrics::Metrics;
+    use super::*;
+
+    /// Output row = input row × 10 + the batch it ran in; records batches.
+    struct Scale {
+        signature: Signature,
+        seen: Arc<Mutex<Vec<usize>>>,
+    }
+
+    struct ScaleExecutor {
+        seen: Arc<Mutex<Vec<usize>>>,
+    }
+
+    impl Executor for ScaleExecutor {
+        fn run(
+            &mut self,
+            batch: usize,
+            inputs: &[Vec<f32>],
+        ) -> Result<Vec<Vec<f32>>, BackendError> {
+            lock(&self.seen).push(batch);
+            assert_eq!(inputs[0].len(), batch * 2);
+            Ok(vec![inputs[0]
+                .iter()
+                .map(|v| v * 10.0 + batch as f32)
+                .collect()])
+        }
+    }
+
+    impl Backend for Scale {
+        fn signature(&self) -> &Signature {
+            &self.signature
+        }
+        fn describe(&self) -> String {
+            "scale".into()
+        }
+        fn executor(&self) -> Result<Box<dyn Executor>, BackendError> {
+            Ok(Box::new(ScaleExecutor {
+                seen: Arc::clone(&self.seen),
+            }))
+        }
+    }
+
+    fn batcher(delay_ms: u64, capacity: usize) -> (Batcher, Arc<Mutex<Vec<usize>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let backend = Scale {
+            signature: Signature {
+                inputs: vec![TensorSpec {
+                    name: "x".into(),
+                    item_shape: vec![2],
+                }],
+                outputs: vec![TensorSpec {
+                    name: "y".into(),
+                    item_shape: vec![2],
+                }],
+                batched: true,
+                batch_sizes: vec![1, 4, 8],
+            },
+            seen: Arc::clone(&seen),
+        };
+        let metrics = Metrics::new().unwrap().model("t");
+        let policy = BatchPolicy {
+            max_queue_delay: Duration::from_millis(delay_ms),
+            queue_capacity: capacity,
+            instances: 1,
+        };
+        (
+            Batcher::start("t", Arc::new(backend), policy, metrics).unwrap(),
+            seen,
+        )
+    }
+
+    fn far() -> Instant {
+        Instant::now() + Duration::from_secs(60)
+    }
+
+    #[test]
+    fn concurrent_requests_merge_and_get_their_own_rows() {
+        let (b, seen) = batcher(200, 100);
+        // Rows 3 + 1 + 2 = 6 → one batch padded to 8.
+        let requests: Vec<(Vec<f32>, usize)> = vec![
+            ((0..6).map(|v| v as f32).collect(), 3),
+            (vec![100.0, 101.0], 1),
+            (vec![200.0, 201.0, 202.0, 203.0], 2),
+        ];
+        let rxs: Vec<_> = requests
+            .iter()
+            .map(|(x, rows)| b.submit(vec![x.clone()], *rows, far()).unwrap())
+            .collect();
+        for ((x, _), rx) in requests.iter().zip(rxs) {
+            let out = rx.blocking_recv().unwrap().unwrap();
+            let want: Vec<f32> = x.iter().map(|v| v * 10.0 + 8.0).collect();
+            assert_eq!(out, vec![want]);
+        }
+        assert_eq!(*lock(&seen), vec![8]);
+        b.shutdown();
+    }
+
+    #[test]
+    fn a_large_request_is_split_and_reassembled() {
+        let (b, seen) = batcher(0, 100);
+        let x: Vec<f32> = (0..2 * 11).map(|v| v as f32).collect();
+        let out = b
+            .submit(vec![x.clone()], 11, far())
+            .unwrap()
+            .blocking_recv()
+            .unwrap()
+            .unwrap();
+        // 8 rows at batch 8, then 3 rows padded to 4.
+        assert_eq!(*lock(&seen), vec![8, 4]);
+        let want: Vec<f32> = x
+            .iter()
+            .enumerate()
+            .map(|(i, v)| v * 10.0 + if i < 16 { 8.0 } else { 4.0 })
+            .collect();
+        assert_eq!(out[0], want);
+        b.shutdown();
+    }
+
+    #[test]
+    fn a_full_queue_refuses_and_a_closed_one_is_unavailable() {
+        let (b, _) = batcher(10_000, 4);
+        let _first = b.submit(vec![vec![0.0; 6]], 3, far()).unwrap();
+        let e = b.submit(vec![vec![0.0; 4]], 2, far()).unwrap_err();
+        assert!(matches!(e, InferError::QueueFull(_)), "{e:?}");
+        let e = b.submit(vec![vec![0.0; 10]], 5, far()).unwrap_err();
+        assert!(matches!(e, InferError::InvalidArgument(_)), "{e:?}");
+        b.close();
+        let e = b.submit(vec![vec![0.0; 2]], 1, far()).unwrap_err();
+        assert!(matches!(e, InferError::Unavailable(_)), "{e:?}");
+        // Closing flushes the queued request without waiting for the delay.
+        b.shutdown();
+    }
+
+    #[test]
+    fn expired_and_abandoned_requests_do_not_run() {
+        let (b, seen) = batcher(50, 100);
+        let expired = b.submit(vec![vec![0.0; 2]], 1, Instant::now()).unwrap();
+        drop(b.submit(vec![vec![0.0; 2]], 1, far()).unwrap());
+        let e = expired.blocking_recv().unwrap().unwrap_err();
+        assert!(matches!(e, InferError::Timeout(_)), "{e:?}");
+        b.shutdown();
+        assert!(lock(&seen).is_empty());
+    }
+}

@@ -1,0 +1,263 @@
+//! A model's serving configuration: `DIR/<name>/config.json`, every field
+//! optional. Unknown fields are an error (a typo must not be silently
+//! ignored).
+//!
+//! ```json
+//! {
+//!   "backend": "auto",            // "auto" (GPU when there is a driver, else CPU), "gpu" or "cpu"
+//!   "precision": "fp16",          // fp32 | tf32 | fp16 | bf16; default fp16 on the GPU, fp32 on the CPU
+//!   "batch_sizes": [1, 8, 32],    // the batch sizes compiled; requests are merged or split into them
+//!   "max_queue_delay_us": 2000,   // how long the oldest queued request may wait for others
+//!   "instances": 1,               // executors pulling from the model's queue
+//!   "queue_capacity": 1024,       // rows (images) the queue holds before answering 429 / RESOURCE_EXHAUSTED
+//!   "timeout_ms": 30000,          // per-request deadline (a request's own `timeout` parameter may shorten it)
+//!   "image": { "input": "input" } // accept encoded JPEG/PNG as BYTES for this input (ImageNet transform)
+//! }
+//! ```
+
+use aotune_spec::Precision;
+use serde::Deserialize;
+use std::path::Path;
+use std::time::Duration;
+
+/// The file name looked for in each model's directory.
+pub const CONFIG_FILE: &str = "config.json";
+
+/// Which executor runs the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendChoice {
+    /// The GPU where the NVIDIA driver is present, else the CPU reference.
+    #[default]
+    Auto,
+    /// The GPU; the model is not ready where there is none.
+    Gpu,
+    /// The CPU reference executor (`aotune run`'s).
+    Cpu,
+}
+
+/// `"image"`: which input accepts encoded images as BYTES.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImageInput {
+    /// The model input fed by the decoded, resized and normalized image; it
+    /// must be `[batch, 3, 224, 224]` (torchvision's ImageNet eval transform).
+    pub input: String,
+}
+
+/// The file as written; `None` = not given.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    backend: Option<BackendChoice>,
+    precision: Option<String>,
+    batch_sizes: Option<Vec<usize>>,
+    max_queue_delay_us: Option<u64>,
+    instances: Option<usize>,
+    queue_capacity: Option<usize>,
+    timeout_ms: Option<u64>,
+    image: Option<ImageInput>,
+}
+
+/// A model's configuration with every default applied, except the
+/// precision, whose default depends on the backend that ends up running it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelConfig {
+    pub backend: BackendChoice,
+    /// `None`: the backend's default (fp16 on the GPU, fp32 on the CPU).
+    pub precision: Option<Precision>,
+    /// Sorted, distinct, each at least 1.
+    pub batch_sizes: Vec<usize>,
+    pub max_queue_delay: Duration,
+    pub instances: usize,
+    pub queue_capacity: usize,
+    pub timeout: Duration,
+    pub image: Option<ImageInput>,
+}
+
+/// The batch sizes compiled when the config names none.
+pub const DEFAULT_BATCH_SIZES: [usize; 3] = [1, 8, 32];
+pub const DEFAULT_MAX_QUEUE_DELAY: Duration = Duration::from_micros(2000);
+pub const DEFAULT_QUEUE_CAPACITY: usize = 1024;
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// More executors than this per model is a config mistake, not a wish.
+pub const MAX_INSTANCES: usize = 64;
+/// The largest batch size a config may ask to compile.
+pub const MAX_BATCH_SIZE: usize = 4096;
+
+impl Default for ModelConfig {
+    fn default() -> Self {
+        ModelConfig {
+            backend: BackendChoice::Auto,
+            precision: None,
+            batch_sizes: DEFAULT_BATCH_SIZES.to_vec(),
+            max_queue_delay: DEFAULT_MAX_QUEUE_DELAY,
+            instances: 1,
+            queue_capacity: DEFAULT_QUEUE_CAPACITY,
+            timeout: DEFAULT_TIMEOUT,
+            image: None,
+        }
+    }
+}
+
+/// Why a config file was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("reading '{path}': {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("'{path}': {source}")]
+    Parse {
+        path: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("'{path}': {message}")]
+    Invalid { path: String, message: String },
+}
+
+impl ModelConfig {
+    /// Reads `dir/config.json`, or the defaults where there is none.
+    pub fn load(dir: &Path) -> Result<ModelConfig, ConfigError> {
+        let path = dir.join(CONFIG_FILE);
+        if !path.exists() {
+            return Ok(ModelConfig::default());
+        }
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        ModelConfig::parse(&text).map_err(|e| match e {
+            ParseFailure::Json(source) => ConfigError::Parse {
+                path: path.display().to_string(),
+                source,
+            },
+            ParseFailure::Invalid(message) => ConfigError::Invalid {
+                path: path.display().to_string(),
+                message,
+            },
+        })
+    }
+
+    /// Parses a config file's text and applies the defaults.
+    fn parse(text: &str) -> Result<ModelConfig, ParseFailure> {
+        let file: ConfigFile = serde_json::from_str(text).map_err(ParseFailure::Json)?;
+        let defaults = ModelConfig::default();
+        let precision = match file.precision {
+            None => None,
+            Some(p) => Some(
+                p.parse::<Precision>()
+                    .map_err(|e| ParseFailure::Invalid(format!("\"precision\": {e}")))?,
+            ),
+        };
+        let mut batch_sizes = file.batch_sizes.unwrap_or(defaults.batch_sizes);
+        batch_sizes.sort_unstable();
+        batch_sizes.dedup();
+        if batch_sizes.is_empty() || batch_sizes[0] == 0 {
+            return Err(ParseFailure::Invalid(
+                "\"batch_sizes\" must list at least one size, each at least 1".into(),
+            ));
+        }
+        if batch_sizes.last().is_some_and(|&b| b > MAX_BATCH_SIZE) {
+            return Err(ParseFailure::Invalid(format!(
+                "\"batch_sizes\": at most {MAX_BATCH_SIZE}"
+            )));
+        }
+        let instances = file.instances.unwrap_or(defaults.instances);
+        if !(1..=MAX_INSTANCES).contains(&instances) {
+            return Err(ParseFailure::Invalid(format!(
+                "\"instances\" must be between 1 and {MAX_INSTANCES}"
+            )));
+        }
+        let queue_capacity = file.queue_capacity.unwrap_or(defaults.queue_capacity);
+        if queue_capacity == 0 {
+            return Err(ParseFailure::Invalid(
+                "\"queue_capacity\" must be at least 1".into(),
+            ));
+        }
+        let timeout = file
+            .timeout_ms
+            .map(Duration::from_millis)
+            .unwrap_or(defaults.timeout);
+        if timeout.is_zero() {
+            return Err(ParseFailure::Invalid(
+                "\"timeout_ms\" must be at least 1".into(),
+            ));
+        }
+        Ok(ModelConfig {
+            backend: file.backend.unwrap_or_default(),
+            precision,
+            batch_sizes,
+            max_queue_delay: file
+                .max_queue_delay_us
+                .map(Duration::from_micros)
+                .unwrap_or(defaults.max_queue_delay),
+            instances,
+            queue_capacity,
+            timeout,
+            image: file.image,
+        })
+    }
+}
+
+enum ParseFailure {
+    Json(serde_json::Error),
+    Invalid(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<ModelConfig, String> {
+        ModelConfig::parse(text).map_err(|e| match e {
+            ParseFailure::Json(e) => e.to_string(),
+            ParseFailure::Invalid(m) => m,
+        })
+    }
+
+    #[test]
+    fn empty_object_is_the_defaults() {
+        assert_eq!(parse("{}").unwrap(), ModelConfig::default());
+        assert_eq!(ModelConfig::default().batch_sizes, vec![1, 8, 32]);
+    }
+
+    #[test]
+    fn fields_are_read_and_batch_sizes_sorted() {
+        let c = parse(
+            r#"{"backend": "cpu", "precision": "bf16", "batch_sizes": [16, 2, 2],
+                "max_queue_delay_us": 50000, "instances": 3, "queue_capacity": 7,
+                "timeout_ms": 100, "image": {"input": "x"}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.backend, BackendChoice::Cpu);
+        assert_eq!(c.precision, Some(Precision::Bf16));
+        assert_eq!(c.batch_sizes, vec![2, 16]);
+        assert_eq!(c.max_queue_delay, Duration::from_millis(50));
+        assert_eq!((c.instances, c.queue_capacity), (3, 7));
+        assert_eq!(c.timeout, Duration::from_millis(100));
+        assert_eq!(c.image.unwrap().input, "x");
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        for (text, needle) in [
+            (r#"{"batch_size": [1]}"#, "unknown field `batch_size`"),
+            (r#"{"batch_sizes": []}"#, "at least one size"),
+            (r#"{"batch_sizes": [0, 4]}"#, "at least 1"),
+            (r#"{"batch_sizes": [100000]}"#, "at most"),
+            (r#"{"precision": "fp8"}"#, "\"precision\""),
+            (r#"{"instances": 0}"#, "\"instances\""),
+            (r#"{"queue_capacity": 0}"#, "\"queue_capacity\""),
+            (r#"{"timeout_ms": 0}"#, "\"timeout_ms\""),
+            (r#"{"backend": "tpu"}"#, "unknown variant `tpu`"),
+            ("[1, 2]", "line 1"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+}

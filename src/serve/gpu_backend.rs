@@ -1,0 +1,159 @@
+//! The GPU backend: the model built with `aotune_compiler::Build` at each
+//! batch size (kernels by nvcc, as `aotune bench` builds them) and run by the
+//! aotune runtime (`runtime::Model`, one CUDA graph launch per batch).
+//!
+//! Builds go to `<cache>/serve_<name>_<precision>_b<batch>/`; the build step
+//! skips nvcc when the build key (model bytes, tuning log, precision, batch,
+//! template versions) is unchanged, so a restart reuses the kernels. Each
+//! executor loads its own `Model` per batch size (its own arena and graphs),
+//! so instances run concurrently.
+
+use super::backend::{Backend, BackendError, Executor, Signature};
+use super::cpu_backend::signature_of;
+use aotune::runtime::{LoadOptions, Model, ModelFiles};
+use aotune_compiler::Build;
+use aotune_spec::Precision;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub struct GpuBackend {
+    signature: Signature,
+    precision: Precision,
+    /// Build directory per batch size.
+    dirs: BTreeMap<usize, PathBuf>,
+    device: String,
+}
+
+impl GpuBackend {
+    /// Builds `model` (named `name` in the repository) at `batch_sizes`
+    /// (`symbolic_batch`), or once at its exported batch, into `cache`; then
+    /// loads it once to check that it runs on this GPU.
+    pub fn load(
+        name: &str,
+        model: &Path,
+        tuning: Option<&Path>,
+        precision: Precision,
+        batch_sizes: &[usize],
+        symbolic_batch: bool,
+        cache: &Path,
+    ) -> Result<GpuBackend, BackendError> {
+        let tag: String = name
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let mut build = Build::new(model)
+            .precision(precision)
+            .out_dir(cache)
+            .name(format!("serve_{tag}_{precision}"));
+        let batch_sizes = if symbolic_batch { batch_sizes } else { &[1] };
+        if symbolic_batch {
+            build = build.batches(batch_sizes);
+        }
+        if let Some(t) = tuning {
+            build = build.tuning(t);
+        }
+        let built = build.compile().map_err(|e| {
+            BackendError::Compile(format!("building '{}' for the GPU: {e}", model.display()))
+        })?;
+        for b in &built {
+            for note in &b.notes {
+                tracing::info!(model = name, "{note}");
+            }
+        }
+        let mut dirs = BTreeMap::new();
+        let mut signature = None;
+        for (b, &batch) in built.iter().zip(batch_sizes) {
+            let s = signature_of(&b.compiled.graph, b.compiled.batch.map(|_| batch))?;
+            if s.inputs.len() != 1 || s.outputs.len() != 1 {
+                return Err(BackendError::Unsupported(format!(
+                    "the GPU runtime runs models of one input and one output; this one has {} \
+                     and {} (set \"backend\": \"cpu\" to serve it on the CPU reference)",
+                    s.inputs.len(),
+                    s.outputs.len()
+                )));
+            }
+            let key = if s.batched { batch } else { 1 };
+            dirs.insert(key, b.dir.clone());
+            match &signature {
+                None => signature = Some(s),
+                Some(first) if first.inputs != s.inputs || first.outputs != s.outputs => {
+                    return Err(BackendError::Unsupported(format!(
+                        "the model's tensors at batch {batch} are not those at batch {} with \
+                         another first dimension",
+                        batch_sizes[0]
+                    )))
+                }
+                Some(_) => {}
+            }
+        }
+        let mut signature =
+            signature.ok_or_else(|| BackendError::Unsupported("no batch size to build".into()))?;
+        signature.batch_sizes = dirs.keys().copied().collect();
+        let mut backend = GpuBackend {
+            signature,
+            precision,
+            dirs,
+            device: String::new(),
+        };
+        let probe = GpuExecutor::load(&backend.dirs)?;
+        backend.device = probe
+            .models
+            .values()
+            .next()
+            .map(|m| m.device_name().to_string())
+            .unwrap_or_default();
+        Ok(backend)
+    }
+}
+
+impl Backend for GpuBackend {
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn describe(&self) -> String {
+        format!("gpu {} {}", self.device, self.precision)
+    }
+
+    fn executor(&self) -> Result<Box<dyn Executor>, BackendError> {
+        Ok(Box::new(GpuExecutor::load(&self.dirs)?))
+    }
+}
+
+struct GpuExecutor {
+    models: BTreeMap<usize, Model>,
+}
+
+impl GpuExecutor {
+    fn load(dirs: &BTreeMap<usize, PathBuf>) -> Result<GpuExecutor, BackendError> {
+        let mut models = BTreeMap::new();
+        for (&batch, dir) in dirs {
+            let files = ModelFiles::read_dir(dir).map_err(|e| BackendError::Gpu(e.to_string()))?;
+            let model = files
+                .load(&LoadOptions::default())
+                .map_err(|e| BackendError::Gpu(e.to_string()))?;
+            for warning in model.warnings() {
+                tracing::warn!("{warning}");
+            }
+            models.insert(batch, model);
+        }
+        Ok(GpuExecutor { models })
+    }
+}
+
+impl Executor for GpuExecutor {
+    fn run(&mut self, batch: usize, inputs: &[Vec<f32>]) -> Result<Vec<Vec<f32>>, BackendError> {
+        let model = self
+            .models
+            .get_mut(&batch)
+            .ok_or_else(|| BackendError::Gpu(format!("no build at batch {batch}")))?;
+        let input = inputs
+            .first()
+            .ok_or_else(|| BackendError::Gpu("no input".into()))?;
+        let mut output = vec![0.0f32; model.spec().outputs[0].elements()];
+        model
+            .infer(input, &mut output)
+            .map_err(|e| BackendError::Gpu(e.to_string()))?;
+        Ok(vec![output])
+    }
+}

@@ -1,0 +1,168 @@
+//! What every endpoint shares, and the protocol-neutral inference path:
+//! look the model up, check the request, queue it, wait for its result under
+//! the request's deadline, count the outcome.
+
+use super::error::InferError;
+use super::metrics::Metrics;
+use super::repository::{LoadedModel, ModelState, Repository};
+use super::tensor::{prepare, select_outputs, ImageDecoder, ImageInput, RequestInput};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The server's name in metadata responses.
+pub const SERVER_NAME: &str = "aotune";
+/// The KServe / Triton extensions this server implements.
+pub const EXTENSIONS: [&str; 3] = ["binary_tensor_data", "model_configuration", "parameters"];
+
+/// Shared by the HTTP and gRPC services.
+pub struct ServerState {
+    pub repository: Arc<Repository>,
+    pub metrics: Arc<Metrics>,
+    pub image_decoder: Option<ImageDecoder>,
+    /// Largest request body (HTTP) or message (gRPC) accepted, in bytes.
+    pub max_body_bytes: usize,
+    /// Ready only when every model is (Triton's `--strict-readiness`).
+    pub strict_readiness: bool,
+    stopping: AtomicBool,
+}
+
+/// One inference request, decoded from either protocol.
+pub struct InferCall {
+    pub model: String,
+    pub version: String,
+    pub inputs: Vec<RequestInput>,
+    /// Requested outputs by name; empty: all.
+    pub outputs: Vec<String>,
+    /// The client's own deadline (HTTP/gRPC `timeout` parameter, µs).
+    pub timeout: Option<Duration>,
+}
+
+/// A successful inference.
+pub struct InferDone {
+    pub model: Arc<LoadedModel>,
+    pub rows: usize,
+    /// (output index in the signature, its `rows × item_len` values), in the
+    /// order requested.
+    pub outputs: Vec<(usize, Vec<f32>)>,
+}
+
+impl ServerState {
+    pub fn new(
+        repository: Arc<Repository>,
+        metrics: Arc<Metrics>,
+        image_decoder: Option<ImageDecoder>,
+        max_body_bytes: usize,
+        strict_readiness: bool,
+    ) -> ServerState {
+        ServerState {
+            repository,
+            metrics,
+            image_decoder,
+            max_body_bytes,
+            strict_readiness,
+            stopping: AtomicBool::new(false),
+        }
+    }
+
+    /// From now on the server reports not ready (shutdown has begun).
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+    }
+
+    /// KServe's server readiness: not stopping, no model still loading, and
+    /// (strict) every model ready, or (not strict) at least one or none
+    /// configured.
+    pub fn ready(&self) -> bool {
+        if self.stopping.load(Ordering::SeqCst) || !self.repository.settled() {
+            return false;
+        }
+        if self.strict_readiness {
+            return self.repository.all_ready();
+        }
+        let index = self.repository.index();
+        index.is_empty() || index.iter().any(|(_, s)| matches!(s, ModelState::Ready(_)))
+    }
+
+    /// Runs one inference and counts its outcome under `protocol`.
+    pub async fn infer(&self, call: InferCall, protocol: &str) -> Result<InferDone, InferError> {
+        let start = Instant::now();
+        let label = self.model_label(&call.model);
+        let result = self.infer_inner(call).await;
+        match &result {
+            Ok(_) => self
+                .metrics
+                .request(&label, protocol, "success", Some(start.elapsed())),
+            Err(e) => {
+                tracing::debug!(model = %label, protocol, "request failed: {e}");
+                self.metrics.request(&label, protocol, e.outcome(), None);
+            }
+        }
+        result
+    }
+
+    /// Counts a request that failed before it named a model it could reach
+    /// (malformed body, unknown endpoint).
+    pub fn count_failure(&self, model: &str, protocol: &str, error: &InferError) {
+        let label = self.model_label(model);
+        self.metrics
+            .request(&label, protocol, error.outcome(), None);
+    }
+
+    /// The metrics label of a model name: the name for a model of the
+    /// repository, else one fixed label (clients cannot grow the label set).
+    fn model_label(&self, model: &str) -> String {
+        if self.repository.get(model).is_some() {
+            model.to_string()
+        } else {
+            "_unknown".to_string()
+        }
+    }
+
+    async fn infer_inner(&self, call: InferCall) -> Result<InferDone, InferError> {
+        let model = self.repository.ready(&call.model, &call.version)?;
+        let signature = model.backend.signature();
+        let picked = select_outputs(signature, &call.outputs)?;
+        let image = match (&model.config.image, self.image_decoder) {
+            (Some(i), Some(decode)) => Some(ImageInput {
+                input: &i.input,
+                decode,
+            }),
+            _ => None,
+        };
+        let prepared = prepare(signature, image, call.inputs)?;
+        let timeout = call
+            .timeout
+            .map_or(model.config.timeout, |t| t.min(model.config.timeout));
+        let deadline = Instant::now() + timeout;
+        let rows = prepared.rows;
+        let rx = model.batcher.submit(prepared.inputs, rows, deadline)?;
+        let reply = tokio::time::timeout_at(deadline.into(), rx)
+            .await
+            .map_err(|_| {
+                InferError::Timeout(format!(
+                    "no result within the request's timeout of {} ms",
+                    timeout.as_millis()
+                ))
+            })?
+            .map_err(|_| InferError::Internal("the executor dropped the request".into()))??;
+        let mut outputs: Vec<Option<Vec<f32>>> = reply.into_iter().map(Some).collect();
+        let outputs = picked
+            .into_iter()
+            .map(|i| {
+                (
+                    i,
+                    outputs
+                        .get_mut(i)
+                        .and_then(Option::take)
+                        .unwrap_or_default(),
+                )
+            })
+            .collect();
+        Ok(InferDone {
+            model,
+            rows,
+            outputs,
+        })
+    }
+}
