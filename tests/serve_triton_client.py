@@ -68,6 +68,7 @@ def main():
     p.add_argument("--y1", required=True)
     p.add_argument("--x3", required=True)
     p.add_argument("--y3", required=True)
+    p.add_argument("--png", required=True)
     a = p.parse_args()
 
     x1, y1 = read_f32(a.x1, (1, 3, 224, 224)), read_f32(a.y1, (1, 1000))
@@ -123,6 +124,24 @@ def main():
         diff = np.abs(got - y3).max()
         check(np.allclose(got, y3, rtol=1e-5, atol=1e-5), f"{what}: batch 3 max |diff| {diff}")
         print(f"{what}: batch 3 within 1e-5 of aotune run --batch 3 (max |diff| {diff:.2e})")
+
+    # A PNG sent as BYTES (the model's "image" config): the server's ImageNet
+    # transform of a uniform 300x200 image of colour (200, 100, 30) is
+    # (v / 255 - mean) / std per channel, in f32; the result must equal that
+    # tensor's, sent as FP32.
+    png = open(a.png, "rb").read()
+    colour = np.array([200, 100, 30], dtype=np.float32)
+    mean = np.array([0.485, 0.456, 0.406], dtype=np.float32)
+    std = np.array([0.229, 0.224, 0.225], dtype=np.float32)
+    plane = (colour / np.float32(255.0) - mean) / std
+    tensor = np.broadcast_to(plane[None, :, None, None], (1, 3, 224, 224)).astype(np.float32)
+    want = http_infer(h, a.model, np.ascontiguousarray(tensor), binary=True)
+    for what, client, mod in (("http", h, httpclient), ("grpc", g, grpcclient)):
+        inp = mod.InferInput("input", [1], "BYTES")
+        inp.set_data_from_numpy(np.array([png], dtype=np.object_))
+        got = client.infer(a.model, [inp]).as_numpy("output")
+        check(np.array_equal(got, want), f"{what} BYTES image: max |diff| {np.abs(got - want).max()}")
+        print(f"{what}: PNG as BYTES equal to its transformed FP32 tensor")
 
     # Errors: each answered, the server keeps serving.
     bad = np.zeros((1, 3, 224, 223), dtype=np.float32)

@@ -1,7 +1,7 @@
 //! The official Triton Python client against `aotune serve` on the CPU
 //! backend: `tests/serve_triton_client.py` (ready, metadata, config, infer
 //! over HTTP JSON, HTTP binary and gRPC, each equal to `aotune run` on the
-//! same input; errors answered), then SIGTERM → exit 0.
+//! same input; a PNG sent as BYTES; errors answered), then SIGTERM → exit 0.
 //!
 //! The client comes from `$AOTUNE_SERVE_PYTHON`, else from `python3` with
 //! `.tools/serve-client` on its path (`make serve-client` installs the pinned
@@ -75,13 +75,17 @@ fn triton_client_gets_what_aotune_run_gives() {
     run(&path("x1.f32"), &path("y1.f32"), "1");
     run(&path("x3.f32"), &path("y3.f32"), "3");
 
+    // A uniform PNG for the BYTES image path.
+    let png = image::RgbImage::from_pixel(300, 200, image::Rgb([200, 100, 30]));
+    png.save(path("uniform.png")).unwrap();
+
     let repo = dir.join("repo");
     let bytes = std::fs::read(&model).unwrap();
     add_model(
         &repo,
         "resnet18",
         &bytes,
-        Some(r#"{"batch_sizes": [1, 8], "max_queue_delay_us": 1000}"#),
+        Some(r#"{"batch_sizes": [1, 8], "max_queue_delay_us": 1000, "image": {"input": "input"}}"#),
     );
     add_model(&repo, "broken", b"not an onnx model", None);
     let server = Server::start(&repo, &["--strict-readiness", "false"]);
@@ -92,6 +96,7 @@ fn triton_client_gets_what_aotune_run_gives() {
         .args(["--model", "resnet18", "--broken", "broken"])
         .args(["--x1", &path("x1.f32"), "--y1", &path("y1.f32")])
         .args(["--x3", &path("x3.f32"), "--y3", &path("y3.f32")])
+        .args(["--png", &path("uniform.png")])
         .output()
         .expect("run the Python client");
     let stdout = String::from_utf8_lossy(&out.stdout);
