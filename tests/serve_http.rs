@@ -518,3 +518,30 @@ async fn concurrent_clients_are_batched_and_get_their_own_results() {
     let (code, log) = server.stop();
     assert_eq!(code, Some(0), "log:\n{log}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_finishes_the_request_in_flight_then_exits_0() {
+    // A one-second queue delay keeps the request in flight when SIGTERM comes.
+    let repo = tiny_repo(
+        "shutdown",
+        r#"{"batch_sizes": [1, 8], "max_queue_delay_us": 1000000}"#,
+    );
+    let server = Server::start(&repo, &["--strict-readiness", "false"]);
+    let base = server.http.clone();
+    let x = vec![0.5f32; ROW];
+    let in_flight = {
+        let (base, x) = (base.clone(), x.clone());
+        tokio::spawn(async move { infer_ok(&reqwest::Client::new(), &base, &x, 1).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stopped = tokio::task::spawn_blocking(move || server.stop());
+    let got = in_flight.await.expect("the request in flight is answered");
+    assert_eq!(got, reference(&repo.join("tiny/model.onnx"), 1, &x));
+    let (code, log) = stopped.await.unwrap();
+    assert_eq!(code, Some(0), "log:\n{log}");
+    assert!(log.contains("SIGTERM: shutting down"), "log:\n{log}");
+    assert_eq!(
+        serve_common::http_get_status(&base, "/v2/health/live"),
+        None
+    );
+}
