@@ -535,7 +535,12 @@ async fn sigterm_finishes_the_request_in_flight_then_exits_0() {
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     let stopped = tokio::task::spawn_blocking(move || server.stop());
+    let sent = std::time::Instant::now();
     let got = in_flight.await.expect("the request in flight is answered");
+    assert!(
+        sent.elapsed() < Duration::from_secs(10),
+        "shutdown waited for the queue delay"
+    );
     assert_eq!(got, reference(&repo.join("tiny/model.onnx"), 1, &x));
     let (code, log) = stopped.await.unwrap();
     assert_eq!(code, Some(0), "log:\n{log}");

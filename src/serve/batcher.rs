@@ -5,7 +5,7 @@
 //! compiled batch size and queued, oldest first. An executor takes pieces
 //! from the front while they fit in the largest batch, as soon as either the
 //! queue holds that many rows or the oldest piece has waited
-//! `max_queue_delay` (or the queue is closing). It pads the rows to the
+//! `max_queue_delay` (or the server is stopping). It pads the rows to the
 //! smallest compiled batch size that holds them, runs the batch, and copies
 //! each piece's rows of every output back to its own request at its own
 //! offset, so requests merged into one batch never see each other's rows. A
@@ -56,6 +56,8 @@ struct Queue {
     pieces: VecDeque<Piece>,
     rows: usize,
     closed: bool,
+    /// Run what is queued without waiting for the delay (shutdown began).
+    draining: bool,
 }
 
 /// A run of consecutive rows of one request.
@@ -223,6 +225,13 @@ impl Batcher {
         Ok(rx)
     }
 
+    /// From now on, queued rows run at once instead of waiting for
+    /// `max_queue_delay` (shutdown has begun; new requests are still taken).
+    pub fn drain(&self) {
+        lock(&self.shared.queue).draining = true;
+        self.shared.wake.notify_all();
+    }
+
     /// Stops taking requests; the executors finish what is queued, then end.
     pub fn close(&self) {
         lock(&self.shared.queue).closed = true;
@@ -263,7 +272,7 @@ impl Shared {
             };
             let due = oldest + self.policy.max_queue_delay;
             let now = Instant::now();
-            if queue.rows >= max || queue.closed || now >= due {
+            if queue.rows >= max || queue.closed || queue.draining || now >= due {
                 let mut taken = Vec::new();
                 let mut rows = 0;
                 while let Some(p) = queue.pieces.front() {

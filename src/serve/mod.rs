@@ -159,6 +159,7 @@ async fn serve_async(
         async move {
             stop.wait().await;
             state.stop();
+            state.repository.drain();
         }
     };
     let http = axum::serve(http_listener, http::router(Arc::clone(&state)))

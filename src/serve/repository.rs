@@ -192,6 +192,15 @@ impl Repository {
         }
     }
 
+    /// Lets every queue run what it holds without waiting for its delay.
+    pub fn drain(&self) {
+        for (_, state) in self.index() {
+            if let ModelState::Ready(model) = state {
+                model.batcher.drain();
+            }
+        }
+    }
+
     /// Closes every queue and waits for the executors to finish.
     pub fn shutdown(&self) {
         for (_, state) in self.index() {
