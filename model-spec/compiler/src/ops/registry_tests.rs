@@ -93,6 +93,7 @@ fn the_supported_list_is_the_registrys() {
         ops,
         [
             "Add",
+            "Attention",
             "AveragePool",
             "BatchNormalization",
             "Clip",
