@@ -339,6 +339,16 @@ pub enum Op {
         /// Output width.
         width: usize,
     },
+    /// Scaled dot-product attention, heads already split: inputs q `[B, H,
+    /// Sq, D]`, k `[B, Hkv, Skv, D]`, v `[B, Hkv, Skv, Dv]` and an optional
+    /// additive mask broadcast to `[B, H, Sq, Skv]`; `H` a multiple of `Hkv`
+    /// (query head `h` reads key/value head `h / (H / Hkv)`). Output `[B, H,
+    /// Sq, Dv]` = softmax(q·kᵀ·scale + mask, last axis)·v, with positions
+    /// after the query's own masked out when `causal`.
+    Attention {
+        scale: f32,
+        causal: bool,
+    },
 }
 
 impl Op {
@@ -372,6 +382,7 @@ impl Op {
             Op::Convert => "Convert",
             Op::PadChannels { .. } => "PadChannels",
             Op::SpaceToDepth { .. } => "SpaceToDepth",
+            Op::Attention { .. } => "Attention",
         }
     }
 
@@ -467,6 +478,9 @@ impl Op {
             } => format!("alpha={alpha} beta={beta} transA={trans_a} transB={trans_b}"),
             Op::Concat { axis } => format!("axis={axis}"),
             Op::Softmax { axis } => format!("axis={axis}"),
+            Op::Attention { scale, causal } => {
+                format!("scale={scale}{}", if *causal { " causal" } else { "" })
+            }
             Op::Dense { epilogue } => format!("epilogue={epilogue}"),
             Op::PadChannels { channels } => format!("channels={channels}"),
             Op::SpaceToDepth {

@@ -139,6 +139,7 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
         Op::Identity => ops::identity::infer_shape(inputs),
         Op::Concat { axis } => ops::concat::infer_shape(*axis, inputs),
         Op::Softmax { axis } => ops::softmax::infer_shape(*axis, inputs),
+        Op::Attention { .. } => ops::attention::infer_shape(inputs),
         Op::FusedConv {
             conv,
             epilogue,

@@ -114,6 +114,33 @@ impl GraphBuilder {
         Ok(output)
     }
 
+    /// [`GraphBuilder::push`], then constant folding: when every input is a
+    /// constant the node is evaluated now on the CPU reference and its output
+    /// becomes a constant value (the node is dropped). This is how shape
+    /// arithmetic and weight preprocessing that onnx-ir leaves in the graph
+    /// disappear before any pass runs.
+    pub fn push_folding(
+        &mut self,
+        name: &str,
+        op: ir::Op,
+        inputs: Vec<ValueId>,
+        output_name: &str,
+    ) -> Result<ValueId, ImportError> {
+        let foldable = !inputs.is_empty() && inputs.iter().all(|&v| self.constant(v).is_some());
+        let output = self.push(name, op, inputs, output_name)?;
+        if foldable {
+            let node = self.graph.nodes.pop().expect("the node just pushed");
+            let data =
+                super::fold::evaluate(&self.graph, &node).map_err(|message| ImportError::Fold {
+                    node: node.name.clone(),
+                    op: node.op.kind().to_string(),
+                    message,
+                })?;
+            self.graph.value_mut(output).kind = ValueKind::Constant(std::sync::Arc::new(data));
+        }
+        Ok(output)
+    }
+
     /// Makes `id` known under an onnx-ir argument name.
     pub fn bind(&mut self, name: &str, id: ValueId) {
         self.by_name.insert(name.to_string(), id);

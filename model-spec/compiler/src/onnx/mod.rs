@@ -10,11 +10,12 @@
 mod convert;
 mod error;
 mod fill_weights;
+mod fold;
 mod node_import;
 mod prepare;
 mod tensor_file;
 
-pub use error::ImportError;
+pub use error::{ImportError, UnsupportedUse};
 pub use fill_weights::{fill_initializers, WeightFill};
 pub(crate) use node_import::NodeImport;
 pub use onnx_ir::TensorProto;
@@ -112,3 +113,5 @@ fn classify_onnx_ir_error(e: onnx_ir::Error, source_name: &str) -> ImportError {
 
 #[cfg(test)]
 mod bad_input_tests;
+#[cfg(test)]
+mod fold_tests;

@@ -135,10 +135,11 @@ impl<'a> NodeImport<'a> {
     }
 
     /// Adds the node computing `op` on `inputs` as this node's output,
-    /// inferring its shape.
+    /// inferring its shape; a node whose inputs are all constants is
+    /// evaluated now and becomes a constant ([`GraphBuilder::push_folding`]).
     pub fn push(&mut self, op: Op, inputs: Vec<ValueId>) -> Result<ValueId, ImportError> {
         let (name, output) = (self.name(), self.output.clone());
-        self.builder.push(name, op, inputs, &output)
+        self.builder.push_folding(name, op, inputs, &output)
     }
 
     /// Adds a node named `name` computing `op` into a value named `output`:
@@ -150,6 +151,6 @@ impl<'a> NodeImport<'a> {
         inputs: Vec<ValueId>,
         output: &str,
     ) -> Result<ValueId, ImportError> {
-        self.builder.push(name, op, inputs, output)
+        self.builder.push_folding(name, op, inputs, output)
     }
 }

@@ -20,6 +20,7 @@
 
 pub(crate) mod activation;
 pub(crate) mod arithmetic;
+pub(crate) mod attention;
 pub(crate) mod batch_norm;
 pub(crate) mod concat;
 pub(crate) mod conv;
@@ -62,6 +63,7 @@ pub(crate) static REGISTRY: &[OpDef] = &[
     identity::DEF,
     concat::DEF,
     softmax::DEF,
+    attention::DEF,
 ];
 
 /// ONNX ops the importer's first check lets through though no entry

@@ -13,6 +13,7 @@
 //! `MATMUL_NUM_THREADS`, at most 4), everything else is parallelized with
 //! rayon.
 
+pub(crate) mod attention;
 mod broadcast;
 pub(crate) mod conv;
 pub(crate) mod elementwise;

@@ -365,6 +365,12 @@ pub(crate) fn dispatch<V: VisitTask>(
         | Op::Sum
         | Op::BatchNorm { .. }
         | Op::Concat { .. } => elementwise_task(graph, id, visitor)?,
+        Op::Attention { .. } => {
+            return Err(format!(
+                "no GPU kernel for {} yet (the CPU reference runs it)",
+                node.op.kind()
+            ))
+        }
         Op::Gemm { .. } | Op::MatMul => {
             let shape = matmul::matmul_shape(graph, id)?;
             visitor.visit::<MatmulConfig>(&shape, "matmul", &|c, sym| {
