@@ -198,40 +198,195 @@ impl fmt::Display for GlobalPool {
     }
 }
 
-/// Elementwise binary operators with numpy broadcasting.
+/// Elementwise binary operators with numpy broadcasting. Comparisons and
+/// logical ops give 1.0 for true and 0.0 for false; logical ops read any
+/// non-zero operand as true.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum BinaryOp {
     Add,
     Sub,
     Mul,
     Div,
+    /// `a^b` (computed in f64, rounded once).
+    Pow,
+    /// NaN-propagating maximum (numpy's `maximum`).
+    Max,
+    /// NaN-propagating minimum (numpy's `minimum`).
+    Min,
+    /// Remainder: with `fmod` C's `fmod` (the sign of `a`), without it the
+    /// sign of `b` (Python's `%`, ONNX's integer `Mod`).
+    Mod {
+        fmod: bool,
+    },
+    Equal,
+    Less,
+    LessOrEqual,
+    Greater,
+    GreaterOrEqual,
+    And,
+    Or,
+    Xor,
+    /// `a < 0 ? a·b : a`, `b` the slope.
+    PRelu,
 }
 
 impl BinaryOp {
     pub fn apply(self, a: f32, b: f32) -> f32 {
+        crate::reference::math::binary(self, a, b)
+    }
+
+    /// The op's name, as [`Op::kind`] gives it.
+    pub fn name(self) -> &'static str {
         match self {
-            BinaryOp::Add => a + b,
-            BinaryOp::Sub => a - b,
-            BinaryOp::Mul => a * b,
-            BinaryOp::Div => a / b,
+            BinaryOp::Add => "Add",
+            BinaryOp::Sub => "Sub",
+            BinaryOp::Mul => "Mul",
+            BinaryOp::Div => "Div",
+            BinaryOp::Pow => "Pow",
+            BinaryOp::Max => "Max",
+            BinaryOp::Min => "Min",
+            BinaryOp::Mod { .. } => "Mod",
+            BinaryOp::Equal => "Equal",
+            BinaryOp::Less => "Less",
+            BinaryOp::LessOrEqual => "LessOrEqual",
+            BinaryOp::Greater => "Greater",
+            BinaryOp::GreaterOrEqual => "GreaterOrEqual",
+            BinaryOp::And => "And",
+            BinaryOp::Or => "Or",
+            BinaryOp::Xor => "Xor",
+            BinaryOp::PRelu => "PRelu",
+        }
+    }
+
+    fn attrs(self) -> String {
+        match self {
+            BinaryOp::Mod { fmod } => format!("fmod={}", fmod as u8),
+            _ => String::new(),
         }
     }
 }
 
-/// Elementwise unary operators.
+/// What a [`UnaryOp::Cast`] rounds its input to. Casts to float32/float64
+/// import as [`Op::Identity`] (values are f32 already).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum CastTarget {
+    /// The nearest float16 (ties to even), as f32.
+    F16,
+    /// The nearest bfloat16 (ties to even), as f32.
+    BF16,
+    /// Truncation toward zero (any integer type; no wrapping or saturation).
+    Int,
+    /// `x != 0` as 1.0 / 0.0 (NaN is true).
+    Bool,
+}
+
+/// Elementwise unary operators. Parameters are the ONNX attributes of the
+/// same name.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum UnaryOp {
     Relu,
     Sigmoid,
-    Clip { min: f32, max: f32 },
+    Clip {
+        min: f32,
+        max: f32,
+    },
+    Erf,
+    Tanh,
+    Exp,
+    Log,
+    Sqrt,
+    Reciprocal,
+    Neg,
+    Abs,
+    Floor,
+    Ceil,
+    Sin,
+    Cos,
+    /// -1, 0 or 1 (NaN stays NaN).
+    Sign,
+    /// Logical not: 1.0 where `x == 0`, else 0.0.
+    Not,
+    /// `x · max(0, min(1, x/6 + 1/2))`.
+    HardSwish,
+    /// `max(0, min(1, alpha·x + beta))`.
+    HardSigmoid {
+        alpha: f32,
+        beta: f32,
+    },
+    /// `ln(1 + e^x)`.
+    Softplus,
+    /// `x / (1 + |x|)`.
+    Softsign,
+    /// `x · tanh(softplus(x))`.
+    Mish,
+    /// `x < 0 ? alpha·(e^x − 1) : x`.
+    Elu {
+        alpha: f32,
+    },
+    /// `gamma · (x ≤ 0 ? alpha·(e^x − 1) : x)`.
+    Selu {
+        alpha: f32,
+        gamma: f32,
+    },
+    /// `x < 0 ? alpha·x : x`.
+    LeakyRelu {
+        alpha: f32,
+    },
+    /// `x/2 · (1 + erf(x/√2))`, or with `tanh` the approximation
+    /// `x/2 · (1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
+    Gelu {
+        tanh: bool,
+    },
+    Cast(CastTarget),
 }
 
 impl UnaryOp {
     pub fn apply(self, x: f32) -> f32 {
+        crate::reference::math::unary(self, x)
+    }
+
+    /// The op's name, as [`Op::kind`] gives it.
+    pub fn name(self) -> &'static str {
         match self {
-            UnaryOp::Relu => x.max(0.0),
-            UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
-            UnaryOp::Clip { min, max } => x.max(min).min(max),
+            UnaryOp::Relu => "Relu",
+            UnaryOp::Sigmoid => "Sigmoid",
+            UnaryOp::Clip { .. } => "Clip",
+            UnaryOp::Erf => "Erf",
+            UnaryOp::Tanh => "Tanh",
+            UnaryOp::Exp => "Exp",
+            UnaryOp::Log => "Log",
+            UnaryOp::Sqrt => "Sqrt",
+            UnaryOp::Reciprocal => "Reciprocal",
+            UnaryOp::Neg => "Neg",
+            UnaryOp::Abs => "Abs",
+            UnaryOp::Floor => "Floor",
+            UnaryOp::Ceil => "Ceil",
+            UnaryOp::Sin => "Sin",
+            UnaryOp::Cos => "Cos",
+            UnaryOp::Sign => "Sign",
+            UnaryOp::Not => "Not",
+            UnaryOp::HardSwish => "HardSwish",
+            UnaryOp::HardSigmoid { .. } => "HardSigmoid",
+            UnaryOp::Softplus => "Softplus",
+            UnaryOp::Softsign => "Softsign",
+            UnaryOp::Mish => "Mish",
+            UnaryOp::Elu { .. } => "Elu",
+            UnaryOp::Selu { .. } => "Selu",
+            UnaryOp::LeakyRelu { .. } => "LeakyRelu",
+            UnaryOp::Gelu { .. } => "Gelu",
+            UnaryOp::Cast(_) => "Cast",
+        }
+    }
+
+    fn attrs(self) -> String {
+        match self {
+            UnaryOp::Clip { min, max } => format!("min={min} max={max}"),
+            UnaryOp::HardSigmoid { alpha, beta } => format!("alpha={alpha} beta={beta}"),
+            UnaryOp::Elu { alpha } | UnaryOp::LeakyRelu { alpha } => format!("alpha={alpha}"),
+            UnaryOp::Selu { alpha, gamma } => format!("alpha={alpha} gamma={gamma}"),
+            UnaryOp::Gelu { tanh } => format!("approximate={}", if tanh { "tanh" } else { "none" }),
+            UnaryOp::Cast(to) => format!("to={to:?}"),
+            _ => String::new(),
         }
     }
 }
@@ -249,6 +404,8 @@ pub enum Op {
     Unary(UnaryOp),
     /// Inputs: a, b (broadcast).
     Binary(BinaryOp),
+    /// Inputs: condition, x, y (broadcast): `condition != 0 ? x : y`.
+    Where,
     /// Inputs: one or more tensors, broadcast and summed.
     Sum,
     MaxPool(Pool2d),
@@ -357,13 +514,9 @@ impl Op {
         match self {
             Op::Conv(_) => "Conv",
             Op::BatchNorm { .. } => "BatchNormalization",
-            Op::Unary(UnaryOp::Relu) => "Relu",
-            Op::Unary(UnaryOp::Sigmoid) => "Sigmoid",
-            Op::Unary(UnaryOp::Clip { .. }) => "Clip",
-            Op::Binary(BinaryOp::Add) => "Add",
-            Op::Binary(BinaryOp::Sub) => "Sub",
-            Op::Binary(BinaryOp::Mul) => "Mul",
-            Op::Binary(BinaryOp::Div) => "Div",
+            Op::Unary(u) => u.name(),
+            Op::Binary(b) => b.name(),
+            Op::Where => "Where",
             Op::Sum => "Sum",
             Op::MaxPool(_) => "MaxPool",
             Op::AveragePool { .. } => "AveragePool",
@@ -444,10 +597,9 @@ impl Op {
                 s
             }
             Op::BatchNorm { epsilon } => format!("eps={epsilon:e}"),
-            Op::Unary(UnaryOp::Clip { min, max }) => format!("min={min} max={max}"),
-            Op::Unary(_) | Op::Binary(_) | Op::Sum | Op::MatMul | Op::Identity | Op::Convert => {
-                String::new()
-            }
+            Op::Unary(u) => u.attrs(),
+            Op::Binary(b) => b.attrs(),
+            Op::Sum | Op::MatMul | Op::Identity | Op::Convert | Op::Where => String::new(),
             Op::GlobalAveragePool | Op::GlobalMaxPool => String::new(),
             Op::MaxPool(p) => pool(p),
             Op::AveragePool {

@@ -127,6 +127,7 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
         Op::Unary(_) => ops::activation::infer_shape(inputs),
         Op::Binary(_) => ops::arithmetic::infer_binary_shape(inputs),
         Op::Sum => ops::arithmetic::infer_sum_shape(inputs),
+        Op::Where => ops::where_op::infer_shape(inputs),
         Op::MaxPool(pool) | Op::AveragePool { pool, .. } => ops::pool::infer_shape(pool, inputs),
         Op::GlobalAveragePool | Op::GlobalMaxPool => ops::global_pool::infer_shape(inputs),
         Op::ReduceMean { axes, keepdims } => ops::reduce_mean::infer_shape(axes, *keepdims, inputs),

@@ -9,7 +9,7 @@
 use super::error::ImportError;
 use super::node_import::NodeImport;
 use crate::ir::{self, Graph, Node, Precision, Value, ValueId, ValueKind};
-use onnx_ir::{ArgType, Argument, OnnxGraph, TensorDataExt};
+use onnx_ir::{ArgType, Argument, OnnxGraph};
 use std::collections::HashMap;
 
 /// Builder state while walking the onnx-ir graph.
@@ -54,8 +54,9 @@ impl GraphBuilder {
         };
         if let Some(data) = arg.value() {
             let shape: Vec<usize> = data.shape().iter().copied().collect();
+            // Any numeric or bool type (bool as 1.0 / 0.0).
             let values = data
-                .to_f32_vec()
+                .try_to_vec_as::<f32>()
                 .map_err(|e| bad(format!("constant cannot be read as numbers: {e:?}")))?;
             if values.len() != ir::numel(&shape) {
                 return Err(bad(format!(

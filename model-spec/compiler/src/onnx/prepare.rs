@@ -286,6 +286,7 @@ fn check_nodes(graph: &onnx_ir::GraphProto, constants: &[TensorProto]) -> Result
 /// Runs each op's protobuf-level fix-up ([`crate::ops::OpDef::fix_proto`]),
 /// e.g. ONNX's default for attributes onnx-ir 0.22 defaults differently.
 fn apply_missing_defaults(graph: &mut onnx_ir::GraphProto) {
+    crate::ops::arithmetic::split_variadic_extrema(graph);
     for node in graph.node.iter_mut() {
         let fix = crate::ops::for_onnx_op(&node.op_type).and_then(|def| def.fix_proto);
         if let Some(fix) = fix {

@@ -29,6 +29,8 @@ pub(crate) enum Input {
     Scalar(f32),
     /// A 1-D int64 initializer (e.g. Reshape's shape, ReduceMean's axes).
     Int64s(&'static [i64]),
+    /// A 1-D bool initializer (e.g. Where's condition).
+    Bools(&'static [bool]),
     /// An omitted optional input (an empty name).
     Omitted,
 }
@@ -44,6 +46,7 @@ pub(crate) enum Attr {
 
 const ONNX_FLOAT: i32 = 1;
 const ONNX_INT64: i32 = 7;
+const ONNX_BOOL: i32 = 9;
 
 fn value_info(name: &str, shape: &[usize]) -> ValueInfoProto {
     let mut info = ValueInfoProto {
@@ -152,6 +155,13 @@ impl Example {
                     dims: vec![values.len() as i64],
                     data_type: ONNX_INT64,
                     int64_data: values.to_vec(),
+                    ..Default::default()
+                }),
+                Input::Bools(values) => graph.initializer.push(TensorProto {
+                    name: name.clone(),
+                    dims: vec![values.len() as i64],
+                    data_type: ONNX_BOOL,
+                    int32_data: values.iter().map(|&b| b as i32).collect(),
                     ..Default::default()
                 }),
                 Input::Omitted => {}

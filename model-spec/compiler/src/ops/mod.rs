@@ -22,18 +22,25 @@ pub(crate) mod activation;
 pub(crate) mod arithmetic;
 pub(crate) mod attention;
 pub(crate) mod batch_norm;
+pub(crate) mod cast;
+pub(crate) mod comparison;
 pub(crate) mod concat;
 pub(crate) mod conv;
 mod def;
 pub(crate) mod flatten;
+pub(crate) mod gelu;
 pub(crate) mod gemm;
 pub(crate) mod global_pool;
 pub(crate) mod identity;
+pub(crate) mod logical;
 mod markdown;
+pub(crate) mod math_unary;
 pub(crate) mod pool;
+pub(crate) mod prelu;
 pub(crate) mod reduce_mean;
 pub(crate) mod reshape;
 pub(crate) mod softmax;
+pub(crate) mod where_op;
 mod window;
 
 #[cfg(test)]
@@ -64,6 +71,13 @@ pub(crate) static REGISTRY: &[OpDef] = &[
     concat::DEF,
     softmax::DEF,
     attention::DEF,
+    math_unary::DEF,
+    gelu::DEF,
+    prelu::DEF,
+    comparison::DEF,
+    logical::DEF,
+    where_op::DEF,
+    cast::DEF,
 ];
 
 /// ONNX ops the importer's first check lets through though no entry
@@ -77,7 +91,6 @@ const FOLDED_BY_ONNX_IR: &[&str] = &[
     "Gather",
     "Unsqueeze",
     "Squeeze",
-    "Cast",
     "Slice",
     "ConstantOfShape",
     "Dropout",

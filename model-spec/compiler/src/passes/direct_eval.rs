@@ -334,6 +334,16 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
                 )
             })
             .collect(),
+        Op::Where => (0..numel(out))
+            .map(|i| {
+                let at = |k: usize| args[k][broadcast_index(shapes[k], out, i)];
+                if at(0) != 0.0 {
+                    at(1)
+                } else {
+                    at(2)
+                }
+            })
+            .collect(),
         Op::Sum => (0..numel(out))
             .map(|i| {
                 let sum: f64 = args

@@ -310,6 +310,7 @@ fn run_op(ctx: &Ctx, op: &Op, inputs: &[Tensor], out: &OutSpec) -> OpResult {
         Op::Unary(unary) => ops::activation::reference(*unary, inputs),
         Op::Binary(binary) => ops::arithmetic::binary_reference(*binary, inputs, out),
         Op::Sum => ops::arithmetic::sum_reference(ctx, inputs, out),
+        Op::Where => ops::where_op::reference(inputs, out),
         Op::MaxPool(geometry) => ops::pool::max_reference(geometry, inputs, out),
         Op::AveragePool {
             pool: geometry,

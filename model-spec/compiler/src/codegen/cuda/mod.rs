@@ -357,6 +357,7 @@ pub(crate) fn dispatch<V: VisitTask>(
                 space_to_depth::instantiate(&shape, c, sym)
             })
         }
+        Op::Where => return Err("no GPU kernel for Where yet".into()),
         Op::Flatten { .. }
         | Op::Reshape { .. }
         | Op::Identity
