@@ -34,6 +34,19 @@ pub(crate) mod reduce_mean;
 pub(crate) mod reshape;
 pub(crate) mod softmax;
 mod window;
+// Data movement and shape ops.
+mod const_input;
+pub(crate) mod depth_to_space;
+pub(crate) mod expand;
+pub(crate) mod gather;
+pub(crate) mod pad;
+pub(crate) mod resize;
+pub(crate) mod shape_consts;
+pub(crate) mod slice;
+pub(crate) mod split;
+pub(crate) mod squeeze;
+pub(crate) mod tile;
+pub(crate) mod transpose;
 
 #[cfg(test)]
 mod example;
@@ -62,6 +75,18 @@ pub(crate) static REGISTRY: &[OpDef] = &[
     identity::DEF,
     concat::DEF,
     softmax::DEF,
+    // Data movement and shape ops.
+    transpose::DEF,
+    slice::DEF,
+    split::DEF,
+    gather::DEF,
+    squeeze::DEF,
+    expand::DEF,
+    tile::DEF,
+    pad::DEF,
+    resize::DEF,
+    depth_to_space::DEF,
+    shape_consts::DEF,
 ];
 
 /// ONNX ops the importer's first check lets through though no entry
@@ -71,13 +96,7 @@ pub(crate) static REGISTRY: &[OpDef] = &[
 /// rejected by name as an unsupported operator. Never listed as supported.
 const FOLDED_BY_ONNX_IR: &[&str] = &[
     "Constant",
-    "Shape",
-    "Gather",
-    "Unsqueeze",
-    "Squeeze",
     "Cast",
-    "Slice",
-    "ConstantOfShape",
     "Dropout",
 ];
 

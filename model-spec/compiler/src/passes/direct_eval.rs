@@ -419,7 +419,15 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
                 })
                 .collect()
         }
-        Op::Concat { .. } | Op::Softmax { .. } => {
+        Op::Concat { .. }
+        | Op::Softmax { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Gather { .. }
+        | Op::Expand { .. }
+        | Op::Tile { .. }
+        | Op::Pad { .. }
+        | Op::Resize(_) => {
             // This oracle covers the ops the pass tests generate; the CPU
             // reference executor is the oracle for the rest.
             panic!(

@@ -25,11 +25,15 @@ mod scalar;
 pub(crate) mod shape_ops;
 pub(crate) mod softmax;
 mod storage;
+pub(crate) mod strided;
+pub(crate) mod gather;
+pub(crate) mod pad;
+pub(crate) mod resize;
 
 #[cfg(test)]
 mod perf;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 
 /// What an op's `reference` function in [`crate::ops`] receives and
 /// returns; the kernels it calls are the `pub(crate)` modules above.

@@ -1,0 +1,26 @@
+//! Reading a node's constant integer input (Gather's indices, Expand's
+//! shape, …) at import, for the converters whose onnx-ir config does not
+//! carry it already.
+
+use crate::onnx::{ImportError, NodeImport};
+use onnx_ir::TensorDataExt;
+
+/// The node's `index`-th input as integers with their shape: `None` when
+/// the input is absent (omitted), an error naming `what` when it is not a
+/// constant or does not hold integers.
+pub(crate) fn ints(
+    cx: &NodeImport,
+    index: usize,
+    what: &str,
+) -> Result<Option<(Vec<usize>, Vec<i64>)>, ImportError> {
+    let Some(arg) = cx.node.inputs().get(index).filter(|a| !a.is_optional()) else {
+        return Ok(None);
+    };
+    let data = arg
+        .value()
+        .ok_or_else(|| cx.input_error(what, "must be a constant (an initializer)"))?;
+    let values = data
+        .to_i64_vec()
+        .map_err(|e| cx.input_error(what, format!("cannot be read as integers: {e:?}")))?;
+    Ok(Some((data.shape().to_vec(), values)))
+}
