@@ -69,7 +69,11 @@ impl<'a> NodeImport<'a> {
     /// The node's outputs as onnx-ir lists them, by name; an unused
     /// (optional, omitted) output has an empty name.
     pub fn output_names(&self) -> Vec<&'a str> {
-        self.node.outputs().iter().map(|a| a.name.as_str()).collect()
+        self.node
+            .outputs()
+            .iter()
+            .map(|a| a.name.as_str())
+            .collect()
     }
 
     /// Makes `id` the value of the node's `k`-th output (as onnx-ir lists

@@ -7,7 +7,8 @@ use onnx_ir::TensorDataExt;
 
 /// The node's `index`-th input as integers with their shape: `None` when
 /// the input is absent (omitted), an error naming `what` when it is not a
-/// constant or does not hold integers.
+/// constant (a refusal: aotune has no runtime integer inputs) or does not
+/// hold integers.
 pub(crate) fn ints(
     cx: &NodeImport,
     index: usize,
@@ -16,9 +17,9 @@ pub(crate) fn ints(
     let Some(arg) = cx.node.inputs().get(index).filter(|a| !a.is_optional()) else {
         return Ok(None);
     };
-    let data = arg
-        .value()
-        .ok_or_else(|| cx.input_error(what, "must be a constant (an initializer)"))?;
+    let data = arg.value().ok_or_else(|| {
+        cx.attr_error(what, "runtime input", "must be a constant (an initializer)")
+    })?;
     let values = data
         .to_i64_vec()
         .map_err(|e| cx.input_error(what, format!("cannot be read as integers: {e:?}")))?;

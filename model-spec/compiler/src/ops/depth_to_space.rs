@@ -26,16 +26,17 @@ pub(crate) const DEF: OpDef = OpDef {
 fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
     let x = cx.input(0)?;
     let &[n, c, h, w] = cx.shape(x) else {
-        return Err(cx.input_error(
-            "input",
-            format!("must be 4-D NCHW, got {:?}", cx.shape(x)),
-        ));
+        return Err(cx.input_error("input", format!("must be 4-D NCHW, got {:?}", cx.shape(x))));
     };
     let (split, perm, out) = match cx.node {
         Node::DepthToSpace(d) => {
             let b = d.config.block_size;
             if b == 0 || c % (b * b) != 0 {
-                return Err(cx.attr_error("blocksize", b, "must divide the channels into b² groups"));
+                return Err(cx.attr_error(
+                    "blocksize",
+                    b,
+                    "must divide the channels into b² groups",
+                ));
             }
             let (split, perm) = match d.config.mode {
                 DepthToSpaceMode::Dcr => ([n, b, b, c / (b * b), h, w], [0, 3, 4, 1, 5, 2]),

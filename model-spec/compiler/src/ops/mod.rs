@@ -94,11 +94,7 @@ pub(crate) static REGISTRY: &[OpDef] = &[
 /// of exported graphs, once shapes are static) or drops them (inference
 /// `Dropout`), and `Constant` nodes become values. One that survives is
 /// rejected by name as an unsupported operator. Never listed as supported.
-const FOLDED_BY_ONNX_IR: &[&str] = &[
-    "Constant",
-    "Cast",
-    "Dropout",
-];
+const FOLDED_BY_ONNX_IR: &[&str] = &["Constant", "Cast", "Dropout"];
 
 /// The ONNX ops aotune imports (default domain), sorted.
 pub fn supported_onnx_ops() -> Vec<&'static str> {

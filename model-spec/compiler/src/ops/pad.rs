@@ -57,7 +57,13 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
         return Err(cx.attr_error("pads", &pads, "needs a pair per input axis"));
     }
     let reflects_too_far = |&((b, a), &d): &((usize, usize), &usize)| b.max(a) >= d;
-    if mode == PadMode::Reflect && pads.iter().copied().zip(shape).any(|p| reflects_too_far(&p)) {
+    if mode == PadMode::Reflect
+        && pads
+            .iter()
+            .copied()
+            .zip(shape)
+            .any(|p| reflects_too_far(&p))
+    {
         return Err(cx.attr_error(
             "pads",
             &pads,
@@ -74,7 +80,10 @@ pub(crate) fn infer_shape(
 ) -> Result<Vec<usize>, String> {
     arity(inputs, 1, 1)?;
     if pads.len() != inputs[0].len() {
-        return Err(format!("{pads:?} has not a pair per axis of {:?}", inputs[0]));
+        return Err(format!(
+            "{pads:?} has not a pair per axis of {:?}",
+            inputs[0]
+        ));
     }
     inputs[0]
         .iter()
@@ -102,7 +111,11 @@ pub(crate) mod tests {
         Example {
             op_type: "Pad",
             opset: 13,
-            inputs: &[Data(&[1, 2, 3, 3]), Int64s(&[0, 0, 1, 2, 0, 0, 1, 0]), Scalar(0.5)],
+            inputs: &[
+                Data(&[1, 2, 3, 3]),
+                Int64s(&[0, 0, 1, 2, 0, 0, 1, 0]),
+                Scalar(0.5),
+            ],
             attrs: &[],
             output: &[1, 2, 5, 5],
             ir: &["Pad"],
@@ -121,10 +134,7 @@ pub(crate) mod tests {
             op_type: "Pad",
             opset: 2,
             inputs: &[Data(&[3, 4])],
-            attrs: &[
-                Ints("pads", &[0, 2, 0, 1]),
-                Str("mode", "reflect"),
-            ],
+            attrs: &[Ints("pads", &[0, 2, 0, 1]), Str("mode", "reflect")],
             output: &[3, 7],
             ir: &["Pad"],
         },

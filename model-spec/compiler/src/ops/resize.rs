@@ -79,9 +79,9 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
             return Ok(None);
         };
         let what = ["X", "roi", "scales", "sizes"][index];
-        let data = arg
-            .value()
-            .ok_or_else(|| cx.input_error(what, "must be a constant (an initializer)"))?;
+        let data = arg.value().ok_or_else(|| {
+            cx.attr_error(what, "runtime input", "must be a constant (an initializer)")
+        })?;
         let values = data
             .to_f32_vec()
             .map_err(|e| cx.input_error(what, format!("cannot be read: {e:?}")))?;
@@ -122,10 +122,7 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
         ));
     }
     if sizes.contains(&0) {
-        return Err(cx.input_error(
-            "scales",
-            format!("scales {scales:?} empty {shape:?}"),
-        ));
+        return Err(cx.input_error("scales", format!("scales {scales:?} empty {shape:?}")));
     }
     let op = Op::Resize(Resize {
         mode,

@@ -44,7 +44,10 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
         }
         Node::Size(_) => {
             let x = cx.input(0)?;
-            (Vec::new(), vec![cx.shape(x).iter().product::<usize>() as f32])
+            (
+                Vec::new(),
+                vec![cx.shape(x).iter().product::<usize>() as f32],
+            )
         }
         Node::ConstantOfShape(n) => constant_of_shape(cx, n)?,
         Node::Range(n) => {
@@ -60,10 +63,11 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
             let start = read("start", &n.config.start)?;
             let limit = read("limit", &n.config.limit)?;
             let delta = read("delta", &n.config.delta)?;
-            let count = range_len(start, limit, delta).map_err(|e| {
-                cx.attr_error("delta", (start, limit, delta), &e)
-            })?;
-            let data = (0..count).map(|i| (start + i as f64 * delta) as f32).collect();
+            let count = range_len(start, limit, delta)
+                .map_err(|e| cx.attr_error("delta", (start, limit, delta), &e))?;
+            let data = (0..count)
+                .map(|i| (start + i as f64 * delta) as f32)
+                .collect();
             (vec![count], data)
         }
         _ => return Err(cx.unsupported()),
@@ -117,9 +121,7 @@ fn range_len(start: f64, limit: f64, delta: f64) -> Result<usize, String> {
     }
     let n = ((limit - start) / delta).ceil();
     if !(n >= 1.0) {
-        return Err(
-            "the range is empty; aotune values have no zero-sized dimensions".into(),
-        );
+        return Err("the range is empty; aotune values have no zero-sized dimensions".into());
     }
     if n > crate::ir::MAX_ELEMENTS as f64 {
         return Err("the range is absurdly long".into());

@@ -168,7 +168,12 @@ mod multi_output_tests {
             let mut output = template.clone();
             output.name = name.clone();
             // Shapes are re-inferred; drop the example's declared one.
-            output.type_.mut_or_insert_default().mut_tensor_type().shape.clear();
+            output
+                .type_
+                .mut_or_insert_default()
+                .mut_tensor_type()
+                .shape
+                .clear();
             graph.output.push(output);
         }
         model.write_to_bytes().unwrap()
@@ -179,7 +184,11 @@ mod multi_output_tests {
         // Split [2, 6] on axis 1 into 2 + 4 columns.
         let imported = import_bytes(&model(0, None), "split", &ImportOptions::default()).unwrap();
         let graph = &imported.graph;
-        let shapes: Vec<_> = graph.outputs.iter().map(|&o| graph.value(o).shape.clone()).collect();
+        let shapes: Vec<_> = graph
+            .outputs
+            .iter()
+            .map(|&o| graph.value(o).shape.clone())
+            .collect();
         assert_eq!(shapes, [vec![2, 2], vec![2, 4]]);
         let x: Vec<f32> = (0..12).map(|i| i as f32).collect();
         let outs = run(graph, &[&x], &RunOptions::default()).unwrap();
@@ -192,7 +201,8 @@ mod multi_output_tests {
     #[test]
     fn an_omitted_output_leaves_the_others_intact() {
         // num_outputs 3 of [5, 2]: rows 2 + 2 + 1; the middle one omitted.
-        let imported = import_bytes(&model(2, Some(1)), "split", &ImportOptions::default()).unwrap();
+        let imported =
+            import_bytes(&model(2, Some(1)), "split", &ImportOptions::default()).unwrap();
         let graph = &imported.graph;
         let x: Vec<f32> = (0..10).map(|i| i as f32).collect();
         let outs = run(graph, &[&x], &RunOptions::default()).unwrap();
@@ -218,7 +228,11 @@ mod multi_output_tests {
         let graph = model.graph.mut_or_insert_default();
         let mut indices = graph.output[0].clone();
         indices.name = "y1".into();
-        indices.type_.mut_or_insert_default().mut_tensor_type().elem_type = 7;
+        indices
+            .type_
+            .mut_or_insert_default()
+            .mut_tensor_type()
+            .elem_type = 7;
         graph.output.push(indices);
         let bytes = model.write_to_bytes().unwrap();
         let err = import_bytes(&bytes, "maxpool", &ImportOptions::default()).unwrap_err();

@@ -79,7 +79,10 @@ fn squeezed(input: &[usize], axes: Option<&[i64]>) -> Result<Vec<usize>, String>
         Some(axes) => resolve_axes(axes, input.len())?,
     };
     if let Some(&a) = drop.iter().find(|&&a| input[a] != 1) {
-        return Err(format!("axis {a} of {input:?} has size {}, not 1", input[a]));
+        return Err(format!(
+            "axis {a} of {input:?} has size {}, not 1",
+            input[a]
+        ));
     }
     Ok((0..input.len())
         .filter(|a| !drop.contains(a))

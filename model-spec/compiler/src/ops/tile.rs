@@ -51,12 +51,18 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
 pub(crate) fn infer_shape(repeats: &[usize], inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
     arity(inputs, 1, 1)?;
     if repeats.len() != inputs[0].len() {
-        return Err(format!("{repeats:?} has not one repeat per axis of {:?}", inputs[0]));
+        return Err(format!(
+            "{repeats:?} has not one repeat per axis of {:?}",
+            inputs[0]
+        ));
     }
     repeats
         .iter()
         .zip(inputs[0])
-        .map(|(&r, &d)| r.checked_mul(d).ok_or_else(|| format!("tiling {d} by {r} overflows")))
+        .map(|(&r, &d)| {
+            r.checked_mul(d)
+                .ok_or_else(|| format!("tiling {d} by {r} overflows"))
+        })
         .collect()
 }
 

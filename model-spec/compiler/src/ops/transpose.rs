@@ -48,7 +48,11 @@ pub(crate) fn infer_shape(perm: &[usize], inputs: &[&[usize]]) -> Result<Vec<usi
     for &p in perm {
         match seen.get_mut(p) {
             Some(s) if !*s => *s = true,
-            _ => return Err(format!("perm {perm:?} is not a permutation of {x:?}'s axes")),
+            _ => {
+                return Err(format!(
+                    "perm {perm:?} is not a permutation of {x:?}'s axes"
+                ))
+            }
         }
     }
     if perm.len() != x.len() {

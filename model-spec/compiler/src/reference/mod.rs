@@ -17,18 +17,18 @@ mod broadcast;
 pub(crate) mod conv;
 pub(crate) mod elementwise;
 mod execute;
+pub(crate) mod gather;
 pub(crate) mod gemm;
 mod layout;
+pub(crate) mod pad;
 pub(crate) mod pool;
 pub(crate) mod reduce;
+pub(crate) mod resize;
 mod scalar;
 pub(crate) mod shape_ops;
 pub(crate) mod softmax;
 mod storage;
 pub(crate) mod strided;
-pub(crate) mod gather;
-pub(crate) mod pad;
-pub(crate) mod resize;
 
 #[cfg(test)]
 mod perf;

@@ -31,7 +31,9 @@ fn resize_axis(resize: &Resize, axis: usize, data: &[f32], shape: &[usize]) -> V
     let (len_in, len_out) = (shape[axis], resize.sizes[axis]);
     let outer: usize = shape[..axis].iter().product();
     let inner: usize = shape[axis + 1..].iter().product();
-    let taps: Vec<Vec<(usize, f32)>> = (0..len_out).map(|j| taps(resize, axis, len_in, j)).collect();
+    let taps: Vec<Vec<(usize, f32)>> = (0..len_out)
+        .map(|j| taps(resize, axis, len_in, j))
+        .collect();
     let mut out = vec![0.0f32; outer * len_out * inner];
     for o in 0..outer {
         let src = &data[o * len_in * inner..][..len_in * inner];
@@ -107,8 +109,7 @@ mod tests {
         };
         let got = run(resize, &[1, 1, 2, 2], &[1.0, 2.0, 3.0, 4.0]);
         let want = [
-            1.0, 1.25, 1.75, 2.0, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3.0, 3.25, 3.75,
-            4.0,
+            1.0, 1.25, 1.75, 2.0, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3.0, 3.25, 3.75, 4.0,
         ];
         assert_eq!(got, want);
     }

@@ -93,7 +93,9 @@ pub(crate) fn strided_op(
 ) -> OpResult {
     let x = input(inputs, 0)?;
     let data = x.row_major();
-    Ok(Output::row_major(strided_copy(&data, shape, strides, base)?))
+    Ok(Output::row_major(strided_copy(
+        &data, shape, strides, base,
+    )?))
 }
 
 /// Transpose: output axis `i` is input axis `perm[i]`.
@@ -104,7 +106,10 @@ pub(crate) fn transpose(perm: &[usize], inputs: &[Tensor]) -> OpResult {
         .iter()
         .map(|&p| match (x.shape.get(p), src.get(p)) {
             (Some(&d), Some(&s)) => Ok((d, s)),
-            _ => Err(OpError(format!("perm {perm:?} out of range for {:?}", x.shape))),
+            _ => Err(OpError(format!(
+                "perm {perm:?} out of range for {:?}",
+                x.shape
+            ))),
         })
         .collect::<Result<Vec<_>, _>>()?
         .into_iter()
@@ -118,7 +123,11 @@ pub(crate) fn slice(ranges: &[(usize, i64, usize)], inputs: &[Tensor]) -> OpResu
     let x = input(inputs, 0)?;
     let src = row_major_strides(x.shape);
     if ranges.len() != src.len() {
-        return Err(OpError(format!("{} ranges for {:?}", ranges.len(), x.shape)));
+        return Err(OpError(format!(
+            "{} ranges for {:?}",
+            ranges.len(),
+            x.shape
+        )));
     }
     let base = ranges
         .iter()
@@ -139,7 +148,10 @@ pub(crate) fn slice(ranges: &[(usize, i64, usize)], inputs: &[Tensor]) -> OpResu
 pub(crate) fn expand(shape: &[usize], inputs: &[Tensor]) -> OpResult {
     let x = input(inputs, 0)?;
     let lead = shape.len().checked_sub(x.shape.len()).ok_or_else(|| {
-        OpError(format!("cannot expand {:?} to fewer axes {shape:?}", x.shape))
+        OpError(format!(
+            "cannot expand {:?} to fewer axes {shape:?}",
+            x.shape
+        ))
     })?;
     let src = row_major_strides(x.shape);
     let strides: Vec<isize> = (0..shape.len())
@@ -158,7 +170,11 @@ pub(crate) fn expand(shape: &[usize], inputs: &[Tensor]) -> OpResult {
 pub(crate) fn tile(repeats: &[usize], inputs: &[Tensor]) -> OpResult {
     let x = input(inputs, 0)?;
     if repeats.len() != x.shape.len() {
-        return Err(OpError(format!("{} repeats for {:?}", repeats.len(), x.shape)));
+        return Err(OpError(format!(
+            "{} repeats for {:?}",
+            repeats.len(),
+            x.shape
+        )));
     }
     let src = row_major_strides(x.shape);
     let mut shape = Vec::with_capacity(2 * repeats.len());
