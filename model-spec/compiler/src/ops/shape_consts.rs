@@ -120,7 +120,8 @@ fn range_len(start: f64, limit: f64, delta: f64) -> Result<usize, String> {
         return Err("delta must be finite and not 0".into());
     }
     let n = ((limit - start) / delta).ceil();
-    if !(n >= 1.0) {
+    // (NaN, from infinite bounds, is no count either.)
+    if n.is_nan() || n < 1.0 {
         return Err("the range is empty; aotune values have no zero-sized dimensions".into());
     }
     if n > crate::ir::MAX_ELEMENTS as f64 {
