@@ -2,6 +2,7 @@
 //! shape inference and a stable printer.
 
 mod graph;
+mod movement;
 mod op;
 mod print;
 mod shape;
@@ -9,6 +10,7 @@ mod types;
 mod verify;
 
 pub use graph::{Graph, Node, NodeId, Patch, Value, ValueId, ValueKind};
+pub use movement::{CoordinateMode, NearestMode, PadMode, Resize, ResizeMode};
 pub use op::{
     Activation, BinaryOp, CastTarget, Conv2d, Epilogue, GlobalPool, Op, Pool2d, Shortcut, UnaryOp,
 };

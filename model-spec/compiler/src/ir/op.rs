@@ -7,6 +7,7 @@
 //! executes both kinds, so an optimized graph can be checked against the
 //! graph it came from.
 
+use super::movement::{PadMode, Resize};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -444,6 +445,44 @@ pub enum Op {
     Softmax {
         axis: usize,
     },
+    // Data movement (`ops/transpose.rs` … `ops/resize.rs`): one input each.
+    /// Output axis `i` is input axis `perm[i]` (a permutation of the axes).
+    Transpose {
+        perm: Vec<usize>,
+    },
+    /// ONNX Slice with one `(start, end, step)` per input axis, read as ONNX
+    /// reads them: negative starts and ends count from the end, out-of-range
+    /// ones clamp, a negative step walks backwards
+    /// ([`crate::ops::slice::axis_range`]). Split imports as one per output.
+    Slice {
+        starts: Vec<i64>,
+        ends: Vec<i64>,
+        steps: Vec<i64>,
+    },
+    /// The input indexed along `axis` by constant `indices` (shape
+    /// `indices_shape`, row-major; negative ones count from the end): the
+    /// output shape is `x[..axis] ++ indices_shape ++ x[axis + 1..]`.
+    Gather {
+        axis: usize,
+        indices: Vec<i64>,
+        indices_shape: Vec<usize>,
+    },
+    /// The input broadcast (numpy rules) to `shape`, the output shape.
+    Expand {
+        shape: Vec<usize>,
+    },
+    /// The input repeated `repeats[i]` times along axis `i`.
+    Tile {
+        repeats: Vec<usize>,
+    },
+    /// `pads[i] = (before, after)` elements added on axis `i`, filled as
+    /// `mode` says.
+    Pad {
+        pads: Vec<(usize, usize)>,
+        mode: PadMode,
+    },
+    /// The input resampled to `sizes` ([`Resize`]).
+    Resize(Resize),
     /// Convolution with a fused epilogue. Inputs: x, w, [bias], [residual],
     /// [shortcut input] ([`Shortcut`]). Layouts and dtypes are those of the
     /// input and output values. With `pool` the output is the global pool
@@ -530,6 +569,13 @@ impl Op {
             Op::Identity => "Identity",
             Op::Concat { .. } => "Concat",
             Op::Softmax { .. } => "Softmax",
+            Op::Transpose { .. } => "Transpose",
+            Op::Slice { .. } => "Slice",
+            Op::Gather { .. } => "Gather",
+            Op::Expand { .. } => "Expand",
+            Op::Tile { .. } => "Tile",
+            Op::Pad { .. } => "Pad",
+            Op::Resize(_) => "Resize",
             Op::FusedConv { .. } => "FusedConv",
             Op::Dense { .. } => "Dense",
             Op::Convert => "Convert",
@@ -633,6 +679,21 @@ impl Op {
             Op::Attention { scale, causal } => {
                 format!("scale={scale}{}", if *causal { " causal" } else { "" })
             }
+            Op::Transpose { perm } => format!("perm={perm:?}"),
+            Op::Slice {
+                starts,
+                ends,
+                steps,
+            } => format!("starts={starts:?} ends={ends:?} steps={steps:?}"),
+            Op::Gather {
+                axis,
+                indices,
+                indices_shape,
+            } => format!("axis={axis} indices={indices:?} shape={indices_shape:?}"),
+            Op::Expand { shape } => format!("shape={shape:?}"),
+            Op::Tile { repeats } => format!("repeats={repeats:?}"),
+            Op::Pad { pads, mode } => format!("pads={pads:?} mode={mode}"),
+            Op::Resize(resize) => resize.to_string(),
             Op::Dense { epilogue } => format!("epilogue={epilogue}"),
             Op::PadChannels { channels } => format!("channels={channels}"),
             Op::SpaceToDepth {

@@ -141,6 +141,21 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
         Op::Concat { axis } => ops::concat::infer_shape(*axis, inputs),
         Op::Softmax { axis } => ops::softmax::infer_shape(*axis, inputs),
         Op::Attention { .. } => ops::attention::infer_shape(inputs),
+        Op::Transpose { perm } => ops::transpose::infer_shape(perm, inputs),
+        Op::Slice {
+            starts,
+            ends,
+            steps,
+        } => ops::slice::infer_shape(starts, ends, steps, inputs),
+        Op::Gather {
+            axis,
+            indices,
+            indices_shape,
+        } => ops::gather::infer_shape(*axis, indices, indices_shape, inputs),
+        Op::Expand { shape } => ops::expand::infer_shape(shape, inputs),
+        Op::Tile { repeats } => ops::tile::infer_shape(repeats, inputs),
+        Op::Pad { pads, .. } => ops::pad::infer_shape(pads, inputs),
+        Op::Resize(resize) => ops::resize::infer_shape(resize, inputs),
         Op::FusedConv {
             conv,
             epilogue,

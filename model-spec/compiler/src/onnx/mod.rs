@@ -97,7 +97,13 @@ pub fn import_bytes(
 
 fn classify_onnx_ir_error(e: onnx_ir::Error, source_name: &str) -> ImportError {
     let message = e.to_string();
-    let unsupported = message.contains("Unsupported") || message.contains("unsupported");
+    // onnx-ir's refusals: unsupported ops and attribute values it does not
+    // implement ("Invalid attribute 'axes': … is not supported", "Invalid
+    // pad mode: wrap").
+    let unsupported = message.contains("Unsupported")
+        || message.contains("unsupported")
+        || message.contains("not supported")
+        || message.contains("Invalid attribute");
     if unsupported {
         ImportError::Unsupported {
             source_name: source_name.to_string(),

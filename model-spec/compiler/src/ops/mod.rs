@@ -42,6 +42,19 @@ pub(crate) mod reshape;
 pub(crate) mod softmax;
 pub(crate) mod where_op;
 mod window;
+// Data movement and shape ops.
+mod const_input;
+pub(crate) mod depth_to_space;
+pub(crate) mod expand;
+pub(crate) mod gather;
+pub(crate) mod pad;
+pub(crate) mod resize;
+pub(crate) mod shape_consts;
+pub(crate) mod slice;
+pub(crate) mod split;
+pub(crate) mod squeeze;
+pub(crate) mod tile;
+pub(crate) mod transpose;
 
 #[cfg(test)]
 mod example;
@@ -78,6 +91,18 @@ pub(crate) static REGISTRY: &[OpDef] = &[
     logical::DEF,
     where_op::DEF,
     cast::DEF,
+    // Data movement and shape ops.
+    transpose::DEF,
+    slice::DEF,
+    split::DEF,
+    gather::DEF,
+    squeeze::DEF,
+    expand::DEF,
+    tile::DEF,
+    pad::DEF,
+    resize::DEF,
+    depth_to_space::DEF,
+    shape_consts::DEF,
 ];
 
 /// ONNX ops the importer's first check lets through though no entry
@@ -85,16 +110,7 @@ pub(crate) static REGISTRY: &[OpDef] = &[
 /// of exported graphs, once shapes are static) or drops them (inference
 /// `Dropout`), and `Constant` nodes become values. One that survives is
 /// rejected by name as an unsupported operator. Never listed as supported.
-const FOLDED_BY_ONNX_IR: &[&str] = &[
-    "Constant",
-    "Shape",
-    "Gather",
-    "Unsqueeze",
-    "Squeeze",
-    "Slice",
-    "ConstantOfShape",
-    "Dropout",
-];
+const FOLDED_BY_ONNX_IR: &[&str] = &["Constant", "Dropout"];
 
 /// The ONNX ops aotune imports (default domain), sorted.
 pub fn supported_onnx_ops() -> Vec<&'static str> {

@@ -429,7 +429,16 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
                 })
                 .collect()
         }
-        Op::Concat { .. } | Op::Softmax { .. } | Op::Attention { .. } => {
+        Op::Concat { .. }
+        | Op::Softmax { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Gather { .. }
+        | Op::Expand { .. }
+        | Op::Tile { .. }
+        | Op::Pad { .. }
+        | Op::Resize(_)
+        | Op::Attention { .. } => {
             // This oracle covers the ops the pass tests generate; the CPU
             // reference executor is the oracle for the rest.
             panic!(

@@ -325,6 +325,17 @@ fn run_op(ctx: &Ctx, op: &Op, inputs: &[Tensor], out: &OutSpec) -> OpResult {
         Op::Concat { axis } => ops::concat::reference(*axis, inputs, out),
         Op::Softmax { axis } => ops::softmax::reference(ctx, *axis, inputs),
         Op::Attention { scale, causal } => ops::attention::reference(ctx, *scale, *causal, inputs),
+        Op::Transpose { perm } => ops::transpose::reference(perm, inputs),
+        Op::Slice {
+            starts,
+            ends,
+            steps,
+        } => ops::slice::reference(starts, ends, steps, inputs),
+        Op::Gather { axis, indices, .. } => ops::gather::reference(*axis, indices, inputs),
+        Op::Expand { shape } => ops::expand::reference(shape, inputs),
+        Op::Tile { repeats } => ops::tile::reference(repeats, inputs),
+        Op::Pad { pads, mode } => ops::pad::reference(pads, *mode, inputs),
+        Op::Resize(resize) => ops::resize::reference(resize, inputs),
         Op::Gemm {
             alpha,
             beta,

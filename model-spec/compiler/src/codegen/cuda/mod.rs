@@ -372,6 +372,13 @@ pub(crate) fn dispatch<V: VisitTask>(
                 node.op.kind()
             ))
         }
+        Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Gather { .. }
+        | Op::Expand { .. }
+        | Op::Tile { .. }
+        | Op::Pad { .. }
+        | Op::Resize(_) => return Err(format!("no GPU kernel for {} yet", node.op.kind())),
         Op::Gemm { .. } | Op::MatMul => {
             let shape = matmul::matmul_shape(graph, id)?;
             visitor.visit::<MatmulConfig>(&shape, "matmul", &|c, sym| {
