@@ -9,7 +9,9 @@ mod types;
 mod verify;
 
 pub use graph::{Graph, Node, NodeId, Patch, Value, ValueId, ValueKind};
-pub use op::{Activation, BinaryOp, Conv2d, Epilogue, GlobalPool, Op, Pool2d, Shortcut, UnaryOp};
+pub use op::{
+    Activation, BinaryOp, Conv2d, Epilogue, GlobalPool, Op, Pool2d, ReduceKind, Shortcut, UnaryOp,
+};
 pub use print::print_graph;
 pub(crate) use shape::{arity, rank4};
 pub use shape::{broadcast, infer_shape, MAX_ELEMENTS};

@@ -30,9 +30,14 @@ pub(crate) mod global_pool;
 pub(crate) mod identity;
 mod markdown;
 pub(crate) mod pool;
-pub(crate) mod reduce_mean;
+pub(crate) mod reduce;
 pub(crate) mod reshape;
 pub(crate) mod softmax;
+// Normalizations and Einsum (reductions and softmax above).
+pub(crate) mod einsum;
+pub(crate) mod group_norm;
+pub(crate) mod layer_norm;
+pub(crate) mod lp_norm;
 mod window;
 
 #[cfg(test)]
@@ -55,13 +60,17 @@ pub(crate) static REGISTRY: &[OpDef] = &[
     arithmetic::DEF,
     pool::DEF,
     global_pool::DEF,
-    reduce_mean::DEF,
+    reduce::DEF,
     flatten::DEF,
     reshape::DEF,
     gemm::DEF,
     identity::DEF,
     concat::DEF,
     softmax::DEF,
+    layer_norm::DEF,
+    group_norm::DEF,
+    lp_norm::DEF,
+    einsum::DEF,
 ];
 
 /// ONNX ops the importer's first check lets through though no entry

@@ -419,7 +419,16 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
                 })
                 .collect()
         }
-        Op::Concat { .. } | Op::Softmax { .. } => {
+        Op::Concat { .. }
+        | Op::Softmax { .. }
+        | Op::Reduce { .. }
+        | Op::LogSoftmax { .. }
+        | Op::Hardmax { .. }
+        | Op::LayerNorm { .. }
+        | Op::GroupNorm { .. }
+        | Op::LpNorm { .. }
+        | Op::MeanVarianceNorm { .. }
+        | Op::Einsum { .. } => {
             // This oracle covers the ops the pass tests generate; the CPU
             // reference executor is the oracle for the rest.
             panic!(

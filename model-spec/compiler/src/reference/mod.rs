@@ -15,10 +15,12 @@
 
 mod broadcast;
 pub(crate) mod conv;
+pub(crate) mod einsum;
 pub(crate) mod elementwise;
 mod execute;
 pub(crate) mod gemm;
 mod layout;
+pub(crate) mod normalize;
 pub(crate) mod pool;
 pub(crate) mod reduce;
 mod scalar;
