@@ -198,7 +198,7 @@ mod tests {
     use super::Equation;
     use crate::ir::Op;
 
-    fn einsum(equation: &str, shapes: &[&[usize]], data: &[Vec<f32>]) -> Vec<f32> {
+    fn einsum(equation: &str, shapes: &[&[usize]], data: &[&[f32]]) -> Vec<f32> {
         let mut b = Builder::new();
         let ins: Vec<_> = shapes
             .iter()
@@ -212,8 +212,7 @@ mod tests {
             &ins,
         );
         let graph = b.finish(&[y]);
-        let feeds: Vec<&[f32]> = data.iter().map(Vec::as_slice).collect();
-        run1(&graph, &feeds)
+        run1(&graph, data)
     }
 
     #[test]
@@ -224,7 +223,7 @@ mod tests {
         let got = einsum(
             "bhid,bhjd->bhij",
             &[&[b, h, i, d], &[b, h, j, d]],
-            &[q.clone(), k.clone()],
+            &[&q, &k],
         );
         let mut want = vec![0.0f32; b * h * i * j];
         for bh in 0..b * h {
@@ -247,24 +246,24 @@ mod tests {
     fn transpose_sum_diagonal_and_scalar() {
         let x = Rng::new(3).vec(12);
         assert_eq!(
-            einsum("ij->ji", &[&[3, 4]], &[x.clone()]),
+            einsum("ij->ji", &[&[3, 4]], &[&x]),
             (0..12).map(|e| x[(e % 3) * 4 + e / 3]).collect::<Vec<_>>()
         );
-        let sums = einsum("ij->i", &[&[3, 4]], &[x.clone()]);
+        let sums = einsum("ij->i", &[&[3, 4]], &[&x]);
         for (r, &s) in sums.iter().enumerate() {
             assert!((s - x[r * 4..][..4].iter().sum::<f32>()).abs() < 1e-6);
         }
         let sq = Rng::new(4).vec(9);
         assert_eq!(
-            einsum("ii->i", &[&[3, 3]], &[sq.clone()]),
+            einsum("ii->i", &[&[3, 3]], &[&sq]),
             vec![sq[0], sq[4], sq[8]]
         );
-        let trace = einsum("ii->", &[&[3, 3]], &[sq.clone()]);
+        let trace = einsum("ii->", &[&[3, 3]], &[&sq]);
         assert!((trace[0] - (sq[0] + sq[4] + sq[8])).abs() < 1e-6);
         // Broadcast of a size-1 dimension.
         let a = Rng::new(5).vec(4);
         let bb = Rng::new(6).vec(6);
-        let got = einsum("Ai,Aj->Aij", &[&[1, 4], &[3, 2]], &[a.clone(), bb.clone()]);
+        let got = einsum("Ai,Aj->Aij", &[&[1, 4], &[3, 2]], &[&a, &bb]);
         assert_eq!(got.len(), 3 * 4 * 2);
         assert_eq!(got[(2 * 4 + 1) * 2 + 1], a[1] * bb[2 * 2 + 1]);
     }
