@@ -12,7 +12,8 @@ mod verify;
 pub use graph::{Graph, Node, NodeId, Patch, Value, ValueId, ValueKind};
 pub use movement::{CoordinateMode, NearestMode, PadMode, Resize, ResizeMode};
 pub use op::{
-    Activation, BinaryOp, CastTarget, Conv2d, Epilogue, GlobalPool, Op, Pool2d, Shortcut, UnaryOp,
+    Activation, BinaryOp, CastTarget, Conv2d, Epilogue, GlobalPool, Op, Pool2d, ReduceKind,
+    Shortcut, UnaryOp,
 };
 pub use print::print_graph;
 pub(crate) use shape::{arity, rank4};

@@ -392,6 +392,43 @@ impl UnaryOp {
     }
 }
 
+/// What an [`Op::Reduce`] computes over its axes (the mean is
+/// [`Op::ReduceMean`], which passes and codegen know).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ReduceKind {
+    Sum,
+    Max,
+    Min,
+    Prod,
+    /// `Σ |x|`.
+    L1,
+    /// `sqrt(Σ x²)`.
+    L2,
+    /// `Σ x²`.
+    SumSquare,
+    /// `log(Σ x)`.
+    LogSum,
+    /// `log(Σ exp(x))`, computed as `max + log(Σ exp(x − max))`.
+    LogSumExp,
+}
+
+impl ReduceKind {
+    /// The ONNX op name (`ReduceSum`, …).
+    pub fn onnx_name(self) -> &'static str {
+        match self {
+            ReduceKind::Sum => "ReduceSum",
+            ReduceKind::Max => "ReduceMax",
+            ReduceKind::Min => "ReduceMin",
+            ReduceKind::Prod => "ReduceProd",
+            ReduceKind::L1 => "ReduceL1",
+            ReduceKind::L2 => "ReduceL2",
+            ReduceKind::SumSquare => "ReduceSumSquare",
+            ReduceKind::LogSum => "ReduceLogSum",
+            ReduceKind::LogSumExp => "ReduceLogSumExp",
+        }
+    }
+}
+
 /// One operator of the IR. Inputs are listed in ONNX order; the comment on
 /// each variant gives them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -483,6 +520,54 @@ pub enum Op {
     },
     /// The input resampled to `sizes` ([`Resize`]).
     Resize(Resize),
+    // Normalizations, reductions and Einsum (`ops::{reduce, softmax,
+    // layer_norm, group_norm, lp_norm, einsum}`).
+    /// A reduction over `axes` (sorted, non-negative), keeping them as 1s
+    /// with `keepdims`.
+    Reduce {
+        kind: ReduceKind,
+        axes: Vec<usize>,
+        keepdims: bool,
+    },
+    /// `log(softmax(x))` along `axis`, each slice on its own.
+    LogSoftmax {
+        axis: usize,
+    },
+    /// 1 at the first maximum of each slice along `axis`, 0 elsewhere.
+    Hardmax {
+        axis: usize,
+    },
+    /// Inputs: x, scale, [bias]; scale and bias broadcast to
+    /// `x.shape[axis..]`. Each `x[i, ..]` over the axes `axis..` is
+    /// normalized by its mean and variance (+ `epsilon`), then scaled and
+    /// shifted.
+    LayerNorm {
+        axis: usize,
+        epsilon: f32,
+    },
+    /// Inputs: x [N, C, ...], scale, bias, each `[C]` (per channel) or
+    /// `[groups]` (per group). The channels split into `groups` groups;
+    /// each group of each image is normalized over its channels and
+    /// spatial positions. InstanceNormalization is `groups = C`.
+    GroupNorm {
+        groups: usize,
+        epsilon: f32,
+    },
+    /// Each slice along `axis` divided by its L`p` norm (`p` is 1 or 2).
+    LpNorm {
+        axis: usize,
+        p: u8,
+    },
+    /// `(x − mean) / sqrt(var + 1e-9)` with mean and variance over `axes`.
+    MeanVarianceNorm {
+        axes: Vec<usize>,
+    },
+    /// Inputs: one per operand. `equation` is explicit (`->` and the output
+    /// labels), without spaces or ellipses (the importer expands them into
+    /// labels).
+    Einsum {
+        equation: String,
+    },
     /// Convolution with a fused epilogue. Inputs: x, w, [bias], [residual],
     /// [shortcut input] ([`Shortcut`]). Layouts and dtypes are those of the
     /// input and output values. With `pool` the output is the global pool
@@ -576,6 +661,14 @@ impl Op {
             Op::Tile { .. } => "Tile",
             Op::Pad { .. } => "Pad",
             Op::Resize(_) => "Resize",
+            Op::Reduce { kind, .. } => kind.onnx_name(),
+            Op::LogSoftmax { .. } => "LogSoftmax",
+            Op::Hardmax { .. } => "Hardmax",
+            Op::LayerNorm { .. } => "LayerNormalization",
+            Op::GroupNorm { .. } => "GroupNormalization",
+            Op::LpNorm { .. } => "LpNormalization",
+            Op::MeanVarianceNorm { .. } => "MeanVarianceNormalization",
+            Op::Einsum { .. } => "Einsum",
             Op::FusedConv { .. } => "FusedConv",
             Op::Dense { .. } => "Dense",
             Op::Convert => "Convert",
@@ -694,6 +787,13 @@ impl Op {
             Op::Tile { repeats } => format!("repeats={repeats:?}"),
             Op::Pad { pads, mode } => format!("pads={pads:?} mode={mode}"),
             Op::Resize(resize) => resize.to_string(),
+            Op::Reduce { axes, keepdims, .. } => format!("axes={axes:?} keepdims={keepdims}"),
+            Op::LogSoftmax { axis } | Op::Hardmax { axis } => format!("axis={axis}"),
+            Op::LayerNorm { axis, epsilon } => format!("axis={axis} eps={epsilon:e}"),
+            Op::GroupNorm { groups, epsilon } => format!("groups={groups} eps={epsilon:e}"),
+            Op::LpNorm { axis, p } => format!("axis={axis} p={p}"),
+            Op::MeanVarianceNorm { axes } => format!("axes={axes:?}"),
+            Op::Einsum { equation } => format!("equation={equation}"),
             Op::Dense { epilogue } => format!("epilogue={epilogue}"),
             Op::PadChannels { channels } => format!("channels={channels}"),
             Op::SpaceToDepth {

@@ -130,7 +130,7 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
         Op::Where => ops::where_op::infer_shape(inputs),
         Op::MaxPool(pool) | Op::AveragePool { pool, .. } => ops::pool::infer_shape(pool, inputs),
         Op::GlobalAveragePool | Op::GlobalMaxPool => ops::global_pool::infer_shape(inputs),
-        Op::ReduceMean { axes, keepdims } => ops::reduce_mean::infer_shape(axes, *keepdims, inputs),
+        Op::ReduceMean { axes, keepdims } => ops::reduce::infer_shape(axes, *keepdims, inputs),
         Op::Flatten { axis } => ops::flatten::infer_shape(*axis, inputs),
         Op::Reshape { shape, allowzero } => ops::reshape::infer_shape(shape, *allowzero, inputs),
         Op::Gemm {
@@ -156,6 +156,15 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
         Op::Tile { repeats } => ops::tile::infer_shape(repeats, inputs),
         Op::Pad { pads, .. } => ops::pad::infer_shape(pads, inputs),
         Op::Resize(resize) => ops::resize::infer_shape(resize, inputs),
+        Op::Softmax { axis } | Op::LogSoftmax { axis } | Op::Hardmax { axis } => {
+            ops::softmax::infer_shape(*axis, inputs)
+        }
+        Op::Reduce { axes, keepdims, .. } => ops::reduce::infer_shape(axes, *keepdims, inputs),
+        Op::LayerNorm { axis, .. } => ops::layer_norm::infer_shape(*axis, inputs),
+        Op::GroupNorm { groups, .. } => ops::group_norm::infer_shape(*groups, inputs),
+        Op::LpNorm { axis, .. } => ops::lp_norm::infer_lp_shape(*axis, inputs),
+        Op::MeanVarianceNorm { axes } => ops::lp_norm::infer_mvn_shape(axes, inputs),
+        Op::Einsum { equation } => ops::einsum::infer_shape(equation, inputs),
         Op::FusedConv {
             conv,
             epilogue,

@@ -37,10 +37,15 @@ mod markdown;
 pub(crate) mod math_unary;
 pub(crate) mod pool;
 pub(crate) mod prelu;
-pub(crate) mod reduce_mean;
+pub(crate) mod reduce;
 pub(crate) mod reshape;
 pub(crate) mod softmax;
 pub(crate) mod where_op;
+// Normalizations and Einsum (reductions and softmax above).
+pub(crate) mod einsum;
+pub(crate) mod group_norm;
+pub(crate) mod layer_norm;
+pub(crate) mod lp_norm;
 mod window;
 // Data movement and shape ops.
 mod const_input;
@@ -76,7 +81,7 @@ pub(crate) static REGISTRY: &[OpDef] = &[
     arithmetic::DEF,
     pool::DEF,
     global_pool::DEF,
-    reduce_mean::DEF,
+    reduce::DEF,
     flatten::DEF,
     reshape::DEF,
     gemm::DEF,
@@ -103,6 +108,10 @@ pub(crate) static REGISTRY: &[OpDef] = &[
     resize::DEF,
     depth_to_space::DEF,
     shape_consts::DEF,
+    layer_norm::DEF,
+    group_norm::DEF,
+    lp_norm::DEF,
+    einsum::DEF,
 ];
 
 /// ONNX ops the importer's first check lets through though no entry

@@ -16,12 +16,14 @@
 pub(crate) mod attention;
 mod broadcast;
 pub(crate) mod conv;
+pub(crate) mod einsum;
 pub(crate) mod elementwise;
 mod execute;
 pub(crate) mod gather;
 pub(crate) mod gemm;
 mod layout;
 pub(crate) mod math;
+pub(crate) mod normalize;
 pub(crate) mod pad;
 pub(crate) mod pool;
 pub(crate) mod reduce;

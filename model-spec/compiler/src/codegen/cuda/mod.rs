@@ -379,6 +379,14 @@ pub(crate) fn dispatch<V: VisitTask>(
         | Op::Tile { .. }
         | Op::Pad { .. }
         | Op::Resize(_) => return Err(format!("no GPU kernel for {} yet", node.op.kind())),
+        Op::Reduce { .. }
+        | Op::LogSoftmax { .. }
+        | Op::Hardmax { .. }
+        | Op::LayerNorm { .. }
+        | Op::GroupNorm { .. }
+        | Op::LpNorm { .. }
+        | Op::MeanVarianceNorm { .. }
+        | Op::Einsum { .. } => return Err(format!("no GPU kernel for {} yet", node.op.kind())),
         Op::Gemm { .. } | Op::MatMul => {
             let shape = matmul::matmul_shape(graph, id)?;
             visitor.visit::<MatmulConfig>(&shape, "matmul", &|c, sym| {
