@@ -74,6 +74,13 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
         return Err(cx.unsupported());
     };
     let x = cx.input(0)?;
+    if cx.shape(x).contains(&0) {
+        return Err(cx.attr_error(
+            "data",
+            cx.shape(x).to_vec(),
+            "an empty input: aotune values are never zero-sized",
+        ));
+    }
     let rank = cx.shape(x).len();
     let mut axes = match &config.axes {
         ReduceAxes::Static(axes) => axes.clone(),

@@ -40,7 +40,11 @@ pub fn fuse_layer_norm(graph: &mut Graph) -> Result<PassSummary, PassError> {
         let n: usize = normalized.iter().product();
         let mut param = |p: Option<ValueId>, fill: f32, name: &str| match p {
             Some(v) => {
-                let data = graph.value(v).constant_data().expect("matched constant").clone();
+                let data = graph
+                    .value(v)
+                    .constant_data()
+                    .expect("matched constant")
+                    .clone();
                 patch.add_value(Value::constant(
                     format!("{}_{name}", last.name),
                     normalized.clone(),
@@ -53,7 +57,10 @@ pub fn fuse_layer_norm(graph: &mut Graph) -> Result<PassSummary, PassError> {
                 vec![fill; n],
             )),
         };
-        let (gamma, beta) = (param(found.gamma, 1.0, "scale"), param(found.beta, 0.0, "bias"));
+        let (gamma, beta) = (
+            param(found.gamma, 1.0, "scale"),
+            param(found.beta, 0.0, "bias"),
+        );
         for &dead in &found.chain {
             patch.remove_node(dead);
         }
@@ -130,7 +137,9 @@ fn layer_norm_at(m: &Matcher, mean: NodeId) -> Option<Found> {
     for &r in readers {
         let node = g.node(r);
         match node.op {
-            Op::Binary(BinaryOp::Pow) if node.inputs[0] == d && m.is_scalar(node.inputs[1], 2.0) => {
+            Op::Binary(BinaryOp::Pow)
+                if node.inputs[0] == d && m.is_scalar(node.inputs[1], 2.0) =>
+            {
                 square = Some(r)
             }
             Op::Binary(BinaryOp::Mul) if node.inputs == [d, d] => square = Some(r),
@@ -139,7 +148,11 @@ fn layer_norm_at(m: &Matcher, mean: NodeId) -> Option<Found> {
         }
     }
     let (square, div) = (square?, div?);
-    let expected_readers = if g.node(square).inputs == [d, d] { 3 } else { 2 };
+    let expected_readers = if g.node(square).inputs == [d, d] {
+        3
+    } else {
+        2
+    };
     if readers.len() != expected_readers {
         return None;
     }
