@@ -1947,10 +1947,48 @@ __device__ __forceinline__ void space_to_depth(const typename P::TIn* __restrict
   }
 }
 
+__device__ __forceinline__ float softplus_f32(float x) {
+  return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
+}
+
+// Codes: codegen/cuda/ops/elementwise.rs `unary_code` (LO/HI carry the op's
+// parameters).
 template <int OP> __device__ __forceinline__ float unary_op(float x, float lo, float hi) {
-  if (OP == 0) return fmaxf(x, 0.0f);                  // Relu
-  if (OP == 1) return 1.0f / (1.0f + expf(-x));        // Sigmoid
-  return fminf(fmaxf(x, lo), hi);                       // Clip
+  switch (OP) {
+    case 0: return fmaxf(x, 0.0f);                                  // Relu
+    case 1: return 1.0f / (1.0f + expf(-x));                        // Sigmoid
+    case 2: return fminf(fmaxf(x, lo), hi);                         // Clip
+    case 3: return erff(x);                                         // Erf
+    case 4: return tanhf(x);                                        // Tanh
+    case 5: return expf(x);                                         // Exp
+    case 6: return logf(x);                                         // Log
+    case 7: return __fsqrt_rn(x);                                   // Sqrt
+    case 8: return __fdiv_rn(1.0f, x);                              // Reciprocal
+    case 9: return -x;                                              // Neg
+    case 10: return fabsf(x);                                       // Abs
+    case 11: return floorf(x);                                      // Floor
+    case 12: return ceilf(x);                                       // Ceil
+    case 13: return sinf(x);                                        // Sin
+    case 14: return cosf(x);                                        // Cos
+    case 15: return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x * 0.0f);  // Sign
+    case 16: return x == 0.0f ? 1.0f : 0.0f;                        // Not
+    case 17: return x * fminf(fmaxf(x / 6.0f + 0.5f, 0.0f), 1.0f);  // HardSwish
+    case 18: return fminf(fmaxf(lo * x + hi, 0.0f), 1.0f);          // HardSigmoid
+    case 19: return softplus_f32(x);                                // Softplus
+    case 20: return x / (1.0f + fabsf(x));                          // Softsign
+    case 21: return x * tanhf(softplus_f32(x));                     // Mish
+    case 22: return x < 0.0f ? lo * expm1f(x) : x;                  // Elu
+    case 23: return hi * (x <= 0.0f ? lo * expm1f(x) : x);          // Selu
+    case 24: return x < 0.0f ? lo * x : x;                          // LeakyRelu
+    case 25: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));  // Gelu
+    case 26:                                                        // Gelu (tanh)
+      return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    case 27: return __half2float(__float2half_rn(x));               // Cast to f16
+    case 28: return __bfloat162float(__float2bfloat16_rn(x));       // Cast to bf16
+    case 29: return truncf(x);                                      // Cast to int
+    case 30: return x != 0.0f ? 1.0f : 0.0f;                        // Cast to bool
+    default: return __int_as_float(0x7fc00000);
+  }
 }
 
 template <class P>
@@ -1970,11 +2008,33 @@ __device__ __forceinline__ void unary(const typename P::TIn* __restrict__ x,
   }
 }
 
+// Codes: codegen/cuda/ops/elementwise.rs `binary_code`. Comparisons and
+// logical ops give 1.0 / 0.0.
 template <int OP> __device__ __forceinline__ float binary_op(float a, float b) {
-  if (OP == 0) return __fadd_rn(a, b);
-  if (OP == 1) return __fsub_rn(a, b);
-  if (OP == 2) return __fmul_rn(a, b);
-  return __fdiv_rn(a, b);
+  switch (OP) {
+    case 0: return __fadd_rn(a, b);
+    case 1: return __fsub_rn(a, b);
+    case 2: return __fmul_rn(a, b);
+    case 3: return __fdiv_rn(a, b);
+    case 4: return powf(a, b);
+    case 5: return (isnan(a) || isnan(b)) ? __int_as_float(0x7fc00000) : fmaxf(a, b);
+    case 6: return (isnan(a) || isnan(b)) ? __int_as_float(0x7fc00000) : fminf(a, b);
+    case 7: return fmodf(a, b);  // Mod, fmod = 1
+    case 8: {                    // Mod, fmod = 0: the divisor's sign
+      const float r = fmodf(a, b);
+      return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
+    }
+    case 9: return a == b ? 1.0f : 0.0f;
+    case 10: return a < b ? 1.0f : 0.0f;
+    case 11: return a <= b ? 1.0f : 0.0f;
+    case 12: return a > b ? 1.0f : 0.0f;
+    case 13: return a >= b ? 1.0f : 0.0f;
+    case 14: return (a != 0.0f && b != 0.0f) ? 1.0f : 0.0f;
+    case 15: return (a != 0.0f || b != 0.0f) ? 1.0f : 0.0f;
+    case 16: return ((a != 0.0f) != (b != 0.0f)) ? 1.0f : 0.0f;
+    case 17: return a < 0.0f ? __fmul_rn(a, b) : a;  // PRelu
+    default: return __int_as_float(0x7fc00000);
+  }
 }
 
 template <class P>

@@ -300,8 +300,9 @@ fn refine_explains_what_it_needs() {
 /// failure saying so. Skipped, saying why, without libnvrtc.
 #[test]
 fn candidates_compile_in_child_processes_as_on_threads() {
+    use aotune::tune::compile_pool::{compile_all, CompileIn, Job};
     use aotune::tune::compile_process::compile_in_process;
-    use aotune::tune::nvrtc::{compile_all, setup, CompileFailure, CompileIn, Job};
+    use aotune::tune::nvrtc::{setup, CompileFailure};
     use std::time::{Duration, Instant};
     let include = match setup() {
         Ok(i) => i,

@@ -19,7 +19,7 @@
 
 use aotune::runtime::driver_present;
 use aotune::tune::protocol::Repeats;
-use aotune::tune::{nvrtc, tunable_tasks, GpuMeasurer, MeasureSettings, TunableTask};
+use aotune::tune::{compile_pool, nvrtc, tunable_tasks, GpuMeasurer, MeasureSettings, TunableTask};
 use aotune_compiler::codegen::cuda::candidate::{render_candidate, CandidateKernel};
 use aotune_compiler::ir::Precision;
 use aotune_compiler::skip::skip;
@@ -419,24 +419,24 @@ fn fault_candidates_compile_with_nvrtc() {
         Err(e) => panic!("{test}: NVRTC is present but unusable: {e}"),
     };
     let jobs = vec![
-        nvrtc::Job {
+        compile_pool::Job {
             tag: 0,
             name: "trap.cu".into(),
             source: trap_source("candidate_traps", 3),
         },
-        nvrtc::Job {
+        compile_pool::Job {
             tag: 1,
             name: "spin.cu".into(),
             source: spin_source("candidate_spins", 3),
         },
     ];
     let mut compiled = 0;
-    nvrtc::compile_all(
+    compile_pool::compile_all(
         jobs,
         2,
         Duration::from_secs(120),
         &include,
-        &nvrtc::CompileIn::Threads,
+        &compile_pool::CompileIn::Threads,
         |tag, result| {
             let cubin = result.unwrap_or_else(|e| panic!("candidate {tag}: {e}"));
             assert_eq!(&cubin.image[..4], b"\x7fELF", "candidate {tag}");

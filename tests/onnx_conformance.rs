@@ -57,6 +57,7 @@ fn run_case(dir: &Path) -> Outcome {
         // (e.g. zero-sized dimensions) are skipped with the refusal.
         Err(
             e @ (ImportError::UnsupportedOp { .. }
+            | ImportError::UnsupportedOps { .. }
             | ImportError::UnsupportedAttribute { .. }
             | ImportError::Unsupported { .. }
             | ImportError::BadInput { .. }),

@@ -9,7 +9,8 @@
 //! task's heuristic default is measured first in each worker session as the
 //! reference every candidate's output is checked against.
 
-use super::nvrtc::{self, CompileFailure, CompileIn, Cubin, Job};
+use super::compile_pool::{self, CompileIn, Job};
+use super::nvrtc::{self, CompileFailure, Cubin};
 use super::protocol::{ArgSpec, Failure, Repeats, Reply, Request, Role};
 use super::runner::{Runner, WorkerError};
 use aotune_compiler::codegen::cuda::candidate::{render_candidate, CandidateKernel};
@@ -237,7 +238,7 @@ impl<'g> GpuMeasurer<'g> {
         let (include, how) = (self.include.clone(), self.compile_in.clone());
         let pool = scope.spawn(move || {
             let start = Instant::now();
-            nvrtc::compile_all(jobs, threads, timeout, &include, &how, |tag, r| {
+            compile_pool::compile_all(jobs, threads, timeout, &include, &how, |tag, r| {
                 let _ = tx.send((tag, r));
             });
             start.elapsed()

@@ -3,6 +3,7 @@
 //! to the search in [`aotune_compiler::tune`].
 
 mod compare;
+pub mod compile_pool;
 pub mod compile_process;
 mod gpu_measurer;
 pub mod nvrtc;

@@ -15,7 +15,7 @@
 //! show a kernel that reads its input before `griddepcontrol.wait` under
 //! programmatic launches, and such a kernel would look fast here.
 
-use super::nvrtc::{self, CompileIn, Job};
+use super::compile_pool::{self, CompileIn, Job};
 use super::spaces::TunableTask;
 use crate::runtime::{LaunchKernel, Model, RuntimeError};
 use aotune_compiler::codegen::cuda::candidate::render_candidate;
@@ -411,7 +411,7 @@ pub fn refine(
         })
         .collect();
     let mut cubins = HashMap::new();
-    nvrtc::compile_all(
+    compile_pool::compile_all(
         jobs,
         builder.threads,
         builder.timeout,

@@ -134,7 +134,7 @@ mod tests {
             .enumerate()
             .map(|(tag, (node, config))| {
                 let k = render_candidate(&compiled.graph, *node, config).expect("renders");
-                crate::tune::nvrtc::Job {
+                crate::tune::compile_pool::Job {
                     tag,
                     name: format!("{}.cu", k.symbol),
                     source: k.source,
@@ -143,12 +143,12 @@ mod tests {
             .collect();
         let start = std::time::Instant::now();
         let mut ok = 0;
-        crate::tune::nvrtc::compile_all(
+        crate::tune::compile_pool::compile_all(
             jobs,
             2,
             std::time::Duration::from_secs(300),
             &include,
-            &crate::tune::nvrtc::CompileIn::Threads,
+            &crate::tune::compile_pool::CompileIn::Threads,
             |tag, r| {
                 let c = r.unwrap_or_else(|e| panic!("candidate {tag} failed: {e}"));
                 assert!(c.report.registers > 0);

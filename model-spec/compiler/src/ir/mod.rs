@@ -2,6 +2,7 @@
 //! shape inference and a stable printer.
 
 mod graph;
+mod movement;
 mod op;
 mod print;
 mod shape;
@@ -9,7 +10,11 @@ mod types;
 mod verify;
 
 pub use graph::{Graph, Node, NodeId, Patch, Value, ValueId, ValueKind};
-pub use op::{Activation, BinaryOp, Conv2d, Epilogue, GlobalPool, Op, Pool2d, Shortcut, UnaryOp};
+pub use movement::{CoordinateMode, NearestMode, PadMode, Resize, ResizeMode};
+pub use op::{
+    Activation, BinaryOp, CastTarget, Conv2d, Epilogue, GlobalPool, Op, Pool2d, ReduceKind,
+    Shortcut, UnaryOp,
+};
 pub use print::print_graph;
 pub(crate) use shape::{arity, rank4};
 pub use shape::{broadcast, infer_shape, MAX_ELEMENTS};

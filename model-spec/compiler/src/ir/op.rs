@@ -7,6 +7,7 @@
 //! executes both kinds, so an optimized graph can be checked against the
 //! graph it came from.
 
+use super::movement::{PadMode, Resize};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -198,40 +199,232 @@ impl fmt::Display for GlobalPool {
     }
 }
 
-/// Elementwise binary operators with numpy broadcasting.
+/// Elementwise binary operators with numpy broadcasting. Comparisons and
+/// logical ops give 1.0 for true and 0.0 for false; logical ops read any
+/// non-zero operand as true.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum BinaryOp {
     Add,
     Sub,
     Mul,
     Div,
+    /// `a^b` (computed in f64, rounded once).
+    Pow,
+    /// NaN-propagating maximum (numpy's `maximum`).
+    Max,
+    /// NaN-propagating minimum (numpy's `minimum`).
+    Min,
+    /// Remainder: with `fmod` C's `fmod` (the sign of `a`), without it the
+    /// sign of `b` (Python's `%`, ONNX's integer `Mod`).
+    Mod {
+        fmod: bool,
+    },
+    Equal,
+    Less,
+    LessOrEqual,
+    Greater,
+    GreaterOrEqual,
+    And,
+    Or,
+    Xor,
+    /// `a < 0 ? a·b : a`, `b` the slope.
+    PRelu,
 }
 
 impl BinaryOp {
     pub fn apply(self, a: f32, b: f32) -> f32 {
+        crate::reference::math::binary(self, a, b)
+    }
+
+    /// The op's name, as [`Op::kind`] gives it.
+    pub fn name(self) -> &'static str {
         match self {
-            BinaryOp::Add => a + b,
-            BinaryOp::Sub => a - b,
-            BinaryOp::Mul => a * b,
-            BinaryOp::Div => a / b,
+            BinaryOp::Add => "Add",
+            BinaryOp::Sub => "Sub",
+            BinaryOp::Mul => "Mul",
+            BinaryOp::Div => "Div",
+            BinaryOp::Pow => "Pow",
+            BinaryOp::Max => "Max",
+            BinaryOp::Min => "Min",
+            BinaryOp::Mod { .. } => "Mod",
+            BinaryOp::Equal => "Equal",
+            BinaryOp::Less => "Less",
+            BinaryOp::LessOrEqual => "LessOrEqual",
+            BinaryOp::Greater => "Greater",
+            BinaryOp::GreaterOrEqual => "GreaterOrEqual",
+            BinaryOp::And => "And",
+            BinaryOp::Or => "Or",
+            BinaryOp::Xor => "Xor",
+            BinaryOp::PRelu => "PRelu",
+        }
+    }
+
+    fn attrs(self) -> String {
+        match self {
+            BinaryOp::Mod { fmod } => format!("fmod={}", fmod as u8),
+            _ => String::new(),
         }
     }
 }
 
-/// Elementwise unary operators.
+/// What a [`UnaryOp::Cast`] rounds its input to. Casts to float32/float64
+/// import as [`Op::Identity`] (values are f32 already).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum CastTarget {
+    /// The nearest float16 (ties to even), as f32.
+    F16,
+    /// The nearest bfloat16 (ties to even), as f32.
+    BF16,
+    /// Truncation toward zero (any integer type; no wrapping or saturation).
+    Int,
+    /// `x != 0` as 1.0 / 0.0 (NaN is true).
+    Bool,
+}
+
+/// Elementwise unary operators. Parameters are the ONNX attributes of the
+/// same name.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum UnaryOp {
     Relu,
     Sigmoid,
-    Clip { min: f32, max: f32 },
+    Clip {
+        min: f32,
+        max: f32,
+    },
+    Erf,
+    Tanh,
+    Exp,
+    Log,
+    Sqrt,
+    Reciprocal,
+    Neg,
+    Abs,
+    Floor,
+    Ceil,
+    Sin,
+    Cos,
+    /// -1, 0 or 1 (NaN stays NaN).
+    Sign,
+    /// Logical not: 1.0 where `x == 0`, else 0.0.
+    Not,
+    /// `x · max(0, min(1, x/6 + 1/2))`.
+    HardSwish,
+    /// `max(0, min(1, alpha·x + beta))`.
+    HardSigmoid {
+        alpha: f32,
+        beta: f32,
+    },
+    /// `ln(1 + e^x)`.
+    Softplus,
+    /// `x / (1 + |x|)`.
+    Softsign,
+    /// `x · tanh(softplus(x))`.
+    Mish,
+    /// `x < 0 ? alpha·(e^x − 1) : x`.
+    Elu {
+        alpha: f32,
+    },
+    /// `gamma · (x ≤ 0 ? alpha·(e^x − 1) : x)`.
+    Selu {
+        alpha: f32,
+        gamma: f32,
+    },
+    /// `x < 0 ? alpha·x : x`.
+    LeakyRelu {
+        alpha: f32,
+    },
+    /// `x/2 · (1 + erf(x/√2))`, or with `tanh` the approximation
+    /// `x/2 · (1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
+    Gelu {
+        tanh: bool,
+    },
+    Cast(CastTarget),
 }
 
 impl UnaryOp {
     pub fn apply(self, x: f32) -> f32 {
+        crate::reference::math::unary(self, x)
+    }
+
+    /// The op's name, as [`Op::kind`] gives it.
+    pub fn name(self) -> &'static str {
         match self {
-            UnaryOp::Relu => x.max(0.0),
-            UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
-            UnaryOp::Clip { min, max } => x.max(min).min(max),
+            UnaryOp::Relu => "Relu",
+            UnaryOp::Sigmoid => "Sigmoid",
+            UnaryOp::Clip { .. } => "Clip",
+            UnaryOp::Erf => "Erf",
+            UnaryOp::Tanh => "Tanh",
+            UnaryOp::Exp => "Exp",
+            UnaryOp::Log => "Log",
+            UnaryOp::Sqrt => "Sqrt",
+            UnaryOp::Reciprocal => "Reciprocal",
+            UnaryOp::Neg => "Neg",
+            UnaryOp::Abs => "Abs",
+            UnaryOp::Floor => "Floor",
+            UnaryOp::Ceil => "Ceil",
+            UnaryOp::Sin => "Sin",
+            UnaryOp::Cos => "Cos",
+            UnaryOp::Sign => "Sign",
+            UnaryOp::Not => "Not",
+            UnaryOp::HardSwish => "HardSwish",
+            UnaryOp::HardSigmoid { .. } => "HardSigmoid",
+            UnaryOp::Softplus => "Softplus",
+            UnaryOp::Softsign => "Softsign",
+            UnaryOp::Mish => "Mish",
+            UnaryOp::Elu { .. } => "Elu",
+            UnaryOp::Selu { .. } => "Selu",
+            UnaryOp::LeakyRelu { .. } => "LeakyRelu",
+            UnaryOp::Gelu { .. } => "Gelu",
+            UnaryOp::Cast(_) => "Cast",
+        }
+    }
+
+    fn attrs(self) -> String {
+        match self {
+            UnaryOp::Clip { min, max } => format!("min={min} max={max}"),
+            UnaryOp::HardSigmoid { alpha, beta } => format!("alpha={alpha} beta={beta}"),
+            UnaryOp::Elu { alpha } | UnaryOp::LeakyRelu { alpha } => format!("alpha={alpha}"),
+            UnaryOp::Selu { alpha, gamma } => format!("alpha={alpha} gamma={gamma}"),
+            UnaryOp::Gelu { tanh } => format!("approximate={}", if tanh { "tanh" } else { "none" }),
+            UnaryOp::Cast(to) => format!("to={to:?}"),
+            _ => String::new(),
+        }
+    }
+}
+
+/// What an [`Op::Reduce`] computes over its axes (the mean is
+/// [`Op::ReduceMean`], which passes and codegen know).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ReduceKind {
+    Sum,
+    Max,
+    Min,
+    Prod,
+    /// `Σ |x|`.
+    L1,
+    /// `sqrt(Σ x²)`.
+    L2,
+    /// `Σ x²`.
+    SumSquare,
+    /// `log(Σ x)`.
+    LogSum,
+    /// `log(Σ exp(x))`, computed as `max + log(Σ exp(x − max))`.
+    LogSumExp,
+}
+
+impl ReduceKind {
+    /// The ONNX op name (`ReduceSum`, …).
+    pub fn onnx_name(self) -> &'static str {
+        match self {
+            ReduceKind::Sum => "ReduceSum",
+            ReduceKind::Max => "ReduceMax",
+            ReduceKind::Min => "ReduceMin",
+            ReduceKind::Prod => "ReduceProd",
+            ReduceKind::L1 => "ReduceL1",
+            ReduceKind::L2 => "ReduceL2",
+            ReduceKind::SumSquare => "ReduceSumSquare",
+            ReduceKind::LogSum => "ReduceLogSum",
+            ReduceKind::LogSumExp => "ReduceLogSumExp",
         }
     }
 }
@@ -249,6 +442,8 @@ pub enum Op {
     Unary(UnaryOp),
     /// Inputs: a, b (broadcast).
     Binary(BinaryOp),
+    /// Inputs: condition, x, y (broadcast): `condition != 0 ? x : y`.
+    Where,
     /// Inputs: one or more tensors, broadcast and summed.
     Sum,
     MaxPool(Pool2d),
@@ -286,6 +481,92 @@ pub enum Op {
     },
     Softmax {
         axis: usize,
+    },
+    // Data movement (`ops/transpose.rs` … `ops/resize.rs`): one input each.
+    /// Output axis `i` is input axis `perm[i]` (a permutation of the axes).
+    Transpose {
+        perm: Vec<usize>,
+    },
+    /// ONNX Slice with one `(start, end, step)` per input axis, read as ONNX
+    /// reads them: negative starts and ends count from the end, out-of-range
+    /// ones clamp, a negative step walks backwards
+    /// ([`crate::ops::slice::axis_range`]). Split imports as one per output.
+    Slice {
+        starts: Vec<i64>,
+        ends: Vec<i64>,
+        steps: Vec<i64>,
+    },
+    /// The input indexed along `axis` by constant `indices` (shape
+    /// `indices_shape`, row-major; negative ones count from the end): the
+    /// output shape is `x[..axis] ++ indices_shape ++ x[axis + 1..]`.
+    Gather {
+        axis: usize,
+        indices: Vec<i64>,
+        indices_shape: Vec<usize>,
+    },
+    /// The input broadcast (numpy rules) to `shape`, the output shape.
+    Expand {
+        shape: Vec<usize>,
+    },
+    /// The input repeated `repeats[i]` times along axis `i`.
+    Tile {
+        repeats: Vec<usize>,
+    },
+    /// `pads[i] = (before, after)` elements added on axis `i`, filled as
+    /// `mode` says.
+    Pad {
+        pads: Vec<(usize, usize)>,
+        mode: PadMode,
+    },
+    /// The input resampled to `sizes` ([`Resize`]).
+    Resize(Resize),
+    // Normalizations, reductions and Einsum (`ops::{reduce, softmax,
+    // layer_norm, group_norm, lp_norm, einsum}`).
+    /// A reduction over `axes` (sorted, non-negative), keeping them as 1s
+    /// with `keepdims`.
+    Reduce {
+        kind: ReduceKind,
+        axes: Vec<usize>,
+        keepdims: bool,
+    },
+    /// `log(softmax(x))` along `axis`, each slice on its own.
+    LogSoftmax {
+        axis: usize,
+    },
+    /// 1 at the first maximum of each slice along `axis`, 0 elsewhere.
+    Hardmax {
+        axis: usize,
+    },
+    /// Inputs: x, scale, [bias]; scale and bias broadcast to
+    /// `x.shape[axis..]`. Each `x[i, ..]` over the axes `axis..` is
+    /// normalized by its mean and variance (+ `epsilon`), then scaled and
+    /// shifted.
+    LayerNorm {
+        axis: usize,
+        epsilon: f32,
+    },
+    /// Inputs: x [N, C, ...], scale, bias, each `[C]` (per channel) or
+    /// `[groups]` (per group). The channels split into `groups` groups;
+    /// each group of each image is normalized over its channels and
+    /// spatial positions. InstanceNormalization is `groups = C`.
+    GroupNorm {
+        groups: usize,
+        epsilon: f32,
+    },
+    /// Each slice along `axis` divided by its L`p` norm (`p` is 1 or 2).
+    LpNorm {
+        axis: usize,
+        p: u8,
+    },
+    /// `(x − mean) / sqrt(var + 1e-9)` with mean and variance over `axes`.
+    MeanVarianceNorm {
+        axes: Vec<usize>,
+    },
+    /// Inputs: one per operand. `equation` is explicit (`->` and the output
+    /// labels), without spaces or ellipses (the importer expands them into
+    /// labels).
+    Einsum {
+        equation: String,
     },
     /// Convolution with a fused epilogue. Inputs: x, w, [bias], [residual],
     /// [shortcut input] ([`Shortcut`]). Layouts and dtypes are those of the
@@ -339,6 +620,16 @@ pub enum Op {
         /// Output width.
         width: usize,
     },
+    /// Scaled dot-product attention, heads already split: inputs q `[B, H,
+    /// Sq, D]`, k `[B, Hkv, Skv, D]`, v `[B, Hkv, Skv, Dv]` and an optional
+    /// additive mask broadcast to `[B, H, Sq, Skv]`; `H` a multiple of `Hkv`
+    /// (query head `h` reads key/value head `h / (H / Hkv)`). Output `[B, H,
+    /// Sq, Dv]` = softmax(q·kᵀ·scale + mask, last axis)·v, with positions
+    /// after the query's own masked out when `causal`.
+    Attention {
+        scale: f32,
+        causal: bool,
+    },
 }
 
 impl Op {
@@ -347,13 +638,9 @@ impl Op {
         match self {
             Op::Conv(_) => "Conv",
             Op::BatchNorm { .. } => "BatchNormalization",
-            Op::Unary(UnaryOp::Relu) => "Relu",
-            Op::Unary(UnaryOp::Sigmoid) => "Sigmoid",
-            Op::Unary(UnaryOp::Clip { .. }) => "Clip",
-            Op::Binary(BinaryOp::Add) => "Add",
-            Op::Binary(BinaryOp::Sub) => "Sub",
-            Op::Binary(BinaryOp::Mul) => "Mul",
-            Op::Binary(BinaryOp::Div) => "Div",
+            Op::Unary(u) => u.name(),
+            Op::Binary(b) => b.name(),
+            Op::Where => "Where",
             Op::Sum => "Sum",
             Op::MaxPool(_) => "MaxPool",
             Op::AveragePool { .. } => "AveragePool",
@@ -367,11 +654,27 @@ impl Op {
             Op::Identity => "Identity",
             Op::Concat { .. } => "Concat",
             Op::Softmax { .. } => "Softmax",
+            Op::Transpose { .. } => "Transpose",
+            Op::Slice { .. } => "Slice",
+            Op::Gather { .. } => "Gather",
+            Op::Expand { .. } => "Expand",
+            Op::Tile { .. } => "Tile",
+            Op::Pad { .. } => "Pad",
+            Op::Resize(_) => "Resize",
+            Op::Reduce { kind, .. } => kind.onnx_name(),
+            Op::LogSoftmax { .. } => "LogSoftmax",
+            Op::Hardmax { .. } => "Hardmax",
+            Op::LayerNorm { .. } => "LayerNormalization",
+            Op::GroupNorm { .. } => "GroupNormalization",
+            Op::LpNorm { .. } => "LpNormalization",
+            Op::MeanVarianceNorm { .. } => "MeanVarianceNormalization",
+            Op::Einsum { .. } => "Einsum",
             Op::FusedConv { .. } => "FusedConv",
             Op::Dense { .. } => "Dense",
             Op::Convert => "Convert",
             Op::PadChannels { .. } => "PadChannels",
             Op::SpaceToDepth { .. } => "SpaceToDepth",
+            Op::Attention { .. } => "Attention",
         }
     }
 
@@ -433,10 +736,9 @@ impl Op {
                 s
             }
             Op::BatchNorm { epsilon } => format!("eps={epsilon:e}"),
-            Op::Unary(UnaryOp::Clip { min, max }) => format!("min={min} max={max}"),
-            Op::Unary(_) | Op::Binary(_) | Op::Sum | Op::MatMul | Op::Identity | Op::Convert => {
-                String::new()
-            }
+            Op::Unary(u) => u.attrs(),
+            Op::Binary(b) => b.attrs(),
+            Op::Sum | Op::MatMul | Op::Identity | Op::Convert | Op::Where => String::new(),
             Op::GlobalAveragePool | Op::GlobalMaxPool => String::new(),
             Op::MaxPool(p) => pool(p),
             Op::AveragePool {
@@ -467,6 +769,31 @@ impl Op {
             } => format!("alpha={alpha} beta={beta} transA={trans_a} transB={trans_b}"),
             Op::Concat { axis } => format!("axis={axis}"),
             Op::Softmax { axis } => format!("axis={axis}"),
+            Op::Attention { scale, causal } => {
+                format!("scale={scale}{}", if *causal { " causal" } else { "" })
+            }
+            Op::Transpose { perm } => format!("perm={perm:?}"),
+            Op::Slice {
+                starts,
+                ends,
+                steps,
+            } => format!("starts={starts:?} ends={ends:?} steps={steps:?}"),
+            Op::Gather {
+                axis,
+                indices,
+                indices_shape,
+            } => format!("axis={axis} indices={indices:?} shape={indices_shape:?}"),
+            Op::Expand { shape } => format!("shape={shape:?}"),
+            Op::Tile { repeats } => format!("repeats={repeats:?}"),
+            Op::Pad { pads, mode } => format!("pads={pads:?} mode={mode}"),
+            Op::Resize(resize) => resize.to_string(),
+            Op::Reduce { axes, keepdims, .. } => format!("axes={axes:?} keepdims={keepdims}"),
+            Op::LogSoftmax { axis } | Op::Hardmax { axis } => format!("axis={axis}"),
+            Op::LayerNorm { axis, epsilon } => format!("axis={axis} eps={epsilon:e}"),
+            Op::GroupNorm { groups, epsilon } => format!("groups={groups} eps={epsilon:e}"),
+            Op::LpNorm { axis, p } => format!("axis={axis} p={p}"),
+            Op::MeanVarianceNorm { axes } => format!("axes={axes:?}"),
+            Op::Einsum { equation } => format!("equation={equation}"),
             Op::Dense { epilogue } => format!("epilogue={epilogue}"),
             Op::PadChannels { channels } => format!("channels={channels}"),
             Op::SpaceToDepth {

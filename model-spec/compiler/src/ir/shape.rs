@@ -127,9 +127,10 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
         Op::Unary(_) => ops::activation::infer_shape(inputs),
         Op::Binary(_) => ops::arithmetic::infer_binary_shape(inputs),
         Op::Sum => ops::arithmetic::infer_sum_shape(inputs),
+        Op::Where => ops::where_op::infer_shape(inputs),
         Op::MaxPool(pool) | Op::AveragePool { pool, .. } => ops::pool::infer_shape(pool, inputs),
         Op::GlobalAveragePool | Op::GlobalMaxPool => ops::global_pool::infer_shape(inputs),
-        Op::ReduceMean { axes, keepdims } => ops::reduce_mean::infer_shape(axes, *keepdims, inputs),
+        Op::ReduceMean { axes, keepdims } => ops::reduce::infer_shape(axes, *keepdims, inputs),
         Op::Flatten { axis } => ops::flatten::infer_shape(*axis, inputs),
         Op::Reshape { shape, allowzero } => ops::reshape::infer_shape(shape, *allowzero, inputs),
         Op::Gemm {
@@ -138,7 +139,31 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
         Op::MatMul => ops::gemm::infer_matmul_shape(inputs),
         Op::Identity => ops::identity::infer_shape(inputs),
         Op::Concat { axis } => ops::concat::infer_shape(*axis, inputs),
-        Op::Softmax { axis } => ops::softmax::infer_shape(*axis, inputs),
+        Op::Attention { .. } => ops::attention::infer_shape(inputs),
+        Op::Transpose { perm } => ops::transpose::infer_shape(perm, inputs),
+        Op::Slice {
+            starts,
+            ends,
+            steps,
+        } => ops::slice::infer_shape(starts, ends, steps, inputs),
+        Op::Gather {
+            axis,
+            indices,
+            indices_shape,
+        } => ops::gather::infer_shape(*axis, indices, indices_shape, inputs),
+        Op::Expand { shape } => ops::expand::infer_shape(shape, inputs),
+        Op::Tile { repeats } => ops::tile::infer_shape(repeats, inputs),
+        Op::Pad { pads, .. } => ops::pad::infer_shape(pads, inputs),
+        Op::Resize(resize) => ops::resize::infer_shape(resize, inputs),
+        Op::Softmax { axis } | Op::LogSoftmax { axis } | Op::Hardmax { axis } => {
+            ops::softmax::infer_shape(*axis, inputs)
+        }
+        Op::Reduce { axes, keepdims, .. } => ops::reduce::infer_shape(axes, *keepdims, inputs),
+        Op::LayerNorm { axis, .. } => ops::layer_norm::infer_shape(*axis, inputs),
+        Op::GroupNorm { groups, .. } => ops::group_norm::infer_shape(*groups, inputs),
+        Op::LpNorm { axis, .. } => ops::lp_norm::infer_lp_shape(*axis, inputs),
+        Op::MeanVarianceNorm { axes } => ops::lp_norm::infer_mvn_shape(axes, inputs),
+        Op::Einsum { equation } => ops::einsum::infer_shape(equation, inputs),
         Op::FusedConv {
             conv,
             epilogue,

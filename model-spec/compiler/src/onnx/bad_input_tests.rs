@@ -5,12 +5,12 @@ use onnx_ir::{
     AttributeProto, AttributeType, Message, ModelProto, NodeProto, TensorProto, ValueInfoProto,
 };
 
-enum Dim {
+pub(super) enum Dim {
     Fixed(i64),
     Symbolic(&'static str),
 }
 
-fn value_info(name: &str, dims: &[Dim]) -> ValueInfoProto {
+pub(super) fn value_info(name: &str, dims: &[Dim]) -> ValueInfoProto {
     let mut vi = ValueInfoProto {
         name: name.into(),
         ..Default::default()
@@ -38,7 +38,7 @@ fn ints(name: &str, values: &[i64]) -> AttributeProto {
     }
 }
 
-fn node(
+pub(super) fn node(
     op: &str,
     name: &str,
     inputs: &[&str],
@@ -55,7 +55,7 @@ fn node(
     }
 }
 
-fn weight(name: &str, dims: &[i64]) -> TensorProto {
+pub(super) fn weight(name: &str, dims: &[i64]) -> TensorProto {
     let n: i64 = dims.iter().product();
     TensorProto {
         name: name.into(),
@@ -70,7 +70,7 @@ fn weight(name: &str, dims: &[i64]) -> TensorProto {
 }
 
 /// x [batch,3,8,8] → Conv(3→4, 3×3, pad 1) → Relu → y.
-fn tiny_model(
+pub(super) fn tiny_model(
     input_dims: &[Dim],
     nodes: Vec<NodeProto>,
     initializers: Vec<TensorProto>,
@@ -160,16 +160,39 @@ fn random_bytes() {
 }
 
 #[test]
-fn unsupported_op_names_node_and_op() {
+fn every_unsupported_op_is_listed_with_its_count_and_first_node() {
     let bytes = tiny_model(
         &[Fixed(1), Fixed(3), Fixed(8), Fixed(8)],
-        vec![node("Tanh", "my_tanh", &["x"], &["y"], vec![])],
+        vec![
+            node("TfIdfVectorizer", "first_tfidf", &["x"], &["a"], vec![]),
+            node("Relu", "relu", &["a"], &["b"], vec![]),
+            node("TfIdfVectorizer", "second_tfidf", &["b"], &["c"], vec![]),
+            NodeProto {
+                domain: "com.example".into(),
+                ..node("Frob", "frob", &["c"], &["y"], vec![])
+            },
+        ],
         vec![],
     );
     let err = import(&bytes, None).unwrap_err();
     let text = err.to_string();
-    assert!(matches!(err, ImportError::UnsupportedOp { .. }), "{text}");
-    assert!(text.contains("'my_tanh' (Tanh)"), "{text}");
+    let ImportError::UnsupportedOps { ops, .. } = &err else {
+        panic!("expected UnsupportedOps, got {text}");
+    };
+    assert_eq!(ops.len(), 2, "{text}");
+    assert_eq!(
+        (ops[0].op.as_str(), ops[0].count, ops[0].first_node.as_str()),
+        ("TfIdfVectorizer", 2, "first_tfidf"),
+        "{text}"
+    );
+    assert!(
+        text.starts_with("the model uses 2 unsupported operators: "),
+        "{text}"
+    );
+    assert!(
+        text.contains("TfIdfVectorizer (2 nodes, first 'first_tfidf'); com.example::Frob (1 node, first 'frob')"),
+        "{text}"
+    );
 }
 
 #[test]

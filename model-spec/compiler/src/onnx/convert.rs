@@ -9,7 +9,7 @@
 use super::error::ImportError;
 use super::node_import::NodeImport;
 use crate::ir::{self, Graph, Node, Precision, Value, ValueId, ValueKind};
-use onnx_ir::{ArgType, Argument, OnnxGraph, TensorDataExt};
+use onnx_ir::{ArgType, Argument, OnnxGraph};
 use std::collections::HashMap;
 
 /// Builder state while walking the onnx-ir graph.
@@ -54,8 +54,9 @@ impl GraphBuilder {
         };
         if let Some(data) = arg.value() {
             let shape: Vec<usize> = data.shape().iter().copied().collect();
+            // Any numeric or bool type (bool as 1.0 / 0.0).
             let values = data
-                .to_f32_vec()
+                .try_to_vec_as::<f32>()
                 .map_err(|e| bad(format!("constant cannot be read as numbers: {e:?}")))?;
             if values.len() != ir::numel(&shape) {
                 return Err(bad(format!(
@@ -114,6 +115,33 @@ impl GraphBuilder {
         Ok(output)
     }
 
+    /// [`GraphBuilder::push`], then constant folding: when every input is a
+    /// constant the node is evaluated now on the CPU reference and its output
+    /// becomes a constant value (the node is dropped). This is how shape
+    /// arithmetic and weight preprocessing that onnx-ir leaves in the graph
+    /// disappear before any pass runs.
+    pub fn push_folding(
+        &mut self,
+        name: &str,
+        op: ir::Op,
+        inputs: Vec<ValueId>,
+        output_name: &str,
+    ) -> Result<ValueId, ImportError> {
+        let foldable = !inputs.is_empty() && inputs.iter().all(|&v| self.constant(v).is_some());
+        let output = self.push(name, op, inputs, output_name)?;
+        if foldable {
+            let node = self.graph.nodes.pop().expect("the node just pushed");
+            let data =
+                super::fold::evaluate(&self.graph, &node).map_err(|message| ImportError::Fold {
+                    node: node.name.clone(),
+                    op: node.op.kind().to_string(),
+                    message,
+                })?;
+            self.graph.value_mut(output).kind = ValueKind::Constant(std::sync::Arc::new(data));
+        }
+        Ok(output)
+    }
+
     /// Makes `id` known under an onnx-ir argument name.
     pub fn bind(&mut self, name: &str, id: ValueId) {
         self.by_name.insert(name.to_string(), id);
@@ -121,17 +149,17 @@ impl GraphBuilder {
 }
 
 /// Converts one onnx-ir node through the registry, appending to the
-/// builder. `None`: nothing to compute (a `Constant` node: its users read
-/// the value directly).
+/// builder. Returns each used output's name with its value; none for a
+/// `Constant` node (its users read the value directly).
 fn convert_node(
     b: &mut GraphBuilder,
     node: &onnx_ir::Node,
     opset: i64,
-) -> Result<Option<ValueId>, ImportError> {
+) -> Result<Vec<(String, ValueId)>, ImportError> {
     if let onnx_ir::Node::Constant(_) = node {
-        return Ok(None);
+        return Ok(Vec::new());
     }
-    let output = single_output(node)?;
+    let used = used_outputs(node)?;
     let unsupported = |op: String| ImportError::UnsupportedOp {
         node: node.name().to_string(),
         op,
@@ -142,38 +170,51 @@ fn convert_node(
     }
     let def = crate::ops::for_node_type(&node.node_type())
         .ok_or_else(|| unsupported(node.node_type().to_string()))?;
-    (def.import)(&mut NodeImport::new(b, node, opset, output)).map(Some)
-}
-
-/// The name of a node's one used output.
-fn single_output(node: &onnx_ir::Node) -> Result<String, ImportError> {
-    let used: Vec<&Argument> = node
-        .outputs()
-        .iter()
-        .filter(|a| !a.name.is_empty())
-        .collect();
-    let (name, op) = (node.name().to_string(), node.node_type().to_string());
-    match used.as_slice() {
-        [one] => Ok(one.name.clone()),
-        [] => Err(ImportError::BadNodeInput {
-            node: name,
-            op,
-            input: "(outputs)".into(),
-            message: "node has no output".into(),
-        }),
-        _ => Err(ImportError::UnsupportedAttribute {
-            node: name,
-            op,
+    let (first, first_name) = used[0].clone();
+    let mut cx = NodeImport::new(b, node, opset, first_name.clone());
+    let id = (def.import)(&mut cx)?;
+    let bound = cx.into_bound();
+    let mut outputs = vec![(first_name, id)];
+    let mut unbound = Vec::new();
+    for (k, name) in used.into_iter().filter(|&(k, _)| k != first) {
+        match bound.iter().find(|&&(j, _)| j == k) {
+            Some(&(_, value)) => outputs.push((name, value)),
+            None => unbound.push(name),
+        }
+    }
+    if !unbound.is_empty() {
+        return Err(ImportError::UnsupportedAttribute {
+            node: node.name().to_string(),
+            op: node.node_type().to_string(),
             attribute: "outputs".into(),
-            value: format!(
-                "{:?}",
-                used.iter().map(|a| a.name.as_str()).collect::<Vec<_>>()
-            ),
+            value: format!("{unbound:?}"),
             reason: "only the first output is supported (e.g. MaxPool Indices, \
                      BatchNormalization training outputs)"
                 .into(),
-        }),
+        });
     }
+    Ok(outputs)
+}
+
+/// A node's used outputs (those with a name): their index as onnx-ir lists
+/// them and their name. At least one.
+fn used_outputs(node: &onnx_ir::Node) -> Result<Vec<(usize, String)>, ImportError> {
+    let used: Vec<(usize, String)> = node
+        .outputs()
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| !a.name.is_empty())
+        .map(|(k, a)| (k, a.name.clone()))
+        .collect();
+    if used.is_empty() {
+        return Err(ImportError::BadNodeInput {
+            node: node.name().to_string(),
+            op: node.node_type().to_string(),
+            input: "(outputs)".into(),
+            message: "node has no output".into(),
+        });
+    }
+    Ok(used)
 }
 
 fn tensor_shape(arg: &Argument) -> Result<Vec<usize>, String> {
@@ -217,13 +258,8 @@ pub fn convert_graph(
         b.bind(&input.name, id);
     }
     for node in &onnx.nodes {
-        if let Some(id) = convert_node(&mut b, node, opset)? {
-            let out = node.outputs().first().ok_or_else(|| ImportError::Shape {
-                node: node.name().to_string(),
-                op: node.node_type().to_string(),
-                message: "node has no output".into(),
-            })?;
-            b.bind(&out.name, id);
+        for (name, id) in convert_node(&mut b, node, opset)? {
+            b.bind(&name, id);
         }
     }
     for output in &onnx.outputs {

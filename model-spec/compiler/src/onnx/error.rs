@@ -32,6 +32,18 @@ pub enum ImportError {
          or re-export with dynamic_axes on the batch"
     )]
     BatchNotSymbolic { requested: usize, inputs: String },
+    /// Every op of the model that aotune does not import, found before
+    /// import starts, so one message lists them all.
+    #[error(
+        "the model uses {} unsupported operator{}: {}; aotune supports {supported}",
+        ops.len(),
+        if ops.len() == 1 { "" } else { "s" },
+        ops.iter().map(|o| o.to_string()).collect::<Vec<_>>().join("; ")
+    )]
+    UnsupportedOps {
+        ops: Vec<UnsupportedUse>,
+        supported: &'static str,
+    },
     #[error("node '{node}' ({op}): unsupported operator; aotune supports {supported}")]
     UnsupportedOp {
         node: String,
@@ -60,9 +72,38 @@ pub enum ImportError {
         op: String,
         message: String,
     },
+    #[error(
+        "node '{node}' ({op}): all its inputs are constants, so it is evaluated at build \
+         time, and that failed: {message}"
+    )]
+    Fold {
+        node: String,
+        op: String,
+        message: String,
+    },
     #[error("'{source_name}': the ONNX parser failed unexpectedly ({message}); the file is probably malformed")]
     ParserPanic {
         source_name: String,
         message: String,
     },
+}
+
+/// One unsupported op of a model: how many nodes use it and the first one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnsupportedUse {
+    /// The op type, with its domain when that is not the default one.
+    pub op: String,
+    pub count: usize,
+    pub first_node: String,
+}
+
+impl std::fmt::Display for UnsupportedUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let nodes = if self.count == 1 { "node" } else { "nodes" };
+        write!(
+            f,
+            "{} ({} {nodes}, first '{}')",
+            self.op, self.count, self.first_node
+        )
+    }
 }

@@ -10,11 +10,12 @@
 mod convert;
 mod error;
 mod fill_weights;
+mod fold;
 mod node_import;
 mod prepare;
 mod tensor_file;
 
-pub use error::ImportError;
+pub use error::{ImportError, UnsupportedUse};
 pub use fill_weights::{fill_initializers, WeightFill};
 pub(crate) use node_import::NodeImport;
 pub use onnx_ir::TensorProto;
@@ -96,7 +97,13 @@ pub fn import_bytes(
 
 fn classify_onnx_ir_error(e: onnx_ir::Error, source_name: &str) -> ImportError {
     let message = e.to_string();
-    let unsupported = message.contains("Unsupported") || message.contains("unsupported");
+    // onnx-ir's refusals: unsupported ops and attribute values it does not
+    // implement ("Invalid attribute 'axes': … is not supported", "Invalid
+    // pad mode: wrap").
+    let unsupported = message.contains("Unsupported")
+        || message.contains("unsupported")
+        || message.contains("not supported")
+        || message.contains("Invalid attribute");
     if unsupported {
         ImportError::Unsupported {
             source_name: source_name.to_string(),
@@ -112,3 +119,5 @@ fn classify_onnx_ir_error(e: onnx_ir::Error, source_name: &str) -> ImportError {
 
 #[cfg(test)]
 mod bad_input_tests;
+#[cfg(test)]
+mod fold_tests;

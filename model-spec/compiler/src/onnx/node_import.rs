@@ -12,7 +12,13 @@ use onnx_ir::{Argument, Node};
 use std::ops::RangeInclusive;
 
 /// One node being imported: the graph built so far, the onnx-ir node, its
-/// name and op for messages, and the name of its single output.
+/// name and op for messages, and the name of its (first used) output.
+///
+/// Multiple outputs: a converter returns the value of the node's first
+/// used output; an op with several outputs (Split) also binds each other
+/// used output `k` with [`NodeImport::bind_output`]. The importer rejects
+/// a node one of whose used outputs stays unbound (e.g. MaxPool's
+/// `Indices`).
 pub(crate) struct NodeImport<'a> {
     builder: &'a mut GraphBuilder,
     /// The onnx-ir node (its variant is one of the converter's
@@ -23,10 +29,12 @@ pub(crate) struct NodeImport<'a> {
     /// Default-domain opset of the model.
     pub opset: i64,
     output: String,
+    /// Outputs other than the first used one, bound by the converter.
+    bound: Vec<(usize, ValueId)>,
 }
 
 impl<'a> NodeImport<'a> {
-    /// Wraps `node`, whose one used output is named `output`.
+    /// Wraps `node`, whose first used output is named `output`.
     pub(crate) fn new(
         builder: &'a mut GraphBuilder,
         node: &'a Node,
@@ -39,7 +47,13 @@ impl<'a> NodeImport<'a> {
             op: node.node_type().to_string(),
             opset,
             output,
+            bound: Vec::new(),
         }
+    }
+
+    /// The outputs the converter bound with [`NodeImport::bind_output`].
+    pub(crate) fn into_bound(self) -> Vec<(usize, ValueId)> {
+        self.bound
     }
 
     /// The node's name, as errors give it.
@@ -50,6 +64,22 @@ impl<'a> NodeImport<'a> {
     /// The name the node's output value gets.
     pub fn output_name(&self) -> &str {
         &self.output
+    }
+
+    /// The node's outputs as onnx-ir lists them, by name; an unused
+    /// (optional, omitted) output has an empty name.
+    pub fn output_names(&self) -> Vec<&'a str> {
+        self.node
+            .outputs()
+            .iter()
+            .map(|a| a.name.as_str())
+            .collect()
+    }
+
+    /// Makes `id` the value of the node's `k`-th output (as onnx-ir lists
+    /// them), for ops with several outputs.
+    pub fn bind_output(&mut self, k: usize, id: ValueId) {
+        self.bound.push((k, id));
     }
 
     /// An [`ImportError::UnsupportedAttribute`] on this node.
@@ -135,10 +165,11 @@ impl<'a> NodeImport<'a> {
     }
 
     /// Adds the node computing `op` on `inputs` as this node's output,
-    /// inferring its shape.
+    /// inferring its shape; a node whose inputs are all constants is
+    /// evaluated now and becomes a constant ([`GraphBuilder::push_folding`]).
     pub fn push(&mut self, op: Op, inputs: Vec<ValueId>) -> Result<ValueId, ImportError> {
         let (name, output) = (self.name(), self.output.clone());
-        self.builder.push(name, op, inputs, &output)
+        self.builder.push_folding(name, op, inputs, &output)
     }
 
     /// Adds a node named `name` computing `op` into a value named `output`:
@@ -150,6 +181,6 @@ impl<'a> NodeImport<'a> {
         inputs: Vec<ValueId>,
         output: &str,
     ) -> Result<ValueId, ImportError> {
-        self.builder.push(name, op, inputs, output)
+        self.builder.push_folding(name, op, inputs, output)
     }
 }

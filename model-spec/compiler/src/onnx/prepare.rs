@@ -7,7 +7,7 @@
 //! absurd declared dimensions, and binding caller-supplied constant inputs
 //! (e.g. the shape tensors of ONNX's conformance tests) as initializers.
 
-use super::error::ImportError;
+use super::error::{ImportError, UnsupportedUse};
 use crate::ir::MAX_ELEMENTS;
 use onnx_ir::{Message, ModelProto, TensorProto};
 
@@ -224,7 +224,8 @@ fn check_initializer(init: &TensorProto) -> Result<(), ImportError> {
 }
 
 /// Checks, with the model's own node names, that every op is one aotune
-/// accepts and every node input is defined somewhere.
+/// accepts (all unsupported ops are reported at once, each with its count
+/// and first node) and every node input is defined somewhere.
 fn check_nodes(graph: &onnx_ir::GraphProto, constants: &[TensorProto]) -> Result<(), ImportError> {
     let mut defined: std::collections::HashSet<&str> = graph
         .input
@@ -236,6 +237,7 @@ fn check_nodes(graph: &onnx_ir::GraphProto, constants: &[TensorProto]) -> Result
     for node in &graph.node {
         defined.extend(node.output.iter().map(|o| o.as_str()));
     }
+    let mut unsupported: Vec<UnsupportedUse> = Vec::new();
     for (index, node) in graph.node.iter().enumerate() {
         let name = if node.name.is_empty() {
             format!("#{index}")
@@ -249,11 +251,15 @@ fn check_nodes(graph: &onnx_ir::GraphProto, constants: &[TensorProto]) -> Result
             } else {
                 format!("{}::{}", node.domain, node.op_type)
             };
-            return Err(ImportError::UnsupportedOp {
-                node: name,
-                op,
-                supported: crate::ops::supported_list(),
-            });
+            match unsupported.iter_mut().find(|u| u.op == op) {
+                Some(seen) => seen.count += 1,
+                None => unsupported.push(UnsupportedUse {
+                    op,
+                    count: 1,
+                    first_node: name,
+                }),
+            }
+            continue;
         }
         for input in node.input.iter().filter(|i| !i.is_empty()) {
             if !defined.contains(input.as_str()) {
@@ -268,12 +274,19 @@ fn check_nodes(graph: &onnx_ir::GraphProto, constants: &[TensorProto]) -> Result
             }
         }
     }
+    if !unsupported.is_empty() {
+        return Err(ImportError::UnsupportedOps {
+            ops: unsupported,
+            supported: crate::ops::supported_list(),
+        });
+    }
     Ok(())
 }
 
 /// Runs each op's protobuf-level fix-up ([`crate::ops::OpDef::fix_proto`]),
 /// e.g. ONNX's default for attributes onnx-ir 0.22 defaults differently.
 fn apply_missing_defaults(graph: &mut onnx_ir::GraphProto) {
+    crate::ops::arithmetic::split_variadic_extrema(graph);
     for node in graph.node.iter_mut() {
         let fix = crate::ops::for_onnx_op(&node.op_type).and_then(|def| def.fix_proto);
         if let Some(fix) = fix {

@@ -29,6 +29,10 @@ pub(crate) enum Input {
     Scalar(f32),
     /// A 1-D int64 initializer (e.g. Reshape's shape, ReduceMean's axes).
     Int64s(&'static [i64]),
+    /// A 1-D bool initializer (e.g. Where's condition).
+    Bools(&'static [bool]),
+    /// A 1-D float32 initializer of these values (e.g. Resize's scales).
+    Floats(&'static [f32]),
     /// An omitted optional input (an empty name).
     Omitted,
 }
@@ -40,10 +44,14 @@ pub(crate) enum Attr {
     Ints(&'static str, &'static [i64]),
     Float(&'static str, f32),
     Str(&'static str, &'static str),
+    /// Not an ONNX attribute: the node declares this many outputs (`y`,
+    /// `y1`, `y2`, …), of which only `y` is a graph output (Split).
+    Outputs(usize),
 }
 
 const ONNX_FLOAT: i32 = 1;
 const ONNX_INT64: i32 = 7;
+const ONNX_BOOL: i32 = 9;
 
 fn value_info(name: &str, shape: &[usize]) -> ValueInfoProto {
     let mut info = ValueInfoProto {
@@ -75,8 +83,9 @@ fn float_tensor(name: &str, shape: &[usize], values: impl Iterator<Item = f32>) 
     }
 }
 
-fn attribute(attr: &Attr) -> AttributeProto {
+fn attribute(attr: &Attr) -> Option<AttributeProto> {
     let (name, mut a) = match *attr {
+        Attr::Outputs(_) => return None,
         Attr::Int(name, i) => (
             name,
             AttributeProto {
@@ -111,7 +120,7 @@ fn attribute(attr: &Attr) -> AttributeProto {
         ),
     };
     a.name = name.into();
-    a
+    Some(a)
 }
 
 impl Example {
@@ -154,16 +163,38 @@ impl Example {
                     int64_data: values.to_vec(),
                     ..Default::default()
                 }),
+                Input::Bools(values) => graph.initializer.push(TensorProto {
+                    name: name.clone(),
+                    dims: vec![values.len() as i64],
+                    data_type: ONNX_BOOL,
+                    int32_data: values.iter().map(|&b| b as i32).collect(),
+                    ..Default::default()
+                }),
+                Input::Floats(values) => graph.initializer.push(float_tensor(
+                    &name,
+                    &[values.len()],
+                    values.iter().copied(),
+                )),
                 Input::Omitted => {}
             }
             names.push(name);
         }
+        let outputs = self
+            .attrs
+            .iter()
+            .find_map(|a| match *a {
+                Attr::Outputs(n) => Some(n),
+                _ => None,
+            })
+            .unwrap_or(1);
         graph.node.push(NodeProto {
             op_type: self.op_type.into(),
             name: format!("{}_node", self.op_type.to_lowercase()),
             input: names,
-            output: vec!["y".into()],
-            attribute: self.attrs.iter().map(attribute).collect(),
+            output: (0..outputs)
+                .map(|k| if k == 0 { "y".into() } else { format!("y{k}") })
+                .collect(),
+            attribute: self.attrs.iter().filter_map(attribute).collect(),
             ..Default::default()
         });
         graph.output.push(value_info("y", self.output));

@@ -20,20 +20,46 @@
 
 pub(crate) mod activation;
 pub(crate) mod arithmetic;
+pub(crate) mod attention;
 pub(crate) mod batch_norm;
+pub(crate) mod cast;
+pub(crate) mod comparison;
 pub(crate) mod concat;
 pub(crate) mod conv;
 mod def;
 pub(crate) mod flatten;
+pub(crate) mod gelu;
 pub(crate) mod gemm;
 pub(crate) mod global_pool;
 pub(crate) mod identity;
+pub(crate) mod logical;
 mod markdown;
+pub(crate) mod math_unary;
 pub(crate) mod pool;
-pub(crate) mod reduce_mean;
+pub(crate) mod prelu;
+pub(crate) mod reduce;
 pub(crate) mod reshape;
 pub(crate) mod softmax;
+pub(crate) mod where_op;
+// Normalizations and Einsum (reductions and softmax above).
+pub(crate) mod einsum;
+pub(crate) mod group_norm;
+pub(crate) mod layer_norm;
+pub(crate) mod lp_norm;
 mod window;
+// Data movement and shape ops.
+mod const_input;
+pub(crate) mod depth_to_space;
+pub(crate) mod expand;
+pub(crate) mod gather;
+pub(crate) mod pad;
+pub(crate) mod resize;
+pub(crate) mod shape_consts;
+pub(crate) mod slice;
+pub(crate) mod split;
+pub(crate) mod squeeze;
+pub(crate) mod tile;
+pub(crate) mod transpose;
 
 #[cfg(test)]
 mod example;
@@ -55,13 +81,37 @@ pub(crate) static REGISTRY: &[OpDef] = &[
     arithmetic::DEF,
     pool::DEF,
     global_pool::DEF,
-    reduce_mean::DEF,
+    reduce::DEF,
     flatten::DEF,
     reshape::DEF,
     gemm::DEF,
     identity::DEF,
     concat::DEF,
     softmax::DEF,
+    attention::DEF,
+    math_unary::DEF,
+    gelu::DEF,
+    prelu::DEF,
+    comparison::DEF,
+    logical::DEF,
+    where_op::DEF,
+    cast::DEF,
+    // Data movement and shape ops.
+    transpose::DEF,
+    slice::DEF,
+    split::DEF,
+    gather::DEF,
+    squeeze::DEF,
+    expand::DEF,
+    tile::DEF,
+    pad::DEF,
+    resize::DEF,
+    depth_to_space::DEF,
+    shape_consts::DEF,
+    layer_norm::DEF,
+    group_norm::DEF,
+    lp_norm::DEF,
+    einsum::DEF,
 ];
 
 /// ONNX ops the importer's first check lets through though no entry
@@ -69,17 +119,7 @@ pub(crate) static REGISTRY: &[OpDef] = &[
 /// of exported graphs, once shapes are static) or drops them (inference
 /// `Dropout`), and `Constant` nodes become values. One that survives is
 /// rejected by name as an unsupported operator. Never listed as supported.
-const FOLDED_BY_ONNX_IR: &[&str] = &[
-    "Constant",
-    "Shape",
-    "Gather",
-    "Unsqueeze",
-    "Squeeze",
-    "Cast",
-    "Slice",
-    "ConstantOfShape",
-    "Dropout",
-];
+const FOLDED_BY_ONNX_IR: &[&str] = &["Constant", "Dropout"];
 
 /// The ONNX ops aotune imports (default domain), sorted.
 pub fn supported_onnx_ops() -> Vec<&'static str> {

@@ -334,6 +334,16 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
                 )
             })
             .collect(),
+        Op::Where => (0..numel(out))
+            .map(|i| {
+                let at = |k: usize| args[k][broadcast_index(shapes[k], out, i)];
+                if at(0) != 0.0 {
+                    at(1)
+                } else {
+                    at(2)
+                }
+            })
+            .collect(),
         Op::Sum => (0..numel(out))
             .map(|i| {
                 let sum: f64 = args
@@ -419,7 +429,24 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
                 })
                 .collect()
         }
-        Op::Concat { .. } | Op::Softmax { .. } => {
+        Op::Concat { .. }
+        | Op::Softmax { .. }
+        | Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Gather { .. }
+        | Op::Expand { .. }
+        | Op::Tile { .. }
+        | Op::Pad { .. }
+        | Op::Resize(_)
+        | Op::Attention { .. }
+        | Op::Reduce { .. }
+        | Op::LogSoftmax { .. }
+        | Op::Hardmax { .. }
+        | Op::LayerNorm { .. }
+        | Op::GroupNorm { .. }
+        | Op::LpNorm { .. }
+        | Op::MeanVarianceNorm { .. }
+        | Op::Einsum { .. } => {
             // This oracle covers the ops the pass tests generate; the CPU
             // reference executor is the oracle for the rest.
             panic!(

@@ -21,8 +21,12 @@ mod dense;
 mod direct_eval;
 mod fold_batch_norm;
 mod fuse_epilogue;
+mod fuse_gelu;
 mod fuse_global_pool;
+mod fuse_layer_norm;
 mod fuse_shortcut;
+#[cfg(test)]
+mod fuse_transformer_tests;
 mod layout;
 mod pad_channels;
 mod precision;
@@ -34,7 +38,9 @@ pub use dce::dce;
 pub use dense::{canonicalize_global_pool, lower_dense};
 pub use fold_batch_norm::fold_batch_norm;
 pub use fuse_epilogue::fuse_epilogue;
+pub use fuse_gelu::fuse_gelu;
 pub use fuse_global_pool::{fuse_global_pool, MAX_POOLED_PIXELS};
+pub use fuse_layer_norm::fuse_layer_norm;
 pub use fuse_shortcut::fuse_shortcut;
 pub use layout::to_channels_last;
 pub use pad_channels::pad_input_channels;
@@ -155,7 +161,7 @@ impl fmt::Display for PassReport {
     }
 }
 
-/// Runs every pass in order: dce → fold_batch_norm → canonicalize_global_pool
+/// Runs every pass in order: dce → fuse_layer_norm → fuse_gelu → fold_batch_norm → canonicalize_global_pool
 /// → fuse_epilogue → fuse_shortcut → lower_dense → to_channels_last (if enabled) →
 /// apply_precision → space_to_depth_input → pad_input_channels →
 /// fuse_global_pool → dce. Each pass verifies the graph it leaves in debug
@@ -163,6 +169,8 @@ impl fmt::Display for PassReport {
 pub fn optimize(graph: &mut Graph, options: &PassOptions) -> Result<PassReport, PassError> {
     let mut report = PassReport::default();
     report.passes.push(dce(graph)?);
+    report.passes.push(fuse_layer_norm(graph)?);
+    report.passes.push(fuse_gelu(graph)?);
     report.passes.push(fold_batch_norm(graph)?);
     report.passes.push(canonicalize_global_pool(graph)?);
     report.passes.push(fuse_epilogue(graph)?);

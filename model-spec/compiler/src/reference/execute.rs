@@ -310,6 +310,7 @@ fn run_op(ctx: &Ctx, op: &Op, inputs: &[Tensor], out: &OutSpec) -> OpResult {
         Op::Unary(unary) => ops::activation::reference(*unary, inputs),
         Op::Binary(binary) => ops::arithmetic::binary_reference(*binary, inputs, out),
         Op::Sum => ops::arithmetic::sum_reference(ctx, inputs, out),
+        Op::Where => ops::where_op::reference(inputs, out),
         Op::MaxPool(geometry) => ops::pool::max_reference(geometry, inputs, out),
         Op::AveragePool {
             pool: geometry,
@@ -317,12 +318,34 @@ fn run_op(ctx: &Ctx, op: &Op, inputs: &[Tensor], out: &OutSpec) -> OpResult {
         } => ops::pool::average_reference(ctx, geometry, *count_include_pad, inputs, out),
         Op::GlobalAveragePool => ops::global_pool::average_reference(ctx, inputs),
         Op::GlobalMaxPool => ops::global_pool::max_reference(ctx, inputs),
-        Op::ReduceMean { axes, keepdims: _ } => ops::reduce_mean::reference(ctx, axes, inputs, out),
+        Op::ReduceMean { axes, keepdims: _ } => ops::reduce::mean_reference(ctx, axes, inputs, out),
         Op::Flatten { .. } => ops::flatten::reference(inputs),
         Op::Reshape { .. } => ops::reshape::reference(inputs),
         Op::Identity => ops::identity::reference(inputs),
         Op::Concat { axis } => ops::concat::reference(*axis, inputs, out),
         Op::Softmax { axis } => ops::softmax::reference(ctx, *axis, inputs),
+        Op::Attention { scale, causal } => ops::attention::reference(ctx, *scale, *causal, inputs),
+        Op::Transpose { perm } => ops::transpose::reference(perm, inputs),
+        Op::Slice {
+            starts,
+            ends,
+            steps,
+        } => ops::slice::reference(starts, ends, steps, inputs),
+        Op::Gather { axis, indices, .. } => ops::gather::reference(*axis, indices, inputs),
+        Op::Expand { shape } => ops::expand::reference(shape, inputs),
+        Op::Tile { repeats } => ops::tile::reference(repeats, inputs),
+        Op::Pad { pads, mode } => ops::pad::reference(pads, *mode, inputs),
+        Op::Resize(resize) => ops::resize::reference(resize, inputs),
+        Op::Reduce { kind, axes, .. } => ops::reduce::reference(ctx, *kind, axes, inputs, out),
+        Op::LogSoftmax { axis } => ops::softmax::log_reference(ctx, *axis, inputs),
+        Op::Hardmax { axis } => ops::softmax::hardmax_reference(*axis, inputs),
+        Op::LayerNorm { axis, epsilon } => ops::layer_norm::reference(ctx, *axis, *epsilon, inputs),
+        Op::GroupNorm { groups, epsilon } => {
+            ops::group_norm::reference(ctx, *groups, *epsilon, inputs)
+        }
+        Op::LpNorm { axis, p } => ops::lp_norm::lp_reference(ctx, *axis, *p, inputs),
+        Op::MeanVarianceNorm { axes } => ops::lp_norm::mvn_reference(ctx, axes, inputs),
+        Op::Einsum { equation } => ops::einsum::reference(ctx, equation, inputs, out),
         Op::Gemm {
             alpha,
             beta,

@@ -13,23 +13,32 @@
 //! `MATMUL_NUM_THREADS`, at most 4), everything else is parallelized with
 //! rayon.
 
+pub(crate) mod attention;
 mod broadcast;
 pub(crate) mod conv;
+pub(crate) mod einsum;
 pub(crate) mod elementwise;
 mod execute;
+pub(crate) mod gather;
 pub(crate) mod gemm;
 mod layout;
+pub(crate) mod math;
+pub(crate) mod normalize;
+pub(crate) mod pad;
 pub(crate) mod pool;
 pub(crate) mod reduce;
+pub(crate) mod resize;
 mod scalar;
+pub(crate) mod select;
 pub(crate) mod shape_ops;
 pub(crate) mod softmax;
 mod storage;
+pub(crate) mod strided;
 
 #[cfg(test)]
 mod perf;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 
 /// What an op's `reference` function in [`crate::ops`] receives and
 /// returns; the kernels it calls are the `pub(crate)` modules above.

@@ -35,6 +35,7 @@ pub(crate) trait Scalar:
     fn to_f32(self) -> f32;
     fn exp(self) -> Self;
     fn sqrt(self) -> Self;
+    fn ln(self) -> Self;
 
     /// A matrix-product operand in this type, rounded to tf32 first when
     /// `tf32`; borrows when nothing changes.
@@ -94,6 +95,9 @@ impl Scalar for f32 {
     fn sqrt(self) -> f32 {
         f32::sqrt(self)
     }
+    fn ln(self) -> f32 {
+        f32::ln(self)
+    }
     fn operand(data: Cow<'_, [f32]>, tf32: bool) -> Cow<'_, [f32]> {
         if !tf32 {
             return data;
@@ -140,6 +144,9 @@ impl Scalar for f64 {
     }
     fn sqrt(self) -> f64 {
         f64::sqrt(self)
+    }
+    fn ln(self) -> f64 {
+        f64::ln(self)
     }
     fn operand(data: Cow<'_, [f32]>, tf32: bool) -> Cow<'_, [f64]> {
         let convert = |x: &f32| f64::from(if tf32 { round_tf32(*x) } else { *x });

@@ -1,6 +1,9 @@
-//! Softmax with ONNX opset ≥ 13 semantics: along one axis, each slice
-//! normalized on its own, numerically stable (`exp(x − max) / Σ exp(x − max)`).
-//! The exponentials and their sum are in the accumulation type.
+//! Softmax, LogSoftmax and Hardmax with ONNX opset ≥ 13 semantics: along
+//! one axis, each slice on its own. Softmax is numerically stable
+//! (`exp(x − max) / Σ exp(x − max)`), LogSoftmax likewise
+//! (`x − max − log Σ exp(x − max)`); the exponentials and their sum are in
+//! the accumulation type. Hardmax is 1 at the first maximum of each slice
+//! (the first NaN if there is one) and 0 elsewhere.
 
 use super::execute::{input, Ctx, OpResult, Output, Tensor};
 use super::scalar::Scalar;
@@ -9,18 +12,52 @@ use rayon::prelude::*;
 
 pub(crate) fn softmax(ctx: &Ctx, axis: usize, inputs: &[Tensor]) -> OpResult {
     match ctx.accumulate {
-        Accumulate::F32 => softmax_in::<f32>(axis, inputs),
-        Accumulate::F64 => softmax_in::<f64>(axis, inputs),
+        Accumulate::F32 => softmax_in::<f32>(axis, false, inputs),
+        Accumulate::F64 => softmax_in::<f64>(axis, false, inputs),
     }
 }
 
-fn softmax_in<T: Scalar>(axis: usize, inputs: &[Tensor]) -> OpResult {
-    let x = input(inputs, 0)?;
-    let dim = *x
-        .shape
+pub(crate) fn log_softmax(ctx: &Ctx, axis: usize, inputs: &[Tensor]) -> OpResult {
+    match ctx.accumulate {
+        Accumulate::F32 => softmax_in::<f32>(axis, true, inputs),
+        Accumulate::F64 => softmax_in::<f64>(axis, true, inputs),
+    }
+}
+
+/// The size of `axis` and the product of the dims after it.
+fn axis_dims(shape: &[usize], axis: usize) -> Result<(usize, usize), String> {
+    let dim = *shape
         .get(axis)
-        .ok_or_else(|| format!("axis {axis} out of range for {:?}", x.shape))?;
-    let inner: usize = x.shape[axis + 1..].iter().product();
+        .ok_or_else(|| format!("axis {axis} out of range for {shape:?}"))?;
+    Ok((dim, shape[axis + 1..].iter().product()))
+}
+
+pub(crate) fn hardmax(axis: usize, inputs: &[Tensor]) -> OpResult {
+    let x = input(inputs, 0)?;
+    let (dim, inner) = axis_dims(x.shape, axis)?;
+    let data = x.row_major();
+    let mut out = vec![0.0f32; data.len()];
+    for (dst, src) in out
+        .chunks_mut((dim * inner).max(1))
+        .zip(data.chunks((dim * inner).max(1)))
+    {
+        for i in 0..inner {
+            let mut best = 0;
+            for d in 1..dim {
+                let (v, b) = (src[d * inner + i], src[best * inner + i]);
+                if !b.is_nan() && (v.is_nan() || v > b) {
+                    best = d;
+                }
+            }
+            dst[best * inner + i] = 1.0;
+        }
+    }
+    Ok(Output::row_major(out))
+}
+
+fn softmax_in<T: Scalar>(axis: usize, log: bool, inputs: &[Tensor]) -> OpResult {
+    let x = input(inputs, 0)?;
+    let (dim, inner) = axis_dims(x.shape, axis)?;
     let data = x.row_major();
     let mut out = vec![0.0f32; data.len()];
     // One block is one outer index: `dim` rows of `inner` elements.
@@ -38,7 +75,11 @@ fn softmax_in<T: Scalar>(axis: usize, inputs: &[Tensor]) -> OpResult {
                     sum += *e;
                 }
                 for (d, &e) in exps.iter().enumerate() {
-                    dst[d * inner + i] = (e / sum).to_f32();
+                    dst[d * inner + i] = if log {
+                        (T::of(src[d * inner + i]) - T::of(max) - sum.ln()).to_f32()
+                    } else {
+                        (e / sum).to_f32()
+                    };
                 }
             }
         });
@@ -77,6 +118,47 @@ mod tests {
                 ..RunOptions::default()
             };
             assert!(rel_l2(&run(&graph, &[&x], &opts).unwrap()[0], &want) < 1e-7);
+        }
+    }
+
+    #[test]
+    fn log_softmax_and_hardmax_along_an_axis() {
+        let shape = [2, 3, 4];
+        let mut x: Vec<f32> = Rng::new(5).vec(24).iter().map(|v| v * 5.0).collect();
+        x[4] = x[0]; // a tie along axis 1: the first wins
+        for axis in 0..3 {
+            let stride: usize = shape[axis + 1..].iter().product();
+            let dim = shape[axis];
+            let slice = |i: usize| {
+                let base = i - ((i / stride) % dim) * stride;
+                (0..dim).map(move |d| base + d * stride)
+            };
+            let log_want: Vec<f32> = (0..24)
+                .map(|i| {
+                    let lse: f64 = slice(i).map(|j| f64::from(x[j]).exp()).sum::<f64>().ln();
+                    (f64::from(x[i]) - lse) as f32
+                })
+                .collect();
+            let hard_want: Vec<f32> = (0..24)
+                .map(|i| {
+                    let first = slice(i).fold(None::<usize>, |best, j| match best {
+                        Some(b) if x[b] >= x[j] => Some(b),
+                        _ => Some(j),
+                    });
+                    f32::from(first == Some(i))
+                })
+                .collect();
+            for (op, want) in [
+                (Op::LogSoftmax { axis }, log_want),
+                (Op::Hardmax { axis }, hard_want),
+            ] {
+                let mut b = Builder::new();
+                let input = b.input("x", &shape);
+                let y = b.node(op.clone(), &[input]);
+                let graph = b.finish(&[y]);
+                let got = run1(&graph, &[&x]);
+                assert!(rel_l2(&got, &want) < 1e-6, "{op:?}: {got:?} vs {want:?}");
+            }
         }
     }
 

@@ -95,7 +95,7 @@ pub fn node_flops(graph: &Graph, node: NodeId) -> u64 {
         Op::MaxPool(p) | Op::AveragePool { pool: p, .. } => {
             out_elems * (p.kernel[0] * p.kernel[1]) as u64
         }
-        Op::GlobalAveragePool | Op::GlobalMaxPool | Op::ReduceMean { .. } => {
+        Op::GlobalAveragePool | Op::GlobalMaxPool | Op::ReduceMean { .. } | Op::Reduce { .. } => {
             graph.value(n.inputs[0]).numel() as u64
         }
         _ => out_elems,

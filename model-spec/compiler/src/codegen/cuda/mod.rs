@@ -357,6 +357,7 @@ pub(crate) fn dispatch<V: VisitTask>(
                 space_to_depth::instantiate(&shape, c, sym)
             })
         }
+        Op::Where => return Err("no GPU kernel for Where yet".into()),
         Op::Flatten { .. }
         | Op::Reshape { .. }
         | Op::Identity
@@ -365,6 +366,27 @@ pub(crate) fn dispatch<V: VisitTask>(
         | Op::Sum
         | Op::BatchNorm { .. }
         | Op::Concat { .. } => elementwise_task(graph, id, visitor)?,
+        Op::Attention { .. } => {
+            return Err(format!(
+                "no GPU kernel for {} yet (the CPU reference runs it)",
+                node.op.kind()
+            ))
+        }
+        Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Gather { .. }
+        | Op::Expand { .. }
+        | Op::Tile { .. }
+        | Op::Pad { .. }
+        | Op::Resize(_) => return Err(format!("no GPU kernel for {} yet", node.op.kind())),
+        Op::Reduce { .. }
+        | Op::LogSoftmax { .. }
+        | Op::Hardmax { .. }
+        | Op::LayerNorm { .. }
+        | Op::GroupNorm { .. }
+        | Op::LpNorm { .. }
+        | Op::MeanVarianceNorm { .. }
+        | Op::Einsum { .. } => return Err(format!("no GPU kernel for {} yet", node.op.kind())),
         Op::Gemm { .. } | Op::MatMul => {
             let shape = matmul::matmul_shape(graph, id)?;
             visitor.visit::<MatmulConfig>(&shape, "matmul", &|c, sym| {

@@ -800,6 +800,104 @@ pub(crate) fn misc_cases(precision: Precision) -> Vec<(String, Graph)> {
             rm,
         );
     }
+    // The rest of the elementwise table (`unary_code`, `binary_code`). A
+    // positive operand (`|c| + 0.5`) where the op's domain needs one.
+    let positive = |shape: &[usize], seed: u64| {
+        let mut c = In::constant(shape, f32, rm, seed);
+        c.constant = c
+            .constant
+            .map(|v| v.iter().map(|x| x.abs() + 0.5).collect());
+        c
+    };
+    let cast = crate::ir::CastTarget::F16;
+    for (name, u) in [
+        ("erf", UnaryOp::Erf),
+        ("tanh", UnaryOp::Tanh),
+        ("exp", UnaryOp::Exp),
+        ("recip", UnaryOp::Reciprocal),
+        ("neg", UnaryOp::Neg),
+        ("abs", UnaryOp::Abs),
+        ("floor", UnaryOp::Floor),
+        ("ceil", UnaryOp::Ceil),
+        ("sin", UnaryOp::Sin),
+        ("cos", UnaryOp::Cos),
+        ("sign", UnaryOp::Sign),
+        ("not", UnaryOp::Not),
+        ("hardswish", UnaryOp::HardSwish),
+        (
+            "hardsigmoid",
+            UnaryOp::HardSigmoid {
+                alpha: 0.3,
+                beta: 0.4,
+            },
+        ),
+        ("softplus", UnaryOp::Softplus),
+        ("softsign", UnaryOp::Softsign),
+        ("mish", UnaryOp::Mish),
+        ("elu", UnaryOp::Elu { alpha: 1.5 }),
+        (
+            "selu",
+            UnaryOp::Selu {
+                alpha: 1.7,
+                gamma: 1.05,
+            },
+        ),
+        ("leakyrelu", UnaryOp::LeakyRelu { alpha: 0.1 }),
+        ("gelu", UnaryOp::Gelu { tanh: false }),
+        ("gelu_tanh", UnaryOp::Gelu { tanh: true }),
+        ("cast_f16", UnaryOp::Cast(cast)),
+        ("cast_bf16", UnaryOp::Cast(crate::ir::CastTarget::BF16)),
+        ("cast_int", UnaryOp::Cast(crate::ir::CastTarget::Int)),
+        ("cast_bool", UnaryOp::Cast(crate::ir::CastTarget::Bool)),
+    ] {
+        add(
+            name,
+            Op::Unary(u),
+            vec![In::act(&[2, 8, 3, 3], s, cl)],
+            s,
+            cl,
+        );
+    }
+    for (name, u) in [("log", UnaryOp::Log), ("sqrt", UnaryOp::Sqrt)] {
+        add(name, Op::Unary(u), vec![positive(&[4, 9], 7)], s, rm);
+    }
+    for (name, b) in [
+        ("max", BinaryOp::Max),
+        ("min", BinaryOp::Min),
+        ("equal", BinaryOp::Equal),
+        ("less", BinaryOp::Less),
+        ("less_eq", BinaryOp::LessOrEqual),
+        ("greater", BinaryOp::Greater),
+        ("greater_eq", BinaryOp::GreaterOrEqual),
+        ("and", BinaryOp::And),
+        ("or", BinaryOp::Or),
+        ("xor", BinaryOp::Xor),
+        ("prelu", BinaryOp::PRelu),
+    ] {
+        add(
+            name,
+            Op::Binary(b),
+            vec![
+                In::act(&[2, 3, 4], s, rm),
+                In::constant(&[3, 1], f32, rm, 5),
+            ],
+            s,
+            rm,
+        );
+    }
+    for (name, b) in [
+        ("pow", BinaryOp::Pow),
+        ("fmod", BinaryOp::Mod { fmod: true }),
+        ("mod", BinaryOp::Mod { fmod: false }),
+    ] {
+        add(
+            name,
+            Op::Binary(b),
+            vec![positive(&[2, 3, 4], 8), In::act(&[3, 1], s, rm)],
+            s,
+            rm,
+        );
+    }
     add(
         "sum3",
         Op::Sum,

@@ -442,3 +442,52 @@ fn print_resnet50_geometry() {
         );
     }
 }
+
+/// The data-movement ops have no GPU kernel yet: a typed error naming the
+/// op, never a panic.
+#[test]
+fn data_movement_ops_are_unsupported_by_name() {
+    let ops = [
+        Op::Transpose { perm: vec![1, 0] },
+        Op::Slice {
+            starts: vec![0, 1],
+            ends: vec![2, 3],
+            steps: vec![1, 1],
+        },
+        Op::Gather {
+            axis: 0,
+            indices: vec![1],
+            indices_shape: vec![],
+        },
+        Op::Expand {
+            shape: vec![3, 2, 3],
+        },
+        Op::Tile {
+            repeats: vec![2, 1],
+        },
+        Op::Pad {
+            pads: vec![(1, 0), (0, 1)],
+            mode: crate::ir::PadMode::Edge,
+        },
+    ];
+    for op in ops {
+        let kind = op.kind();
+        let (graph, plan) = one_op(
+            op,
+            &[In::act(&[2, 3], DType::F32, Layout::RowMajor)],
+            DType::F32,
+            Layout::RowMajor,
+            Precision::Fp32,
+        );
+        let err = generate_cuda(&graph, &plan, &ConfigOverrides::new()).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(err, CodegenError::Unsupported { op, .. } if op == kind),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("no GPU kernel for {kind} yet")),
+            "{text}"
+        );
+    }
+}

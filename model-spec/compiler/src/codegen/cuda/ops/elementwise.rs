@@ -13,7 +13,9 @@ use super::index_map::{
 };
 use super::reduce::finish;
 use super::source::{Arg, Instance, Params, Template};
-use crate::ir::{is_row_major_bytes, BinaryOp, DType, Graph, Layout, NodeId, Op, UnaryOp};
+use crate::ir::{
+    is_row_major_bytes, BinaryOp, CastTarget, DType, Graph, Layout, NodeId, Op, UnaryOp,
+};
 use std::fmt::Write;
 
 /// One operand of an elementwise op.
@@ -178,11 +180,7 @@ pub fn instantiate(shape: &EltShape, config: &LinearConfig, symbol: &str) -> Ins
             format!("aotune::convert<{pname}>(x0, y)")
         }
         EltKind::Unary(op) => {
-            let (code, lo, hi) = match *op {
-                UnaryOp::Relu => (0, 0.0, 0.0),
-                UnaryOp::Sigmoid => (1, 0.0, 0.0),
-                UnaryOp::Clip { min, max } => (2, min, max),
-            };
+            let (code, lo, hi) = unary_code(*op);
             p.ty("TIn", shape.inputs[0].dtype)
                 .int("OP", code)
                 .float("LO", lo)
@@ -190,12 +188,7 @@ pub fn instantiate(shape: &EltShape, config: &LinearConfig, symbol: &str) -> Ins
             format!("aotune::unary<{pname}>(x0, y)")
         }
         EltKind::Binary(op) => {
-            let code = match op {
-                BinaryOp::Add => 0,
-                BinaryOp::Sub => 1,
-                BinaryOp::Mul => 2,
-                BinaryOp::Div => 3,
-            };
+            let code = binary_code(*op);
             p.ty("TA", shape.inputs[0].dtype)
                 .ty("TB", shape.inputs[1].dtype)
                 .int("OP", code);
@@ -241,6 +234,68 @@ pub fn instantiate(shape: &EltShape, config: &LinearConfig, symbol: &str) -> Ins
         &args,
         &call,
     )
+}
+
+/// `unary_op<OP>`'s code for `op` in `elementwise.cu`, and the two
+/// parameters it reads (`LO`, `HI`).
+fn unary_code(op: UnaryOp) -> (i64, f32, f32) {
+    match op {
+        UnaryOp::Relu => (0, 0.0, 0.0),
+        UnaryOp::Sigmoid => (1, 0.0, 0.0),
+        UnaryOp::Clip { min, max } => (2, min, max),
+        UnaryOp::Erf => (3, 0.0, 0.0),
+        UnaryOp::Tanh => (4, 0.0, 0.0),
+        UnaryOp::Exp => (5, 0.0, 0.0),
+        UnaryOp::Log => (6, 0.0, 0.0),
+        UnaryOp::Sqrt => (7, 0.0, 0.0),
+        UnaryOp::Reciprocal => (8, 0.0, 0.0),
+        UnaryOp::Neg => (9, 0.0, 0.0),
+        UnaryOp::Abs => (10, 0.0, 0.0),
+        UnaryOp::Floor => (11, 0.0, 0.0),
+        UnaryOp::Ceil => (12, 0.0, 0.0),
+        UnaryOp::Sin => (13, 0.0, 0.0),
+        UnaryOp::Cos => (14, 0.0, 0.0),
+        UnaryOp::Sign => (15, 0.0, 0.0),
+        UnaryOp::Not => (16, 0.0, 0.0),
+        UnaryOp::HardSwish => (17, 0.0, 0.0),
+        UnaryOp::HardSigmoid { alpha, beta } => (18, alpha, beta),
+        UnaryOp::Softplus => (19, 0.0, 0.0),
+        UnaryOp::Softsign => (20, 0.0, 0.0),
+        UnaryOp::Mish => (21, 0.0, 0.0),
+        UnaryOp::Elu { alpha } => (22, alpha, 0.0),
+        UnaryOp::Selu { alpha, gamma } => (23, alpha, gamma),
+        UnaryOp::LeakyRelu { alpha } => (24, alpha, 0.0),
+        UnaryOp::Gelu { tanh: false } => (25, 0.0, 0.0),
+        UnaryOp::Gelu { tanh: true } => (26, 0.0, 0.0),
+        UnaryOp::Cast(CastTarget::F16) => (27, 0.0, 0.0),
+        UnaryOp::Cast(CastTarget::BF16) => (28, 0.0, 0.0),
+        UnaryOp::Cast(CastTarget::Int) => (29, 0.0, 0.0),
+        UnaryOp::Cast(CastTarget::Bool) => (30, 0.0, 0.0),
+    }
+}
+
+/// `binary_op<OP>`'s code for `op` in `elementwise.cu`.
+fn binary_code(op: BinaryOp) -> i64 {
+    match op {
+        BinaryOp::Add => 0,
+        BinaryOp::Sub => 1,
+        BinaryOp::Mul => 2,
+        BinaryOp::Div => 3,
+        BinaryOp::Pow => 4,
+        BinaryOp::Max => 5,
+        BinaryOp::Min => 6,
+        BinaryOp::Mod { fmod: true } => 7,
+        BinaryOp::Mod { fmod: false } => 8,
+        BinaryOp::Equal => 9,
+        BinaryOp::Less => 10,
+        BinaryOp::LessOrEqual => 11,
+        BinaryOp::Greater => 12,
+        BinaryOp::GreaterOrEqual => 13,
+        BinaryOp::And => 14,
+        BinaryOp::Or => 15,
+        BinaryOp::Xor => 16,
+        BinaryOp::PRelu => 17,
+    }
 }
 
 /// Symbol prefix of an elementwise kind.

@@ -1,0 +1,153 @@
+//! Attention: [`Op::Attention`], scaled dot-product attention over heads
+//! already split (`[B, H, S, D]`).
+//!
+//! Two sources: ONNX's `Attention` (opset 23) and, far more often, the
+//! decomposed form exporters write — MatMul(q, kᵀ) → Div/Mul(scale) →
+//! [Add(mask)] → Softmax(last axis) → MatMul(v) — which onnx-ir recognises
+//! and hands over as the same node. Supported: 4-D q/k/v (grouped-query
+//! heads included), an optional additive float mask, `is_causal`, any
+//! `scale` (default `1/√D`). Refused with a reason: 3-D q/k/v (heads not
+//! split), boolean masks, a past key/value cache, `softcap`.
+
+use super::OpDef;
+use crate::ir::{arity, broadcast, Op, ValueId};
+use crate::onnx::{ImportError, NodeImport};
+use crate::reference::{self, Ctx, OpResult, Tensor};
+use onnx_ir::{ArgType, DType, Node, NodeType};
+
+pub(crate) const DEF: OpDef = OpDef {
+    onnx: &["Attention"],
+    summary: "Attention (opset 23, and the decomposed MatMul → scale → Softmax → MatMul \
+              form; 4-D heads, additive mask, causal)",
+    node_types: &[NodeType::Attention],
+    import,
+    fix_proto: None,
+    #[cfg(test)]
+    examples: tests::EXAMPLES,
+};
+
+fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
+    let Node::Attention(n) = cx.node else {
+        return Err(cx.unsupported());
+    };
+    let args = n.inputs.clone();
+    let present = |i: usize| args.get(i).is_some_and(|a| !a.is_optional());
+    if present(4) || present(5) {
+        return Err(cx.input_error(
+            "past_key/past_value",
+            "a key/value cache is not supported (aotune compiles stateless models)",
+        ));
+    }
+    if n.config.softcap != 0.0 {
+        return Err(cx.attr_error(
+            "softcap",
+            n.config.softcap,
+            "only 0 (no softcap) is supported",
+        ));
+    }
+    let mut inputs = vec![cx.input(0)?, cx.input(1)?, cx.input(2)?];
+    let q_shape = cx.shape(inputs[0]).to_vec();
+    if q_shape.len() != 4 {
+        return Err(cx.input_error(
+            "Q",
+            format!(
+                "is {q_shape:?}; aotune supports 4-D [batch, heads, sequence, head size] \
+                 inputs (heads already split)"
+            ),
+        ));
+    }
+    if present(3) {
+        if let ArgType::Tensor(t) = &args[3].ty {
+            if t.dtype != DType::F32 {
+                return Err(cx.input_error(
+                    "attn_mask",
+                    format!(
+                        "has type {:?}; only an additive float mask is supported",
+                        t.dtype
+                    ),
+                ));
+            }
+        }
+        inputs.push(cx.input(3)?);
+    }
+    let scale = match n.config.scale {
+        Some(s) => s as f32,
+        None => 1.0 / (q_shape[3] as f32).sqrt(),
+    };
+    cx.push(
+        Op::Attention {
+            scale,
+            causal: n.config.is_causal,
+        },
+        inputs,
+    )
+}
+
+/// Output shape of [`Op::Attention`]: `[B, H, Sq, Dv]`.
+pub(crate) fn infer_shape(inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
+    arity(inputs, 3, 4)?;
+    let (q, k, v) = (inputs[0], inputs[1], inputs[2]);
+    let fits = q.len() == 4
+        && k.len() == 4
+        && v.len() == 4
+        && k[0] == q[0]
+        && v[0] == q[0]
+        && k[1] == v[1]
+        && k[1] > 0
+        && q[1] % k[1] == 0
+        && k[2] == v[2]
+        && k[3] == q[3];
+    if !fits {
+        return Err(format!(
+            "q {q:?}, k {k:?}, v {v:?} do not fit one attention ([B, H, Sq, D], [B, Hkv, Skv, D], \
+             [B, Hkv, Skv, Dv], H a multiple of Hkv)"
+        ));
+    }
+    let scores = [q[0], q[1], q[2], k[2]];
+    if let Some(mask) = inputs.get(3) {
+        if broadcast(mask, &scores)? != scores {
+            return Err(format!(
+                "mask {mask:?} does not broadcast to the scores {scores:?}"
+            ));
+        }
+    }
+    Ok(vec![q[0], q[1], q[2], v[3]])
+}
+
+/// CPU reference of [`Op::Attention`].
+pub(crate) fn reference(ctx: &Ctx, scale: f32, causal: bool, inputs: &[Tensor]) -> OpResult {
+    reference::attention::attention(ctx, scale, causal, inputs)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use crate::ops::example::{Attr::*, Example, Input::*};
+
+    pub(crate) const EXAMPLES: &[Example] = &[
+        Example {
+            op_type: "Attention",
+            opset: 23,
+            inputs: &[
+                Data(&[1, 2, 5, 4]),
+                Data(&[1, 2, 6, 4]),
+                Data(&[1, 2, 6, 3]),
+            ],
+            attrs: &[],
+            output: &[1, 2, 5, 3],
+            ir: &["Attention"],
+        },
+        // Grouped-query heads, causal, explicit scale.
+        Example {
+            op_type: "Attention",
+            opset: 23,
+            inputs: &[
+                Data(&[2, 4, 3, 8]),
+                Data(&[2, 2, 3, 8]),
+                Data(&[2, 2, 3, 8]),
+            ],
+            attrs: &[Int("is_causal", 1), Float("scale", 0.25)],
+            output: &[2, 4, 3, 8],
+            ir: &["Attention"],
+        },
+    ];
+}

@@ -1,0 +1,211 @@
+//! Scaled dot-product attention ([`crate::ir::Op::Attention`]) on the CPU:
+//! per (batch, head), scores = q·kᵀ·scale (+ mask), softmax along the key
+//! axis (stable: `exp(s − max)`), times v. Products and sums accumulate in
+//! the accumulation type; tf32 rounding applies to the operands of both
+//! products as it does for MatMul.
+
+use super::broadcast::Broadcast;
+use super::execute::{input, Ctx, OpError, OpResult, Output, Tensor};
+use super::scalar::Scalar;
+use super::Accumulate;
+use rayon::prelude::*;
+
+pub(crate) fn attention(ctx: &Ctx, scale: f32, causal: bool, inputs: &[Tensor]) -> OpResult {
+    match ctx.accumulate {
+        Accumulate::F32 => attention_in::<f32>(ctx, scale, causal, inputs),
+        Accumulate::F64 => attention_in::<f64>(ctx, scale, causal, inputs),
+    }
+}
+
+/// Dimensions of one call: q `[b, h, sq, d]`, k/v `[b, hkv, skv, d|dv]`.
+struct Dims {
+    b: usize,
+    h: usize,
+    hkv: usize,
+    sq: usize,
+    skv: usize,
+    d: usize,
+    dv: usize,
+}
+
+fn dims(inputs: &[Tensor]) -> Result<Dims, OpError> {
+    let (q, k, v) = (input(inputs, 0)?, input(inputs, 1)?, input(inputs, 2)?);
+    let four = |s: &[usize], what: &str| -> Result<[usize; 4], OpError> {
+        s.try_into()
+            .map_err(|_| OpError(format!("{what} must be 4-D [B, H, S, D], got {s:?}")))
+    };
+    let ([b, h, sq, d], [kb, hkv, skv, kd], [vb, vh, vs, dv]) = (
+        four(q.shape, "q")?,
+        four(k.shape, "k")?,
+        four(v.shape, "v")?,
+    );
+    if kb != b || vb != b || vh != hkv || vs != skv || kd != d || hkv == 0 || h % hkv != 0 {
+        return Err(OpError(format!(
+            "q {:?}, k {:?}, v {:?} do not fit one attention",
+            q.shape, k.shape, v.shape
+        )));
+    }
+    Ok(Dims {
+        b,
+        h,
+        hkv,
+        sq,
+        skv,
+        d,
+        dv,
+    })
+}
+
+fn attention_in<T: Scalar>(ctx: &Ctx, scale: f32, causal: bool, inputs: &[Tensor]) -> OpResult {
+    let n = dims(inputs)?;
+    let q = T::operand(inputs[0].row_major(), ctx.tf32);
+    let k = T::operand(inputs[1].row_major(), ctx.tf32);
+    let v = T::operand(inputs[2].row_major(), ctx.tf32);
+    let mask: Option<Vec<f32>> = match inputs.get(3) {
+        Some(m) => {
+            let full = [n.b, n.h, n.sq, n.skv];
+            let mut out = vec![0.0f32; full.iter().product()];
+            Broadcast::new(m.shape, &full)?.apply(&mut out, &m.row_major(), |o, x| *o = x);
+            Some(out)
+        }
+        None => None,
+    };
+    let group = n.h / n.hkv;
+    let scale = T::of(scale);
+    let mut out = vec![0.0f32; n.b * n.h * n.sq * n.dv];
+    out.par_chunks_mut(n.sq * n.dv)
+        .enumerate()
+        .for_each(|(bh, dst)| {
+            let (batch, head) = (bh / n.h, bh % n.h);
+            let q = &q[bh * n.sq * n.d..][..n.sq * n.d];
+            let kv = batch * n.hkv + head / group;
+            let k = &k[kv * n.skv * n.d..][..n.skv * n.d];
+            let v = &v[kv * n.skv * n.dv..][..n.skv * n.dv];
+            let mut scores = vec![T::ZERO; n.skv];
+            let mut row = vec![T::ZERO; n.dv];
+            for i in 0..n.sq {
+                let qi = &q[i * n.d..][..n.d];
+                let visible = if causal { (i + 1).min(n.skv) } else { n.skv };
+                for (j, s) in scores.iter_mut().enumerate() {
+                    if j >= visible {
+                        *s = T::ZERO;
+                        continue;
+                    }
+                    let kj = &k[j * n.d..][..n.d];
+                    let mut dot = T::ZERO;
+                    for (&a, &b) in qi.iter().zip(kj) {
+                        dot += a * b;
+                    }
+                    *s = dot * scale;
+                    if let Some(mask) = &mask {
+                        *s += T::of(mask[(bh * n.sq + i) * n.skv + j]);
+                    }
+                }
+                let max = scores[..visible]
+                    .iter()
+                    .map(|s| s.to_f32())
+                    .fold(f32::NEG_INFINITY, f32::max);
+                let mut sum = T::ZERO;
+                for s in &mut scores[..visible] {
+                    *s = (*s - T::of(max)).exp();
+                    sum += *s;
+                }
+                row.iter_mut().for_each(|r| *r = T::ZERO);
+                for (j, &p) in scores[..visible].iter().enumerate() {
+                    let w = p / sum;
+                    for (r, &x) in row.iter_mut().zip(&v[j * n.dv..][..n.dv]) {
+                        *r += w * x;
+                    }
+                }
+                for (o, &r) in dst[i * n.dv..][..n.dv].iter_mut().zip(&row) {
+                    *o = r.to_f32();
+                }
+            }
+        });
+    Ok(Output::row_major(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{Builder, Rng};
+    use super::super::{rel_l2, run, RunOptions};
+    use crate::ir::{BinaryOp, Op};
+
+    /// Attention against the same computation written as the decomposed
+    /// graph exporters emit: MatMul(q, kᵀ) → Mul(scale) → Softmax → MatMul(v).
+    #[test]
+    fn attention_equals_its_decomposition() {
+        let (b, h, s, d) = (2, 3, 5, 4);
+        let mut rng = Rng::new(7);
+        let (q, k, v) = (
+            rng.vec(b * h * s * d),
+            rng.vec(b * h * s * d),
+            rng.vec(b * h * s * d),
+        );
+        let scale = 0.5f32;
+
+        let mut g = Builder::new();
+        let (qi, ki, vi) = (
+            g.input("q", &[b, h, s, d]),
+            g.input("k", &[b, h, d, s]),
+            g.input("v", &[b, h, s, d]),
+        );
+        let qk = g.node(Op::MatMul, &[qi, ki]);
+        let c = g.constant("scale", &[1], vec![scale]);
+        let scaled = g.node(Op::Binary(BinaryOp::Mul), &[qk, c]);
+        let p = g.node(Op::Softmax { axis: 3 }, &[scaled]);
+        let y = g.node(Op::MatMul, &[p, vi]);
+        let decomposed = g.finish(&[y]);
+        // kᵀ for the decomposed graph: [b, h, d, s].
+        let mut kt = vec![0.0; k.len()];
+        for bh in 0..b * h {
+            for i in 0..s {
+                for j in 0..d {
+                    kt[bh * s * d + j * s + i] = k[bh * s * d + i * d + j];
+                }
+            }
+        }
+        let want = run(&decomposed, &[&q, &kt, &v], &RunOptions::default()).unwrap();
+
+        let mut g = Builder::new();
+        let (qi, ki, vi) = (
+            g.input("q", &[b, h, s, d]),
+            g.input("k", &[b, h, s, d]),
+            g.input("v", &[b, h, s, d]),
+        );
+        let y = g.node(
+            Op::Attention {
+                scale,
+                causal: false,
+            },
+            &[qi, ki, vi],
+        );
+        let fused = g.finish(&[y]);
+        let got = run(&fused, &[&q, &k, &v], &RunOptions::default()).unwrap();
+        assert!(rel_l2(&got[0], &want[0]) < 1e-6);
+    }
+
+    /// Causal attention: query 0 sees key 0 only, so its output is v's row 0.
+    #[test]
+    fn causal_attention_hides_later_keys() {
+        let (s, d) = (3, 2);
+        let mut rng = Rng::new(3);
+        let (q, k, v) = (rng.vec(s * d), rng.vec(s * d), rng.vec(s * d));
+        let mut g = Builder::new();
+        let (qi, ki, vi) = (
+            g.input("q", &[1, 1, s, d]),
+            g.input("k", &[1, 1, s, d]),
+            g.input("v", &[1, 1, s, d]),
+        );
+        let y = g.node(
+            Op::Attention {
+                scale: 1.0,
+                causal: true,
+            },
+            &[qi, ki, vi],
+        );
+        let graph = g.finish(&[y]);
+        let got = run(&graph, &[&q, &k, &v], &RunOptions::default()).unwrap();
+        assert_eq!(&got[0][..d], &v[..d]);
+    }
+}

@@ -1,0 +1,53 @@
+//! Gather along one axis: output block `(outer, j)` is input block
+//! `(outer, indices[j])`, each block the `inner` elements after the axis,
+//! on the input's logical row-major data.
+
+use super::execute::{input, OpError, OpResult, Output, Tensor};
+
+/// `x` indexed by `indices` (negative count from the end) along `axis`.
+pub(crate) fn gather(axis: usize, indices: &[i64], inputs: &[Tensor]) -> OpResult {
+    let x = input(inputs, 0)?;
+    let dim = *x
+        .shape
+        .get(axis)
+        .ok_or_else(|| OpError(format!("axis {axis} out of range for {:?}", x.shape)))?;
+    let outer: usize = x.shape[..axis].iter().product();
+    let inner: usize = x.shape[axis + 1..].iter().product();
+    let rows: Vec<usize> = indices
+        .iter()
+        .map(|&i| {
+            crate::ops::gather::resolve(i, dim)
+                .ok_or_else(|| OpError(format!("index {i} out of range for {dim} elements")))
+        })
+        .collect::<Result<_, _>>()?;
+    let data = x.row_major();
+    let mut out = Vec::with_capacity(outer * rows.len() * inner);
+    for o in 0..outer {
+        for &r in &rows {
+            out.extend_from_slice(&data[(o * dim + r) * inner..][..inner]);
+        }
+    }
+    Ok(Output::row_major(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ir::Op;
+    use crate::reference::testing::{run1, Builder};
+
+    #[test]
+    fn gathers_rows_of_the_middle_axis() {
+        let mut b = Builder::new();
+        let x = b.input("x", &[2, 3, 2]);
+        let op = Op::Gather {
+            axis: 1,
+            indices: vec![2, -3],
+            indices_shape: vec![2],
+        };
+        let y = b.node(op, &[x]);
+        let graph = b.finish(&[y]);
+        let data: Vec<f32> = (0..12).map(|i| i as f32).collect();
+        let want = [4.0, 5.0, 0.0, 1.0, 10.0, 11.0, 6.0, 7.0];
+        assert_eq!(run1(&graph, &[&data]), want);
+    }
+}
