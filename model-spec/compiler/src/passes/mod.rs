@@ -386,6 +386,8 @@ mod tests {
         assert_eq!(opt.nodes[0].inputs, opt.inputs);
         insta::assert_snapshot!(report.to_string(), @r"
         dce: no change
+        fuse_layer_norm: no change
+        fuse_gelu: no change
         fold_batch_norm: 8 BatchNormalization folded
         canonicalize_global_pool: no change
         fuse_epilogue: 8 Conv fused, 8 with bias, 2 with residual Add, 7 with activation
@@ -477,6 +479,8 @@ mod tests {
         check_storage(&opt, DType::F16);
         insta::assert_snapshot!(report.to_string(), @r"
         dce: no change
+        fuse_layer_norm: no change
+        fuse_gelu: no change
         fold_batch_norm: 53 BatchNormalization folded
         canonicalize_global_pool: no change
         fuse_epilogue: 53 Conv fused, 53 with bias, 16 with residual Add, 49 with activation
