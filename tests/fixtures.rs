@@ -1,8 +1,8 @@
 //! Real torchvision exports: refilled with the fill rule, imported,
 //! optimized, planned and run on the CPU reference through the planned
-//! arena, against the stored ONNX Runtime outputs. The project's own
-//! (`tests/fixtures/`, made by `bench/export_fixtures.py`) are committed and
-//! always run; those of `../shared/fixtures/` run where that folder is.
+//! arena, against the stored ONNX Runtime outputs. The fixtures are
+//! committed in `tests/fixtures/` (see its README; most are made by
+//! `bench/export_fixtures.py`) and always run.
 
 mod common;
 
@@ -12,31 +12,23 @@ use aotune_compiler::{compile_bytes, CompileOptions};
 use serde_json::Value as Json;
 use std::path::Path;
 
-/// Runs every case of a fixture of `../shared/fixtures`.
+/// Runs every case of a committed fixture of `tests/fixtures/`.
+fn check_own_fixture(name: &str, tolerance: f64) -> Vec<(usize, f64)> {
+    check_fixture(name, Precision::Fp32, tolerance, false)
+}
+
+/// [`check_own_fixture`] at `precision`, also checking the unoptimized
+/// imported graph when `raw_too`.
 fn check_fixture(
     name: &str,
     precision: Precision,
     tolerance: f64,
     raw_too: bool,
 ) -> Vec<(usize, f64)> {
-    let Some(shared) = common::shared_dir() else {
-        common::skip(name, "../shared/fixtures is not present");
-        return Vec::new();
-    };
-    check_dir(
-        &shared.join("fixtures").join(name),
-        precision,
-        tolerance,
-        raw_too,
-    )
-}
-
-/// Runs every case of a committed fixture of `tests/fixtures/`.
-fn check_own_fixture(name: &str, tolerance: f64) -> Vec<(usize, f64)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(name);
-    check_dir(&dir, Precision::Fp32, tolerance, false)
+    check_dir(&dir, precision, tolerance, raw_too)
 }
 
 /// The input of one case: its `input` file, or the fixture's `input_fill`
@@ -149,13 +141,47 @@ fn tiny_convnext_legacy_matches_onnx_runtime() {
     check_fixture("tiny_convnext_legacy", Precision::Fp32, 1e-4, true);
 }
 
+#[test]
+fn vit_b_16_dynamo_matches_onnx_runtime() {
+    check_own_fixture("vit_b_16_dynamo", 1e-4);
+}
+
+#[test]
+fn convnext_tiny_dynamo_matches_onnx_runtime() {
+    check_own_fixture("convnext_tiny_dynamo", 1e-4);
+}
+
+#[test]
+fn convnext_tiny_legacy_matches_onnx_runtime() {
+    check_own_fixture("convnext_tiny_legacy", 1e-4);
+}
+
+#[test]
+fn swin_t_dynamo_matches_onnx_runtime() {
+    check_own_fixture("swin_t_dynamo", 1e-4);
+}
+
+#[test]
+fn shufflenet_v2_legacy_matches_onnx_runtime() {
+    check_own_fixture("shufflenet_v2_legacy", 1e-4);
+}
+
+#[test]
+fn mobilenet_v3_large_legacy_matches_onnx_runtime() {
+    check_own_fixture("mobilenet_v3_large_legacy", 1e-4);
+}
+
 /// ONNX's opset-9 "light" model-zoo CNNs (weights built in-graph by
 /// ConstantOfShape), from the onnx wheel (`bench/make_light_fixtures.py`).
 #[test]
 fn onnx_light_models_match_onnx_runtime() {
-    // vgg19 and squeezenet keep opset-9 Dropout nodes that onnx-ir does not
-    // drop; Dropout is not imported yet.
-    for name in ["resnet50", "densenet121", "shufflenet"] {
+    for name in [
+        "resnet50",
+        "densenet121",
+        "vgg19",
+        "squeezenet",
+        "shufflenet",
+    ] {
         check_own_fixture(&format!("onnx_light_{name}"), 1e-4);
     }
 }

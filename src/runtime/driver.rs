@@ -196,6 +196,7 @@ impl DeviceBuffer {
     }
 
     /// Synchronous copy of the start of the buffer into `out`.
+    #[cfg(any(feature = "cli", test))]
     pub(crate) fn download(&self, out: &mut [u8]) -> Result<(), DriverError> {
         if out.len() > self.bytes {
             return Err(DriverError(sys::CUresult::CUDA_ERROR_INVALID_VALUE));
@@ -419,6 +420,7 @@ impl KernelParams {
 /// device memory of the current context that stays allocated until the
 /// launch (or every launch of a graph recording it) has finished, large
 /// enough for everything the kernel reads and writes there.
+#[cfg(feature = "cli")]
 pub(crate) unsafe fn launch(
     function: Function,
     grid: [u32; 3],

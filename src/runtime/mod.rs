@@ -26,13 +26,16 @@ mod gpu_tests;
 
 pub use device_info::{DeviceInfo, MemoryReport};
 pub use embedded::weights_path;
+#[cfg(feature = "cli")]
 pub(crate) use error::error_name;
 pub use error::{CudaVersion, RuntimeError, REQUIRED_CUDA};
 pub use launch_plan::{resolve_args, validate as validate_spec, DeviceBases};
+#[cfg(feature = "cli")]
 pub(crate) use model::{open_device, query_device};
 pub use model::{LaunchKernel, LaunchMode, LoadOptions, Model};
 pub use model_files::{ModelFiles, CUBIN_FILE, MANIFEST_FILE};
 pub use slot_decode::decode_slot;
+#[cfg(feature = "cli")]
 pub(crate) use slot_decode::decode_values;
 
 /// Whether an NVIDIA driver library can be loaded on this machine (no CUDA

@@ -43,14 +43,17 @@ pub enum CoordinateMode {
 
 impl CoordinateMode {
     /// The input coordinate of output coordinate `x` along one axis.
+    /// `align_corners` divides by the unrounded resized length
+    /// `len_in · scale` (ONNX's reference; with `sizes` it is `len_out`).
     pub fn source(self, x: usize, scale: f32, len_in: usize, len_out: usize) -> f32 {
         let x = x as f32;
+        let resized = len_in as f32 * scale;
         match self {
             CoordinateMode::HalfPixel => (x + 0.5) / scale - 0.5,
             CoordinateMode::PytorchHalfPixel if len_out > 1 => (x + 0.5) / scale - 0.5,
             CoordinateMode::PytorchHalfPixel => 0.0,
-            CoordinateMode::AlignCorners if len_out > 1 => {
-                x * (len_in as f32 - 1.0) / (len_out as f32 - 1.0)
+            CoordinateMode::AlignCorners if len_out > 1 && resized > 1.0 => {
+                x * (len_in as f32 - 1.0) / (resized - 1.0)
             }
             CoordinateMode::AlignCorners => 0.0,
             CoordinateMode::Asymmetric => x / scale,

@@ -392,6 +392,30 @@ impl UnaryOp {
     }
 }
 
+/// How [`Op::ScatterNd`] combines an update with the element it lands on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ScatterReduction {
+    /// The update replaces the element.
+    None,
+    Add,
+    Mul,
+    Max,
+    Min,
+}
+
+impl ScatterReduction {
+    /// The element after `update` lands on `old`.
+    pub fn apply(self, old: f32, update: f32) -> f32 {
+        match self {
+            ScatterReduction::None => update,
+            ScatterReduction::Add => old + update,
+            ScatterReduction::Mul => old * update,
+            ScatterReduction::Max => old.max(update),
+            ScatterReduction::Min => old.min(update),
+        }
+    }
+}
+
 /// What an [`Op::Reduce`] computes over its axes (the mean is
 /// [`Op::ReduceMean`], which passes and codegen know).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -503,6 +527,14 @@ pub enum Op {
         axis: usize,
         indices: Vec<i64>,
         indices_shape: Vec<usize>,
+    },
+    /// ONNX ScatterND: a copy of input 0 whose slices addressed by the
+    /// constant `indices` (shape `indices_shape`, the last axis one index
+    /// tuple) are replaced by, or reduced with, the rows of input 1.
+    ScatterNd {
+        indices: Vec<i64>,
+        indices_shape: Vec<usize>,
+        reduction: ScatterReduction,
     },
     /// The input broadcast (numpy rules) to `shape`, the output shape.
     Expand {
@@ -657,6 +689,7 @@ impl Op {
             Op::Transpose { .. } => "Transpose",
             Op::Slice { .. } => "Slice",
             Op::Gather { .. } => "Gather",
+            Op::ScatterNd { .. } => "ScatterND",
             Op::Expand { .. } => "Expand",
             Op::Tile { .. } => "Tile",
             Op::Pad { .. } => "Pad",
@@ -783,6 +816,11 @@ impl Op {
                 indices,
                 indices_shape,
             } => format!("axis={axis} indices={indices:?} shape={indices_shape:?}"),
+            Op::ScatterNd {
+                indices,
+                indices_shape,
+                reduction,
+            } => format!("indices={indices:?} shape={indices_shape:?} reduction={reduction:?}"),
             Op::Expand { shape } => format!("shape={shape:?}"),
             Op::Tile { repeats } => format!("repeats={repeats:?}"),
             Op::Pad { pads, mode } => format!("pads={pads:?} mode={mode}"),

@@ -151,6 +151,11 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
             indices,
             indices_shape,
         } => ops::gather::infer_shape(*axis, indices, indices_shape, inputs),
+        Op::ScatterNd {
+            indices,
+            indices_shape,
+            ..
+        } => ops::scatter_nd::infer_shape(indices, indices_shape, inputs),
         Op::Expand { shape } => ops::expand::infer_shape(shape, inputs),
         Op::Tile { repeats } => ops::tile::infer_shape(repeats, inputs),
         Op::Pad { pads, .. } => ops::pad::infer_shape(pads, inputs),

@@ -9,7 +9,7 @@
 //! with the spec's defaults where absent (onnx-ir fills them in). The
 //! smooth ones are evaluated in f64 and rounded once (`reference::math`).
 
-use super::OpDef;
+use super::{const_input, OpDef};
 use crate::ir::{arity, Op, UnaryOp, ValueId};
 use crate::onnx::{ImportError, NodeImport};
 use crate::reference::{self, OpResult, Tensor};
@@ -57,15 +57,8 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
         Node::Relu(_) => (UnaryOp::Relu, cx.inputs(1..=1)?),
         Node::Sigmoid(_) => (UnaryOp::Sigmoid, cx.inputs(1..=1)?),
         Node::Clip(n) => {
-            let bound = |v: &Option<ClipInput>, name: &str, default: f32| match v {
-                None => Ok(default),
-                Some(ClipInput::Static(x)) => Ok(*x as f32),
-                Some(ClipInput::Runtime(_)) => {
-                    Err(cx.attr_error(name, "runtime input", "Clip bounds must be constants"))
-                }
-            };
-            let min = bound(&n.config.min, "min", f32::NEG_INFINITY)?;
-            let max = bound(&n.config.max, "max", f32::INFINITY)?;
+            let min = clip_bound(cx, &n.config.min, "min", f32::NEG_INFINITY)?;
+            let max = clip_bound(cx, &n.config.max, "max", f32::INFINITY)?;
             (UnaryOp::Clip { min, max }, vec![cx.input(0)?])
         }
         Node::HardSigmoid(n) => {
@@ -103,6 +96,24 @@ pub(crate) fn infer_shape(inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
 /// CPU reference of [`Op::Unary`] (on the physical elements, any layout).
 pub(crate) fn reference(op: UnaryOp, inputs: &[Tensor]) -> OpResult {
     reference::elementwise::unary(op, inputs)
+}
+
+/// One of Clip's bounds: absent (`default`), an attribute or a constant
+/// input holding one number.
+fn clip_bound(
+    cx: &mut NodeImport,
+    bound: &Option<ClipInput>,
+    name: &str,
+    default: f32,
+) -> Result<f32, ImportError> {
+    match bound {
+        None => Ok(default),
+        Some(ClipInput::Static(x)) => Ok(*x as f32),
+        Some(ClipInput::Runtime(r)) => match const_input::floats(cx, r.input_index, name)?[..] {
+            [v] => Ok(v),
+            ref v => Err(cx.attr_error(name, v, "a Clip bound is one number")),
+        },
+    }
 }
 
 #[cfg(test)]

@@ -58,9 +58,10 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
         _ => return Err(cx.unsupported()),
     };
     let ins = cx.inputs(2..=2)?;
-    let int_out = cx.node.outputs().first().is_some_and(|o| {
-        let t = o.ty.elem_type();
-        t.is_int() || t.is_uint()
+    // onnx-ir types shape arithmetic (`Shape` → `Div`) as a shape: int64.
+    let int_out = cx.node.outputs().first().is_some_and(|o| match &o.ty {
+        onnx_ir::ArgType::Shape(_) => true,
+        t => t.elem_type().is_int() || t.elem_type().is_uint(),
     });
     if op == BinaryOp::Div && int_out {
         // Integer division truncates: the f32 quotient of integers below

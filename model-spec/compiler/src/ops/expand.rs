@@ -2,7 +2,7 @@
 //! broadcast (numpy rules) against the shape; the output shape is the
 //! broadcast of both, so a 1 in the shape keeps the input's dimension.
 
-use super::OpDef;
+use super::{const_input, OpDef};
 use crate::ir::{arity, broadcast, Op, ValueId};
 use crate::onnx::{ImportError, NodeImport};
 use crate::reference::{self, OpResult, Tensor};
@@ -25,13 +25,7 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
     };
     let target = match &n.config {
         ExpandConfig::Static(shape) => shape.clone(),
-        ExpandConfig::Runtime(_) => {
-            return Err(cx.attr_error(
-                "shape",
-                "runtime input",
-                "the shape must be a constant (an initializer)",
-            ))
-        }
+        ExpandConfig::Runtime(r) => const_input::required_ints(cx, r.input_index, "shape")?,
     };
     let x = cx.input(0)?;
     let dims: Vec<usize> = target

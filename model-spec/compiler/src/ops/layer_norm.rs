@@ -4,11 +4,12 @@
 //! multiplied by `Scale` and shifted by the optional `B`, both broadcasting
 //! to `x.shape[axis..]`. Statistics are computed in the accumulation type
 //! (f32 or f64), never below f32, so `stash_type` must be its only defined
-//! value, 1 (float). Only the output `Y` is supported: a node whose `Mean`
-//! or `InvStdDev` output is used is refused at import.
+//! value, 1 (float). The optional outputs `Mean` and `InvStdDev` (shape
+//! `x.shape[..axis]` then ones) are computed by their own nodes
+//! (ReduceMean, and `1 / sqrt(mean((x − mean)²) + epsilon)`).
 
 use super::OpDef;
-use crate::ir::{arity, broadcast, Op, ValueId};
+use crate::ir::{arity, broadcast, BinaryOp, Op, UnaryOp, ValueId};
 use crate::onnx::{ImportError, NodeImport};
 use crate::reference::{self, Ctx, OpResult, Tensor};
 use onnx_ir::{Node, NodeType};
@@ -16,7 +17,7 @@ use onnx_ir::{Node, NodeType};
 pub(crate) const DEF: OpDef = OpDef {
     onnx: &["LayerNormalization"],
     summary: "LayerNormalization (`axis` incl. negative, `epsilon`, optional bias, \
-              `stash_type` 1; output `Y` only)",
+              `stash_type` 1; outputs `Y`, `Mean`, `InvStdDev`)",
     node_types: &[NodeType::LayerNormalization],
     import,
     fix_proto: None,
@@ -41,11 +42,76 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
     if axis < -rank || axis >= rank {
         return Err(cx.attr_error("axis", axis, &format!("out of range for rank {rank}")));
     }
-    let op = Op::LayerNorm {
-        axis: axis.rem_euclid(rank) as usize,
-        epsilon: n.config.epsilon as f32,
+    let (axis, epsilon) = (axis.rem_euclid(rank) as usize, n.config.epsilon as f32);
+    let names = cx.output_names();
+    let used = |k: usize| names.get(k).is_some_and(|n| !n.is_empty());
+    let y = cx.push(Op::LayerNorm { axis, epsilon }, ins.clone())?;
+    if !used(1) && !used(2) {
+        return Ok(y);
+    }
+    let (mean, inv_std) = statistics(cx, ins[0], axis, epsilon, &names)?;
+    cx.bind_output(0, y);
+    cx.bind_output(1, mean);
+    cx.bind_output(2, inv_std);
+    Ok([y, mean, inv_std][(0..3).find(|&k| used(k)).unwrap_or(0)])
+}
+
+/// LayerNormalization's `Mean` and `InvStdDev` outputs over the axes
+/// `axis..` of `x`, kept as ones.
+fn statistics(
+    cx: &mut NodeImport,
+    x: ValueId,
+    axis: usize,
+    epsilon: f32,
+    names: &[&str],
+) -> Result<(ValueId, ValueId), ImportError> {
+    let node = cx.name().to_string();
+    let output = |k: usize, what: &str| match names.get(k).filter(|n| !n.is_empty()) {
+        Some(name) => name.to_string(),
+        None => format!("{node}/{what}"),
     };
-    cx.push(op, ins)
+    let axes: Vec<usize> = (axis..cx.shape(x).len()).collect();
+    let mean_op = || Op::ReduceMean {
+        axes: axes.clone(),
+        keepdims: true,
+    };
+    let step = |cx: &mut NodeImport, what: &str, op: Op, ins: Vec<ValueId>| {
+        cx.push_named(
+            &format!("{node}/{what}"),
+            op,
+            ins,
+            &format!("{node}/{what}"),
+        )
+    };
+    let mean = cx.push_named(
+        &format!("{node}/mean"),
+        mean_op(),
+        vec![x],
+        &output(1, "mean"),
+    )?;
+    let centered = step(cx, "centered", Op::Binary(BinaryOp::Sub), vec![x, mean])?;
+    let squared = step(
+        cx,
+        "squared",
+        Op::Binary(BinaryOp::Mul),
+        vec![centered, centered],
+    )?;
+    let variance = step(cx, "variance", mean_op(), vec![squared])?;
+    let eps = cx.add_constant(format!("{node}/epsilon"), Vec::new(), vec![epsilon]);
+    let shifted = step(
+        cx,
+        "shifted",
+        Op::Binary(BinaryOp::Add),
+        vec![variance, eps],
+    )?;
+    let std = step(cx, "std", Op::Unary(UnaryOp::Sqrt), vec![shifted])?;
+    let inv_std = cx.push_named(
+        &format!("{node}/inv_std"),
+        Op::Unary(UnaryOp::Reciprocal),
+        vec![std],
+        &output(2, "inv_std"),
+    )?;
+    Ok((mean, inv_std))
 }
 
 /// Output shape of [`Op::LayerNorm`]: x's; scale and bias must broadcast

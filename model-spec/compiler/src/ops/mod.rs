@@ -50,10 +50,12 @@ mod window;
 // Data movement and shape ops.
 mod const_input;
 pub(crate) mod depth_to_space;
+pub(crate) mod dropout;
 pub(crate) mod expand;
 pub(crate) mod gather;
 pub(crate) mod pad;
 pub(crate) mod resize;
+pub(crate) mod scatter_nd;
 pub(crate) mod shape_consts;
 pub(crate) mod slice;
 pub(crate) mod split;
@@ -106,7 +108,9 @@ pub(crate) static REGISTRY: &[OpDef] = &[
     tile::DEF,
     pad::DEF,
     resize::DEF,
+    scatter_nd::DEF,
     depth_to_space::DEF,
+    dropout::DEF,
     shape_consts::DEF,
     layer_norm::DEF,
     group_norm::DEF,
@@ -115,11 +119,8 @@ pub(crate) static REGISTRY: &[OpDef] = &[
 ];
 
 /// ONNX ops the importer's first check lets through though no entry
-/// converts them: onnx-ir folds them into constants (the shape computations
-/// of exported graphs, once shapes are static) or drops them (inference
-/// `Dropout`), and `Constant` nodes become values. One that survives is
-/// rejected by name as an unsupported operator. Never listed as supported.
-const FOLDED_BY_ONNX_IR: &[&str] = &["Constant", "Dropout"];
+/// converts them: `Constant` nodes become values. Never listed as supported.
+const FOLDED_BY_ONNX_IR: &[&str] = &["Constant"];
 
 /// The ONNX ops aotune imports (default domain), sorted.
 pub fn supported_onnx_ops() -> Vec<&'static str> {

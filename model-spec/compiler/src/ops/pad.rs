@@ -4,7 +4,7 @@
 //! `edge`. Negative pads (cropping) and `wrap` are refused by onnx-ir
 //! before this converter runs.
 
-use super::OpDef;
+use super::{const_input, OpDef};
 use crate::ir::{arity, Op, PadMode, ValueId};
 use crate::onnx::{ImportError, NodeImport};
 use crate::reference::{self, OpResult, Tensor};
@@ -27,24 +27,42 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
     };
     let pads = match &n.config.pads {
         PadInput::Static(pads) => pads.clone(),
-        PadInput::Runtime { .. } => {
+        PadInput::Runtime { input, axes: None } => {
+            let flat = const_input::required_ints(cx, input.input_index, "pads")?;
+            let half = flat.len() / 2;
+            flat[..half]
+                .iter()
+                .zip(&flat[half..])
+                .map(|(&b, &a)| Some((usize::try_from(b).ok()?, usize::try_from(a).ok()?)))
+                .collect::<Option<_>>()
+                .filter(|_| flat.len() % 2 == 0)
+                .ok_or_else(|| {
+                    cx.attr_error("pads", &flat, "needs begin/end pairs, none negative")
+                })?
+        }
+        PadInput::Runtime { axes: Some(_), .. } => {
             return Err(cx.attr_error(
-                "pads",
-                "runtime input",
-                "the pads (and axes) must be constants (initializers)",
+                "axes",
+                "computed pads with axes",
+                "give the pads for every axis, or make them an initializer",
             ))
         }
     };
     let mode = match n.config.mode {
         OnnxPadMode::Constant => PadMode::Constant {
-            value: match n.config.constant_value {
-                ConstantValueInput::Static(v) => v,
-                ConstantValueInput::Runtime(_) => {
-                    return Err(cx.attr_error(
-                        "constant_value",
-                        "runtime input",
-                        "the fill value must be a constant (an initializer)",
-                    ))
+            value: match &n.config.constant_value {
+                ConstantValueInput::Static(v) => *v,
+                ConstantValueInput::Runtime(r) => {
+                    match const_input::floats(cx, r.input_index, "constant_value")?[..] {
+                        [v] => v,
+                        ref v => {
+                            return Err(cx.attr_error(
+                                "constant_value",
+                                v,
+                                "the fill value is one number",
+                            ))
+                        }
+                    }
                 }
             },
         },

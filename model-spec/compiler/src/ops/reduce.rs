@@ -11,7 +11,7 @@
 //! [`Op::Identity`]). Inputs are float (bool and integer graph inputs are
 //! refused at import, as everywhere).
 
-use super::OpDef;
+use super::{const_input, OpDef};
 use crate::ir::{arity, Op, ReduceKind, ValueId};
 use crate::onnx::{ImportError, NodeImport};
 use crate::reference::{self, Ctx, OpResult, OutSpec, Tensor};
@@ -84,9 +84,16 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
     let rank = cx.shape(x).len();
     let mut axes = match &config.axes {
         ReduceAxes::Static(axes) => axes.clone(),
-        ReduceAxes::Runtime(_) => {
-            return Err(cx.attr_error("axes", "runtime input", "reduction axes must be constants"))
-        }
+        ReduceAxes::Runtime(r) => const_input::required_ints(cx, r.input_index, "axes")?
+            .into_iter()
+            .map(|a| {
+                let axis = if a < 0 { a + rank as i64 } else { a };
+                usize::try_from(axis)
+                    .ok()
+                    .filter(|&axis| axis < rank)
+                    .ok_or_else(|| cx.attr_error("axes", a, "out of range for the input"))
+            })
+            .collect::<Result<_, _>>()?,
     };
     if axes.is_empty() {
         if config.noop_with_empty_axes {

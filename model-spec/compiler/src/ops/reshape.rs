@@ -1,9 +1,9 @@
 //! ONNX `Reshape` with a constant target shape (an initializer or a
-//! `Constant`): [`Op::Reshape`]. A 0 copies the input's dimension at that
+//! `Constant`, or folded at import): [`Op::Reshape`]. A 0 copies the input's dimension at that
 //! position, one −1 is inferred. A view: it copies its row-major input and
 //! the memory plan may alias it.
 
-use super::OpDef;
+use super::{const_input, OpDef};
 use crate::ir::{arity, Op, ValueId};
 use crate::onnx::{ImportError, NodeImport};
 use crate::reference::{self, OpResult, Tensor};
@@ -26,13 +26,7 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
     };
     let shape = match &n.config.shape {
         ReshapeInput::Static(s) => s.clone(),
-        ReshapeInput::Runtime(_) => {
-            return Err(cx.attr_error(
-                "shape",
-                "runtime input",
-                "the target shape must be a constant (an initializer)",
-            ))
-        }
+        ReshapeInput::Runtime(r) => const_input::required_ints(cx, r.input_index, "shape")?,
     };
     let x = cx.input(0)?;
     let op = Op::Reshape {

@@ -7,14 +7,14 @@
 //! refuses `antialias`, `axes`, `keep_aspect_ratio_policy` and a non-empty
 //! `roi`.
 
-use super::OpDef;
+use super::{const_input, OpDef};
 use crate::ir::{arity, CoordinateMode, NearestMode, Op, Resize, ResizeMode, ValueId};
 use crate::onnx::{ImportError, NodeImport};
 use crate::reference::{self, OpResult, Tensor};
 use onnx_ir::node::resize::{
     CoordinateTransformMode, NearestMode as OnnxNearest, ResizeMode as OnnxMode,
 };
-use onnx_ir::{Node, NodeType, TensorDataExt};
+use onnx_ir::{Node, NodeType};
 
 pub(crate) const DEF: OpDef = OpDef {
     onnx: &["Resize"],
@@ -74,20 +74,15 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
         ));
     }
     // onnx-ir keeps only the H, W entries; read the whole constant.
-    let constant = |index: usize| -> Result<Option<Vec<f32>>, ImportError> {
-        let Some(arg) = cx.node.inputs().get(index).filter(|a| !a.is_optional()) else {
+    let constant = |cx: &mut NodeImport, index: usize| -> Result<Option<Vec<f32>>, ImportError> {
+        if cx.node.inputs().get(index).is_none_or(|a| a.is_optional()) {
             return Ok(None);
-        };
+        }
         let what = ["X", "roi", "scales", "sizes"][index];
-        let data = arg.value().ok_or_else(|| {
-            cx.attr_error(what, "runtime input", "must be a constant (an initializer)")
-        })?;
-        let values = data
-            .to_f32_vec()
-            .map_err(|e| cx.input_error(what, format!("cannot be read: {e:?}")))?;
+        let values = const_input::floats(cx, index, what)?;
         Ok(Some(values).filter(|v| !v.is_empty()))
     };
-    let (scales, sizes) = match (constant(2)?, constant(3)?) {
+    let (scales, sizes) = match (constant(cx, 2)?, constant(cx, 3)?) {
         (Some(scales), None) if scales.len() == 4 && scales.iter().all(|&s| s > 0.0) => {
             let sizes = shape
                 .iter()

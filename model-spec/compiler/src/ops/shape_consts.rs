@@ -51,18 +51,17 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
         }
         Node::ConstantOfShape(n) => constant_of_shape(cx, n)?,
         Node::Range(n) => {
-            let read = |what: &str, input: &RangeInput| match *input {
-                RangeInput::Static(v) => Ok(v as f64),
-                RangeInput::StaticFloat(v) => Ok(v),
-                RangeInput::Runtime(_) => Err(cx.attr_error(
-                    what,
-                    "runtime input",
-                    "Range's inputs must be constants (initializers)",
-                )),
+            let read = |cx: &mut NodeImport, what: &str, input: &RangeInput| match input {
+                RangeInput::Static(v) => Ok(*v as f64),
+                RangeInput::StaticFloat(v) => Ok(*v),
+                RangeInput::Runtime(r) => match const_input::floats(cx, r.input_index, what)?[..] {
+                    [v] => Ok(v as f64),
+                    ref v => Err(cx.attr_error(what, v, "Range's inputs are scalars")),
+                },
             };
-            let start = read("start", &n.config.start)?;
-            let limit = read("limit", &n.config.limit)?;
-            let delta = read("delta", &n.config.delta)?;
+            let start = read(cx, "start", &n.config.start)?;
+            let limit = read(cx, "limit", &n.config.limit)?;
+            let delta = read(cx, "delta", &n.config.delta)?;
             let count = range_len(start, limit, delta)
                 .map_err(|e| cx.attr_error("delta", (start, limit, delta), &e))?;
             let data = (0..count)
@@ -78,7 +77,7 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
 
 /// ConstantOfShape: the shape and its fill (0 unless `value` is given).
 fn constant_of_shape(
-    cx: &NodeImport,
+    cx: &mut NodeImport,
     n: &onnx_ir::node::constant_of_shape::ConstantOfShapeNode,
 ) -> Result<(Vec<usize>, Vec<f32>), ImportError> {
     let dims = match &n.config.shape {

@@ -5,7 +5,7 @@
 //! negative steps walk backwards. A slice that selects no element is
 //! rejected (aotune values have no zero-sized dimensions).
 
-use super::OpDef;
+use super::{const_input, OpDef};
 use crate::ir::{arity, Op, ValueId};
 use crate::onnx::{ImportError, NodeImport};
 use crate::reference::{self, OpResult, Tensor};
@@ -29,22 +29,18 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
     let x = cx.input(0)?;
     let shape = cx.shape(x).to_vec();
     let rank = shape.len() as i64;
-    let constant = |what: &str, input: &SliceInput| match input {
+    let constant = |cx: &mut NodeImport, what: &str, input: &SliceInput| match input {
         SliceInput::Static(v) => Ok(v.clone()),
-        SliceInput::Runtime(_) => Err(cx.attr_error(
-            what,
-            "runtime input",
-            "Slice parameters must be constants (initializers)",
-        )),
+        SliceInput::Runtime(r) => const_input::required_ints(cx, r.input_index, what),
     };
-    let starts = constant("starts", &n.config.starts)?;
-    let ends = constant("ends", &n.config.ends)?;
+    let starts = constant(cx, "starts", &n.config.starts)?;
+    let ends = constant(cx, "ends", &n.config.ends)?;
     let axes = match &n.config.axes {
-        Some(a) => constant("axes", a)?,
+        Some(a) => constant(cx, "axes", a)?,
         None => (0..starts.len() as i64).collect(),
     };
     let steps = match &n.config.steps {
-        Some(s) => constant("steps", s)?,
+        Some(s) => constant(cx, "steps", s)?,
         None => vec![1; starts.len()],
     };
     if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {

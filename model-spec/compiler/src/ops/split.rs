@@ -5,7 +5,7 @@
 //! A zero-sized part is rejected (aotune values have no zero-sized
 //! dimensions).
 
-use super::OpDef;
+use super::{const_input, OpDef};
 use crate::ir::{Op, ValueId};
 use crate::onnx::{ImportError, NodeImport};
 use onnx_ir::node::split::SplitSizesInput;
@@ -35,12 +35,13 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
     let names = cx.output_names();
     let sizes: Vec<usize> = match (&n.config.split_sizes, n.config.split_size) {
         (Some(SplitSizesInput::Static(sizes)), _) => sizes.clone(),
-        (Some(SplitSizesInput::Runtime(_)), _) => {
-            return Err(cx.attr_error(
-                "split",
-                "runtime input",
-                "the split sizes must be a constant (an initializer)",
-            ))
+        (Some(SplitSizesInput::Runtime(r)), _) => {
+            let sizes = const_input::required_ints(cx, r.input_index, "split")?;
+            sizes
+                .iter()
+                .map(|&s| usize::try_from(s))
+                .collect::<Result<_, _>>()
+                .map_err(|_| cx.attr_error("split", &sizes, "sizes must not be negative"))?
         }
         (None, Some(size)) if size > 0 => {
             let mut sizes = vec![size; dim / size];

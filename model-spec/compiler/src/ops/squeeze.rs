@@ -5,7 +5,7 @@
 //! Squeeze without axes drops every axis of size 1, and rejects an axis
 //! whose size is not 1.
 
-use super::OpDef;
+use super::{const_input, OpDef};
 use crate::ir::{Op, ValueId};
 use crate::onnx::{ImportError, NodeImport};
 use onnx_ir::node::squeeze::SqueezeInput;
@@ -23,13 +23,6 @@ pub(crate) const DEF: OpDef = OpDef {
 };
 
 fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
-    let runtime = |cx: &NodeImport| {
-        cx.attr_error(
-            "axes",
-            "runtime input",
-            "the axes must be a constant (an initializer)",
-        )
-    };
     let x = cx.input(0)?;
     let input = cx.shape(x).to_vec();
     let shape = match cx.node {
@@ -37,14 +30,18 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
             let axes = match &n.config.axes {
                 None => None,
                 Some(SqueezeInput::Static(axes)) => Some(axes.clone()),
-                Some(SqueezeInput::Runtime(_)) => return Err(runtime(cx)),
+                Some(SqueezeInput::Runtime(r)) => {
+                    Some(const_input::required_ints(cx, r.input_index, "axes")?)
+                }
             };
             squeezed(&input, axes.as_deref()).map_err(|e| cx.attr_error("axes", &axes, &e))?
         }
         Node::Unsqueeze(n) => {
             let axes = match &n.config {
                 UnsqueezeConfig::Static(axes) => axes.clone(),
-                UnsqueezeConfig::Runtime(_) => return Err(runtime(cx)),
+                UnsqueezeConfig::Runtime(r) => {
+                    const_input::required_ints(cx, r.input_index, "axes")?
+                }
             };
             unsqueezed(&input, &axes).map_err(|e| cx.attr_error("axes", &axes, &e))?
         }

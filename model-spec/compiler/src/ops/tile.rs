@@ -2,7 +2,7 @@
 //! `repeats[i]` times along each axis `i`. Repeats of 0 (an empty output)
 //! are rejected.
 
-use super::OpDef;
+use super::{const_input, OpDef};
 use crate::ir::{arity, Op, ValueId};
 use crate::onnx::{ImportError, NodeImport};
 use crate::reference::{self, OpResult, Tensor};
@@ -25,12 +25,13 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
     };
     let repeats = match &n.config.repeats {
         TileInput::Static(r) => r.clone(),
-        TileInput::Runtime(_) => {
-            return Err(cx.attr_error(
-                "repeats",
-                "runtime input",
-                "the repeats must be a constant (an initializer)",
-            ))
+        TileInput::Runtime(r) => {
+            let repeats = const_input::required_ints(cx, r.input_index, "repeats")?;
+            repeats
+                .iter()
+                .map(|&r| usize::try_from(r))
+                .collect::<Result<_, _>>()
+                .map_err(|_| cx.attr_error("repeats", &repeats, "must not be negative"))?
         }
     };
     let x = cx.input(0)?;

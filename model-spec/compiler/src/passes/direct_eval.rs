@@ -434,6 +434,7 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
         | Op::Transpose { .. }
         | Op::Slice { .. }
         | Op::Gather { .. }
+        | Op::ScatterNd { .. }
         | Op::Expand { .. }
         | Op::Tile { .. }
         | Op::Pad { .. }

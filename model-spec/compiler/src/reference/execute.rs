@@ -332,6 +332,11 @@ fn run_op(ctx: &Ctx, op: &Op, inputs: &[Tensor], out: &OutSpec) -> OpResult {
             steps,
         } => ops::slice::reference(starts, ends, steps, inputs),
         Op::Gather { axis, indices, .. } => ops::gather::reference(*axis, indices, inputs),
+        Op::ScatterNd {
+            indices,
+            indices_shape,
+            reduction,
+        } => ops::scatter_nd::reference(indices, indices_shape, *reduction, inputs),
         Op::Expand { shape } => ops::expand::reference(shape, inputs),
         Op::Tile { repeats } => ops::tile::reference(repeats, inputs),
         Op::Pad { pads, mode } => ops::pad::reference(pads, *mode, inputs),

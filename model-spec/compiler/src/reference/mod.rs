@@ -29,6 +29,7 @@ pub(crate) mod pool;
 pub(crate) mod reduce;
 pub(crate) mod resize;
 mod scalar;
+pub(crate) mod scatter;
 pub(crate) mod select;
 pub(crate) mod shape_ops;
 pub(crate) mod softmax;

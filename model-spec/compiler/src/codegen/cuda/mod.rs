@@ -375,6 +375,7 @@ pub(crate) fn dispatch<V: VisitTask>(
         Op::Transpose { .. }
         | Op::Slice { .. }
         | Op::Gather { .. }
+        | Op::ScatterNd { .. }
         | Op::Expand { .. }
         | Op::Tile { .. }
         | Op::Pad { .. }
