@@ -185,3 +185,54 @@ fn onnx_light_models_match_onnx_runtime() {
         check_own_fixture(&format!("onnx_light_{name}"), 1e-4);
     }
 }
+
+/// After the passes, each of ViT-B/16's 12 encoder blocks is one
+/// attention, two LayerNorms and one GELU (plus the final LayerNorm): the
+/// fused targets the GPU side gets. Also times one batch-1 run.
+#[test]
+fn vit_b_16_blocks_fuse_to_attention_layernorm_and_gelu() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vit_b_16_dynamo");
+    let model = common::fixture::refilled_model(&dir);
+    let options = CompileOptions {
+        batch: None,
+        precision: Precision::Fp32,
+        channels_last: true,
+    };
+    let compiled = compile_bytes(&model, "vit_b_16_dynamo", &options).unwrap();
+    let count = |kind: &str| {
+        compiled
+            .graph
+            .nodes
+            .iter()
+            .filter(|n| n.op.kind() == kind)
+            .count()
+    };
+    let counts =
+        ["Attention", "LayerNormalization", "Gelu", "Softmax", "Erf"].map(|k| (k, count(k)));
+    println!("vit_b_16 after passes: {counts:?}");
+    assert_eq!(
+        counts,
+        [
+            ("Attention", 12),
+            ("LayerNormalization", 25),
+            ("Gelu", 12),
+            ("Softmax", 0),
+            ("Erf", 0)
+        ]
+    );
+    let meta: Json =
+        serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
+    let input = case_input(&dir, &meta, &meta["cases"][0]);
+    let start = std::time::Instant::now();
+    run_planned(
+        &compiled.graph,
+        &compiled.plan,
+        &[&input],
+        &RunOptions::default(),
+    )
+    .unwrap();
+    println!(
+        "vit_b_16 batch 1 on the CPU reference: {:.2} s",
+        start.elapsed().as_secs_f64()
+    );
+}

@@ -657,7 +657,8 @@ pub enum Op {
     /// additive mask broadcast to `[B, H, Sq, Skv]`; `H` a multiple of `Hkv`
     /// (query head `h` reads key/value head `h / (H / Hkv)`). Output `[B, H,
     /// Sq, Dv]` = softmax(q·kᵀ·scale + mask, last axis)·v, with positions
-    /// after the query's own masked out when `causal`.
+    /// after the query's own masked out when `causal`. 3-D inputs `[N, S,
+    /// D]` (heads merged into the leading axis) read as `[1, N, S, D]`.
     Attention {
         scale: f32,
         causal: bool,

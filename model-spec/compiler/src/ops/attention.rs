@@ -83,13 +83,29 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
     )
 }
 
-/// Output shape of [`Op::Attention`]: `[B, H, Sq, Dv]`.
+/// `[B, H, S, D]` for a 4-D shape, `[1, N, S, D]` for a 3-D one (heads
+/// merged into the leading axis, as the attention pass may find them).
+pub(crate) fn as_4d(shape: &[usize]) -> Option<[usize; 4]> {
+    match *shape {
+        [b, h, s, d] => Some([b, h, s, d]),
+        [n, s, d] => Some([1, n, s, d]),
+        _ => None,
+    }
+}
+
+/// Output shape of [`Op::Attention`]: `[B, H, Sq, Dv]` (`[N, Sq, Dv]` for
+/// 3-D inputs).
 pub(crate) fn infer_shape(inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
     arity(inputs, 3, 4)?;
-    let (q, k, v) = (inputs[0], inputs[1], inputs[2]);
-    let fits = q.len() == 4
-        && k.len() == 4
-        && v.len() == 4
+    let rank = inputs[0].len();
+    let same_rank = inputs[..3].iter().all(|s| s.len() == rank);
+    let (Some(q), Some(k), Some(v)) = (as_4d(inputs[0]), as_4d(inputs[1]), as_4d(inputs[2])) else {
+        return Err(format!(
+            "q {:?}, k {:?}, v {:?}: attention takes 4-D [B, H, S, D] (or 3-D [N, S, D]) inputs",
+            inputs[0], inputs[1], inputs[2]
+        ));
+    };
+    let fits = same_rank
         && k[0] == q[0]
         && v[0] == q[0]
         && k[1] == v[1]
@@ -111,7 +127,8 @@ pub(crate) fn infer_shape(inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
             ));
         }
     }
-    Ok(vec![q[0], q[1], q[2], v[3]])
+    let out = [q[0], q[1], q[2], v[3]];
+    Ok(out[4 - rank..].to_vec())
 }
 
 /// CPU reference of [`Op::Attention`].

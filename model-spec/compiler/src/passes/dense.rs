@@ -99,7 +99,10 @@ pub fn lower_dense(graph: &mut Graph) -> Result<PassSummary, PassError> {
             mut bias,
             residual,
         } = lowered;
-        let n = graph.value(node.output).shape[1];
+        let out_shape = graph.value(node.output).shape.clone();
+        let n = *out_shape
+            .last()
+            .expect("a lowered node has a rank-2+ output");
         let weight = weight.add_to(&mut patch);
         let residual = residual.map(|r| r.add_to(&mut patch));
         let mut last = id;
@@ -136,14 +139,64 @@ pub fn lower_dense(graph: &mut Graph) -> Result<PassSummary, PassError> {
             inputs.push(patch.add_value(bias_value(node, data)));
         }
         inputs.extend(residual);
-        patch.replace_node(
+        let output = graph.node(last).output;
+        if out_shape.len() == 2 {
+            patch.replace_node(
+                last,
+                Node {
+                    name: node.name.clone(),
+                    op: Op::Dense { epilogue },
+                    inputs,
+                    output,
+                },
+            );
+            continue;
+        }
+        // Leading axes flattened into M around a 2-D Dense, by views.
+        let k = graph
+            .value(node.inputs[0])
+            .shape
+            .last()
+            .copied()
+            .unwrap_or(1);
+        let m = out_shape[..out_shape.len() - 1].iter().product::<usize>();
+        let view = |name: String, of: ValueId, shape: Vec<usize>| Value {
+            name,
+            shape,
+            ..graph.value(of).clone()
+        };
+        let x2 = patch.add_value(view(
+            format!("{}.x2d", node.name),
+            node.inputs[0],
+            vec![m, k],
+        ));
+        let y2 = patch.add_value(view(format!("{}.y2d", node.name), output, vec![m, n]));
+        let reshape = |name: String, input, output, shape: &[usize]| Node {
+            name,
+            op: Op::Reshape {
+                shape: shape.iter().map(|&d| d as i64).collect(),
+                allowzero: false,
+            },
+            inputs: vec![input],
+            output,
+        };
+        patch.insert_before(
+            id,
+            reshape(format!("{}/x2d", node.name), inputs[0], x2, &[m, k]),
+        );
+        inputs[0] = x2;
+        patch.insert_before(
             last,
             Node {
                 name: node.name.clone(),
                 op: Op::Dense { epilogue },
                 inputs,
-                output: graph.node(last).output,
+                output: y2,
             },
+        );
+        patch.replace_node(
+            last,
+            reshape(format!("{}/y", node.name), y2, output, &out_shape),
         );
     }
     patch.apply(graph);
@@ -221,18 +274,20 @@ fn lower(graph: &Graph, node: &Node) -> Option<Lowered> {
     let (&a, &b) = (node.inputs.first()?, node.inputs.get(1)?);
     let (a, b, output) = (graph.value(a), graph.value(b), graph.value(node.output));
     let data = b.constant_data()?;
-    if a.shape.len() != 2 || b.shape.len() != 2 || output.shape.len() != 2 {
+    let rank = a.shape.len();
+    if rank < 2 || b.shape.len() != 2 || output.shape.len() != rank {
         return None;
     }
-    let (m, n) = (output.shape[0], output.shape[1]);
-    let k = a.shape[1];
+    let n = output.shape[rank - 1];
+    let m: usize = output.shape[..rank - 1].iter().product();
+    let k = a.shape[rank - 1];
     let (bias, residual) = match c.filter(|_| beta != 0.0) {
         None => (None, None),
         Some(c) => {
             let value = graph.value(c);
             if let Some(bias) = row_bias(value, beta, n) {
                 (Some(bias), None)
-            } else if value.shape != [m, n] || !same_storage(value, output) {
+            } else if value.shape != [m, n] || rank != 2 || !same_storage(value, output) {
                 return None;
             } else if beta == 1.0 {
                 (None, Some(Operand::Value(c)))

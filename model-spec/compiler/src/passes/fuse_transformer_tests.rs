@@ -127,3 +127,85 @@ fn a_decomposed_layer_norm_becomes_one_layer_norm() {
         same_result(&before, &after, &input);
     }
 }
+
+/// Decomposed attention over `x` (q = x, k = −x, v = sigmoid(x)), in the
+/// spelling `form` names: 0 the dynamo exporter's (√scale on q and on kᵀ),
+/// 1 the TorchScript exporter's (Div after the product, an additive mask),
+/// 2 a kᵀ that is no Transpose (one is inserted).
+fn attention_graph(form: usize, shape: &[usize]) -> (Graph, Vec<f32>) {
+    let mut b = Builder::new();
+    let x = b.input("x", shape);
+    let input = b.data_for(x);
+    let rank = shape.len();
+    let d = shape[rank - 1];
+    let mut swap: Vec<usize> = (0..rank).collect();
+    swap.swap(rank - 2, rank - 1);
+    let k = b.node("k", Op::Unary(UnaryOp::Neg), &[x]);
+    let v = b.node("v", Op::Unary(UnaryOp::Sigmoid), &[x]);
+    let transpose = Op::Transpose { perm: swap };
+    let scores = match form {
+        0 => {
+            let s = b.constant("s", &[], vec![(d as f32).powf(-0.25)]);
+            let q = b.node("q_s", Op::Binary(BinaryOp::Mul), &[x, s]);
+            let kt = b.node("kt", transpose, &[k]);
+            let kt = b.node("kt_s", Op::Binary(BinaryOp::Mul), &[kt, s]);
+            b.node("qk", Op::MatMul, &[q, kt])
+        }
+        1 => {
+            let kt = b.node("kt", transpose, &[k]);
+            let qk = b.node("qk", Op::MatMul, &[x, kt]);
+            let sqrt_d = b.constant("sqrt_d", &[], vec![(d as f32).sqrt()]);
+            let scaled = b.node("div", Op::Binary(BinaryOp::Div), &[qk, sqrt_d]);
+            let s = shape[rank - 2];
+            let mask = b.constant(
+                "mask",
+                &[s, s],
+                (0..s * s).map(|i| -((i % 3) as f32)).collect(),
+            );
+            b.node("masked", Op::Binary(BinaryOp::Add), &[scaled, mask])
+        }
+        _ => {
+            // kᵀ behind a Neg: no Transpose to absorb.
+            let kt = b.node("kt", transpose, &[x]);
+            let kt = b.node("kt_neg", Op::Unary(UnaryOp::Neg), &[kt]);
+            b.node("qk", Op::MatMul, &[x, kt])
+        }
+    };
+    let p = b.node("softmax", Op::Softmax { axis: rank - 1 }, &[scores]);
+    let y = b.node("pv", Op::MatMul, &[p, v]);
+    b.output(y);
+    (b.finish(), input)
+}
+
+#[test]
+fn decomposed_attention_becomes_one_attention() {
+    for (form, shape) in [
+        (0, &[2, 3, 5, 8][..]),
+        (1, &[2, 3, 5, 8]),
+        (1, &[6, 5, 8]),
+        (2, &[2, 3, 5, 8]),
+    ] {
+        let (before, input) = attention_graph(form, shape);
+        let mut after = before.clone();
+        let summary = super::fuse_attention(&mut after).unwrap();
+        assert_eq!(summary.count("attention fused"), 1, "form {form} {shape:?}");
+        let counts = op_counts(&after);
+        assert!(
+            counts.contains(&("Attention", 1)) && !counts.iter().any(|c| c.0 == "Softmax"),
+            "form {form}: {counts:?}"
+        );
+        same_result(&before, &after, &input);
+    }
+}
+
+#[test]
+fn a_softmax_over_another_axis_is_no_attention() {
+    let (mut graph, _) = attention_graph(1, &[2, 3, 5, 5]);
+    for node in &mut graph.nodes {
+        if let Op::Softmax { axis } = &mut node.op {
+            *axis = 2;
+        }
+    }
+    let summary = super::fuse_attention(&mut graph).unwrap();
+    assert_eq!(summary.count("attention fused"), 0);
+}

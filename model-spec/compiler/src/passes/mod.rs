@@ -20,6 +20,7 @@ mod dense;
 #[cfg(test)]
 mod direct_eval;
 mod fold_batch_norm;
+mod fuse_attention;
 mod fuse_epilogue;
 mod fuse_gelu;
 mod fuse_global_pool;
@@ -37,6 +38,7 @@ mod test_graphs;
 pub use dce::dce;
 pub use dense::{canonicalize_global_pool, lower_dense};
 pub use fold_batch_norm::fold_batch_norm;
+pub use fuse_attention::fuse_attention;
 pub use fuse_epilogue::fuse_epilogue;
 pub use fuse_gelu::fuse_gelu;
 pub use fuse_global_pool::{fuse_global_pool, MAX_POOLED_PIXELS};
@@ -171,6 +173,7 @@ pub fn optimize(graph: &mut Graph, options: &PassOptions) -> Result<PassReport, 
     report.passes.push(dce(graph)?);
     report.passes.push(fuse_layer_norm(graph)?);
     report.passes.push(fuse_gelu(graph)?);
+    report.passes.push(fuse_attention(graph)?);
     report.passes.push(fold_batch_norm(graph)?);
     report.passes.push(canonicalize_global_pool(graph)?);
     report.passes.push(fuse_epilogue(graph)?);
@@ -388,6 +391,7 @@ mod tests {
         dce: no change
         fuse_layer_norm: no change
         fuse_gelu: no change
+        fuse_attention: no change
         fold_batch_norm: 8 BatchNormalization folded
         canonicalize_global_pool: no change
         fuse_epilogue: 8 Conv fused, 8 with bias, 2 with residual Add, 7 with activation
@@ -481,6 +485,7 @@ mod tests {
         dce: no change
         fuse_layer_norm: no change
         fuse_gelu: no change
+        fuse_attention: no change
         fold_batch_norm: 53 BatchNormalization folded
         canonicalize_global_pool: no change
         fuse_epilogue: 53 Conv fused, 53 with bias, 16 with residual Add, 49 with activation

@@ -31,8 +31,11 @@ struct Dims {
 fn dims(inputs: &[Tensor]) -> Result<Dims, OpError> {
     let (q, k, v) = (input(inputs, 0)?, input(inputs, 1)?, input(inputs, 2)?);
     let four = |s: &[usize], what: &str| -> Result<[usize; 4], OpError> {
-        s.try_into()
-            .map_err(|_| OpError(format!("{what} must be 4-D [B, H, S, D], got {s:?}")))
+        crate::ops::attention::as_4d(s).ok_or_else(|| {
+            OpError(format!(
+                "{what} must be 4-D [B, H, S, D] or 3-D [N, S, D], got {s:?}"
+            ))
+        })
     };
     let ([b, h, sq, d], [kb, hkv, skv, kd], [vb, vh, vs, dv]) = (
         four(q.shape, "q")?,
