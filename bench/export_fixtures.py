@@ -84,6 +84,10 @@ FIXTURES = {
     "swin_t_dynamo": ("swin_t", True, [1]),
     "shufflenet_v2_legacy": ("shufflenet_v2_x1_0", False, [1, 2]),
     "mobilenet_v3_large_legacy": ("mobilenet_v3_large", False, [1, 2]),
+    "vit_b_16_legacy": ("vit_b_16", False, [1, 2]),
+    "swin_t_legacy": ("swin_t", False, [1]),
+    "shufflenet_v2_dynamo": ("shufflenet_v2_x1_0", True, [1]),
+    "mobilenet_v3_large_dynamo": ("mobilenet_v3_large", True, [1]),
 }
 
 

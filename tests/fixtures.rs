@@ -147,6 +147,26 @@ fn vit_b_16_dynamo_matches_onnx_runtime() {
 }
 
 #[test]
+fn vit_b_16_legacy_matches_onnx_runtime() {
+    check_own_fixture("vit_b_16_legacy", 1e-4);
+}
+
+#[test]
+fn swin_t_legacy_matches_onnx_runtime() {
+    check_own_fixture("swin_t_legacy", 1e-4);
+}
+
+#[test]
+fn shufflenet_v2_dynamo_matches_onnx_runtime() {
+    check_own_fixture("shufflenet_v2_dynamo", 1e-4);
+}
+
+#[test]
+fn mobilenet_v3_large_dynamo_matches_onnx_runtime() {
+    check_own_fixture("mobilenet_v3_large_dynamo", 1e-4);
+}
+
+#[test]
 fn convnext_tiny_dynamo_matches_onnx_runtime() {
     check_own_fixture("convnext_tiny_dynamo", 1e-4);
 }
@@ -187,52 +207,58 @@ fn onnx_light_models_match_onnx_runtime() {
 }
 
 /// After the passes, each of ViT-B/16's 12 encoder blocks is one
-/// attention, two LayerNorms and one GELU (plus the final LayerNorm): the
-/// fused targets the GPU side gets. Also times one batch-1 run.
+/// attention, two LayerNorms and one GELU (plus the final LayerNorm), from
+/// either exporter: the fused targets the GPU side gets. Also times one
+/// batch-1 run of the dynamo export.
 #[test]
 fn vit_b_16_blocks_fuse_to_attention_layernorm_and_gelu() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/vit_b_16_dynamo");
-    let model = common::fixture::refilled_model(&dir);
-    let options = CompileOptions {
-        batch: None,
-        precision: Precision::Fp32,
-        channels_last: true,
-    };
-    let compiled = compile_bytes(&model, "vit_b_16_dynamo", &options).unwrap();
-    let count = |kind: &str| {
-        compiled
-            .graph
-            .nodes
-            .iter()
-            .filter(|n| n.op.kind() == kind)
-            .count()
-    };
-    let counts =
-        ["Attention", "LayerNormalization", "Gelu", "Softmax", "Erf"].map(|k| (k, count(k)));
-    println!("vit_b_16 after passes: {counts:?}");
-    assert_eq!(
-        counts,
-        [
-            ("Attention", 12),
-            ("LayerNormalization", 25),
-            ("Gelu", 12),
-            ("Softmax", 0),
-            ("Erf", 0)
-        ]
-    );
-    let meta: Json =
-        serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
-    let input = case_input(&dir, &meta, &meta["cases"][0]);
-    let start = std::time::Instant::now();
-    run_planned(
-        &compiled.graph,
-        &compiled.plan,
-        &[&input],
-        &RunOptions::default(),
-    )
-    .unwrap();
-    println!(
-        "vit_b_16 batch 1 on the CPU reference: {:.2} s",
-        start.elapsed().as_secs_f64()
-    );
+    for name in ["vit_b_16_dynamo", "vit_b_16_legacy"] {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name);
+        let model = common::fixture::refilled_model(&dir);
+        let options = CompileOptions {
+            batch: Some(1),
+            precision: Precision::Fp32,
+            channels_last: true,
+        };
+        let compiled = compile_bytes(&model, name, &options).unwrap();
+        let count = |kind: &str| {
+            compiled
+                .graph
+                .nodes
+                .iter()
+                .filter(|n| n.op.kind() == kind)
+                .count()
+        };
+        let counts =
+            ["Attention", "LayerNormalization", "Gelu", "Softmax", "Erf"].map(|k| (k, count(k)));
+        println!("{name} after passes: {counts:?}");
+        assert_eq!(
+            counts,
+            [
+                ("Attention", 12),
+                ("LayerNormalization", 25),
+                ("Gelu", 12),
+                ("Softmax", 0),
+                ("Erf", 0)
+            ],
+            "{name}"
+        );
+        if name.ends_with("dynamo") {
+            let meta: Json =
+                serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
+            let input = case_input(&dir, &meta, &meta["cases"][0]);
+            let start = std::time::Instant::now();
+            run_planned(
+                &compiled.graph,
+                &compiled.plan,
+                &[&input],
+                &RunOptions::default(),
+            )
+            .unwrap();
+            let seconds = start.elapsed().as_secs_f64();
+            println!("{name} batch 1 on the CPU reference: {seconds:.2} s");
+        }
+    }
 }

@@ -13,6 +13,7 @@ mod fill_weights;
 mod fold;
 mod node_import;
 mod prepare;
+mod proto_fold;
 mod tensor_file;
 
 pub use error::{ImportError, UnsupportedUse};

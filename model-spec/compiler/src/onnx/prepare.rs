@@ -5,7 +5,8 @@
 //! garbage cases named), the opset, resolving the symbolic batch dimension of
 //! the graph inputs to the requested batch, rejecting zero, negative and
 //! absurd declared dimensions, and binding caller-supplied constant inputs
-//! (e.g. the shape tensors of ONNX's conformance tests) as initializers.
+//! (e.g. the shape tensors of ONNX's conformance tests) as initializers,
+//! and integer shape arithmetic on constants folded (`proto_fold`).
 
 use super::error::{ImportError, UnsupportedUse};
 use crate::ir::MAX_ELEMENTS;
@@ -73,6 +74,7 @@ pub fn prepare(
     }
     check_nodes(graph, constants)?;
     apply_missing_defaults(graph);
+    super::proto_fold::fold_integer_constants(graph);
     // Bind constants: they become initializers and stop being graph inputs.
     for c in constants {
         check_initializer(c)?;

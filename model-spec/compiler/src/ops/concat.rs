@@ -24,7 +24,15 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
     let op = Op::Concat {
         axis: n.config.axis,
     };
-    let ins = cx.inputs(1..=usize::MAX)?;
+    let mut ins = cx.inputs(1..=usize::MAX)?;
+    // Empty constants (sliced-off shape vectors) add nothing.
+    if ins.len() > 1 {
+        let empty = |cx: &NodeImport, v| cx.constant(v).is_some() && cx.shape(v).contains(&0);
+        let kept: Vec<ValueId> = ins.iter().copied().filter(|&v| !empty(cx, v)).collect();
+        if !kept.is_empty() {
+            ins = kept;
+        }
+    }
     cx.push(op, ins)
 }
 

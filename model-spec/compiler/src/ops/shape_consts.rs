@@ -32,7 +32,21 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
     let (shape, data) = match cx.node {
         Node::Shape(n) => {
             let x = cx.input(0)?;
-            let dims = cx.shape(x)[n.config.start..n.config.end].to_vec();
+            let (mut start, mut end) = (n.config.start, n.config.end);
+            // onnx-ir types a shape vector of n elements as `Shape(n)` and
+            // reads n as its rank: the whole vector is its shape `[n]`.
+            if let Some(onnx_ir::ArgType::Shape(len)) = n.inputs.first().map(|a| &a.ty) {
+                if (start, end) == (0, *len) {
+                    (start, end) = (0, 1);
+                }
+            }
+            let Some(dims) = cx.shape(x).get(start..end).map(<[usize]>::to_vec) else {
+                return Err(cx.attr_error(
+                    "start",
+                    (start, end),
+                    &format!("out of range for the input's shape {:?}", cx.shape(x)),
+                ));
+            };
             if dims.is_empty() {
                 return Err(cx.attr_error(
                     "start",

@@ -68,6 +68,14 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
         }
         let (_, count) = axis_range(shape[a], starts[i], ends[i], steps[i])
             .map_err(|e| cx.attr_error("steps", &steps, &e))?;
+        if count == 0 && cx.constant(x).is_some() {
+            // Shape arithmetic (`s[2:]` of a 2-element shape): an empty
+            // constant, which only Concat may read (it drops it).
+            let mut empty = shape.clone();
+            empty[a] = 0;
+            let name = cx.output_name().to_string();
+            return Ok(cx.add_constant(name, empty, Vec::new()));
+        }
         if count == 0 {
             return Err(cx.attr_error(
                 "starts",
