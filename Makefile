@@ -78,6 +78,7 @@ generated:
 
 lint:
 	$(CARGO) fmt --all --check
+	python3 tests/import_cycles.py model-spec/src model-spec/compiler/src src
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 
 fmt:

@@ -11,6 +11,7 @@ mod convert;
 mod error;
 mod fill_weights;
 mod fold;
+mod graph_builder;
 mod node_import;
 mod prepare;
 mod proto_fold;

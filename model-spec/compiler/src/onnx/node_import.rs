@@ -5,8 +5,8 @@
 //! [`push`](NodeImport::push) the IR node(s) computing the output. Every
 //! error they build through [`NodeImport`] names the node and op.
 
-use super::convert::GraphBuilder;
 use super::error::ImportError;
+use super::graph_builder::GraphBuilder;
 use crate::ir::{Op, Value, ValueId};
 use onnx_ir::{Argument, Node};
 use std::ops::RangeInclusive;

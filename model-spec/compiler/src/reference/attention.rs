@@ -5,7 +5,7 @@
 //! products as it does for MatMul.
 
 use super::broadcast::Broadcast;
-use super::execute::{input, Ctx, OpError, OpResult, Output, Tensor};
+use super::op_io::{input, Ctx, OpError, OpResult, Output, Tensor};
 use super::scalar::Scalar;
 use super::Accumulate;
 use rayon::prelude::*;

@@ -3,7 +3,7 @@
 //! repeated. [`Broadcast::apply`] walks the output one innermost row at a
 //! time (in parallel), so the index arithmetic is paid once per row.
 
-use super::execute::OpError;
+use super::op_io::OpError;
 use rayon::prelude::*;
 
 /// How a source of one shape maps onto an output shape.

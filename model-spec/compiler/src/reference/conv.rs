@@ -10,11 +10,12 @@
 //! epilogue `act(acc + bias + residual)` is applied to the accumulator, which
 //! is rounded to the output type once, at the store.
 
-use super::execute::{dims4, input, Ctx, OpError, OpResult, OutSpec, Output, Tensor};
+use super::elementwise::activate;
 use super::gemm::{matmul_into, Operand, OperandMut};
+use super::op_io::{dims4, input, Ctx, OpError, OpResult, OutSpec, Output, Tensor};
 use super::scalar::Scalar;
 use super::Accumulate;
-use crate::ir::{Activation, Conv2d, Epilogue, Layout, Shortcut};
+use crate::ir::{Conv2d, Epilogue, Layout, Shortcut};
 use rayon::prelude::*;
 use std::borrow::Cow;
 
@@ -250,16 +251,6 @@ fn add_bias_residual<T: Scalar>(
                 }
             }
         });
-}
-
-/// Applies the epilogue's activation after rounding to f32 (ReLU and Clip
-/// commute with the monotone rounding).
-pub(crate) fn activate(data: &mut [f32], activation: Activation) {
-    if activation == Activation::None {
-        return;
-    }
-    data.par_chunks_mut(1 << 14)
-        .for_each(|chunk| chunk.iter_mut().for_each(|x| *x = activation.apply(*x)));
 }
 
 fn gemm_nhwc<T: Scalar>(d: &Dims, x: &[T], w: &[T], acc: &mut [T]) -> Result<(), OpError> {

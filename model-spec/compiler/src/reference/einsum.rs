@@ -9,7 +9,7 @@
 //! Products and sums are in the accumulation type; output elements are
 //! computed in parallel.
 
-use super::execute::{Ctx, OpError, OpResult, OutSpec, Output, Tensor};
+use super::op_io::{Ctx, OpError, OpResult, OutSpec, Output, Tensor};
 use super::scalar::Scalar;
 use super::Accumulate;
 use rayon::prelude::*;

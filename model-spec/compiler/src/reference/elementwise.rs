@@ -5,10 +5,10 @@
 //! `(x − mean) / sqrt(var + eps) · scale + bias` per channel (axis 1).
 
 use super::broadcast::Broadcast;
-use super::execute::{input, Ctx, OpError, OpResult, OutSpec, Output, Tensor};
+use super::op_io::{input, Ctx, OpError, OpResult, OutSpec, Output, Tensor};
 use super::scalar::Scalar;
 use super::Accumulate;
-use crate::ir::{BinaryOp, Layout, UnaryOp};
+use crate::ir::{Activation, BinaryOp, Layout, UnaryOp};
 use rayon::prelude::*;
 
 const CHUNK: usize = 1 << 14;
@@ -128,6 +128,16 @@ fn batch_norm_in<T: Scalar>(epsilon: f32, inputs: &[Tensor]) -> OpResult {
         data,
         layout: x.layout,
     })
+}
+
+/// Applies the epilogue's activation after rounding to f32 (ReLU and Clip
+/// commute with the monotone rounding).
+pub(crate) fn activate(data: &mut [f32], activation: Activation) {
+    if activation == Activation::None {
+        return;
+    }
+    data.par_chunks_mut(1 << 14)
+        .for_each(|chunk| chunk.iter_mut().for_each(|x| *x = activation.apply(*x)));
 }
 
 #[cfg(test)]

@@ -8,13 +8,12 @@
 //! is released after its last reader; [`Mode::Trace`] instead reads every
 //! node's output back as it is written.
 
-use super::layout::{relayout, relayout_vec, to_row_major};
+use super::layout::{relayout_vec, to_row_major};
+use super::op_io::{Ctx, OpResult, OutSpec, Tensor};
 use super::storage::Storage;
 use super::{conv, pool, shape_ops};
-use super::{Accumulate, RunError, RunOptions};
-use crate::ir::{
-    infer_shape, verify, DType, Epilogue, GlobalPool, Graph, Layout, Op, Precision, ValueId,
-};
+use super::{RunError, RunOptions};
+use crate::ir::{infer_shape, verify, Epilogue, GlobalPool, Graph, Layout, Op, Precision, ValueId};
 use crate::ops;
 use std::borrow::Cow;
 
@@ -25,82 +24,6 @@ pub(crate) enum Mode {
     Outputs,
     /// Every node's output, in node order.
     Trace,
-}
-
-/// Numeric settings every op sees.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Ctx {
-    pub accumulate: Accumulate,
-    /// Round matrix-product operands to tf32 (`Precision::Tf32`).
-    pub tf32: bool,
-}
-
-/// An op input: f32 elements in the physical order of `layout`.
-pub(crate) struct Tensor<'a> {
-    pub data: Cow<'a, [f32]>,
-    pub shape: &'a [usize],
-    pub layout: Layout,
-}
-
-impl Tensor<'_> {
-    /// The elements in logical row-major order.
-    pub(crate) fn row_major(&self) -> Cow<'_, [f32]> {
-        to_row_major(Cow::Borrowed(&self.data), self.shape, self.layout)
-    }
-
-    /// The elements in the physical order of `layout`.
-    pub(crate) fn in_layout(&self, layout: Layout) -> Cow<'_, [f32]> {
-        relayout(Cow::Borrowed(&self.data), self.shape, self.layout, layout)
-    }
-}
-
-/// The value an op writes (its logical shape; the loop handles its layout).
-pub(crate) struct OutSpec<'a> {
-    pub shape: &'a [usize],
-    pub dtype: DType,
-}
-
-/// An op's result: f32 elements in the physical order of `layout` (not yet
-/// rounded to the output's dtype).
-pub(crate) struct Output {
-    pub data: Vec<f32>,
-    pub layout: Layout,
-}
-
-impl Output {
-    pub(crate) fn row_major(data: Vec<f32>) -> Self {
-        Output {
-            data,
-            layout: Layout::RowMajor,
-        }
-    }
-}
-
-/// Why an op failed; the loop adds the node.
-#[derive(Debug)]
-pub(crate) struct OpError(pub String);
-
-impl From<String> for OpError {
-    fn from(message: String) -> Self {
-        OpError(message)
-    }
-}
-
-pub(crate) type OpResult = Result<Output, OpError>;
-
-/// The `i`-th input, or a typed error when the node has fewer.
-pub(crate) fn input<'t, 'a>(inputs: &'t [Tensor<'a>], i: usize) -> Result<&'t Tensor<'a>, OpError> {
-    inputs
-        .get(i)
-        .ok_or_else(|| OpError(format!("missing input {i} (has {})", inputs.len())))
-}
-
-/// A rank-4 shape as an array.
-pub(crate) fn dims4(shape: &[usize], what: &str) -> Result<[usize; 4], OpError> {
-    match *shape {
-        [a, b, c, d] => Ok([a, b, c, d]),
-        _ => Err(OpError(format!("{what} must be 4-D, got {shape:?}"))),
-    }
 }
 
 fn checked_numel(shape: &[usize]) -> Option<usize> {

@@ -2,7 +2,7 @@
 //! `(outer, indices[j])`, each block the `inner` elements after the axis,
 //! on the input's logical row-major data.
 
-use super::execute::{input, OpError, OpResult, Output, Tensor};
+use super::op_io::{input, OpError, OpResult, Output, Tensor};
 
 /// `x` indexed by `indices` (negative count from the end) along `axis`.
 pub(crate) fn gather(axis: usize, indices: &[i64], inputs: &[Tensor]) -> OpResult {

@@ -7,8 +7,8 @@
 //! rounded to tf32 first; accumulation stays f32 (or f64).
 
 use super::broadcast::Broadcast;
-use super::conv::activate;
-use super::execute::{input, Ctx, OpError, OpResult, OutSpec, Output, Tensor};
+use super::elementwise::activate;
+use super::op_io::{input, Ctx, OpError, OpResult, OutSpec, Output, Tensor};
 use super::scalar::Scalar;
 use super::Accumulate;
 use crate::ir::Epilogue;

@@ -24,6 +24,7 @@ pub(crate) mod gemm;
 mod layout;
 pub(crate) mod math;
 pub(crate) mod normalize;
+mod op_io;
 pub(crate) mod pad;
 pub(crate) mod pool;
 pub(crate) mod reduce;
@@ -43,7 +44,7 @@ pub(crate) mod testing;
 
 /// What an op's `reference` function in [`crate::ops`] receives and
 /// returns; the kernels it calls are the `pub(crate)` modules above.
-pub(crate) use execute::{Ctx, OpResult, OutSpec, Tensor};
+pub(crate) use op_io::{Ctx, OpResult, OutSpec, Tensor};
 
 use crate::ir::{Graph, VerifyError};
 use crate::plan::MemoryPlan;

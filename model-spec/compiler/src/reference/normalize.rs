@@ -12,7 +12,7 @@
 //! gives NaN, as ONNX's reference does.
 
 use super::broadcast::Broadcast;
-use super::execute::{input, Ctx, OpError, OpResult, Output, Tensor};
+use super::op_io::{input, Ctx, OpError, OpResult, Output, Tensor};
 use super::reduce::targets;
 use super::scalar::Scalar;
 use super::Accumulate;

@@ -4,7 +4,7 @@
 //! input mirrored at its edge (period `2·(d − 1)`). Works on the input's
 //! logical row-major data.
 
-use super::execute::{input, OpError, OpResult, Output, Tensor};
+use super::op_io::{input, OpError, OpResult, Output, Tensor};
 use super::strided::row_major_strides;
 use crate::ir::PadMode;
 

@@ -11,7 +11,7 @@
 //! added a window past the end padding are never counted. Global pools
 //! reduce every axis after the first two (rank ≥ 3).
 
-use super::execute::{dims4, input, Ctx, OpResult, OutSpec, Output, Tensor};
+use super::op_io::{dims4, input, Ctx, OpResult, OutSpec, Output, Tensor};
 use super::scalar::Scalar;
 use super::Accumulate;
 use crate::ir::{Layout, Pool2d};

@@ -8,7 +8,7 @@
 //! does not overflow. An empty axis list reduces nothing (every output is
 //! its one input element, transformed as the kind says).
 
-use super::execute::{input, Ctx, OpError, OpResult, OutSpec, Output, Tensor};
+use super::op_io::{input, Ctx, OpError, OpResult, OutSpec, Output, Tensor};
 use super::scalar::Scalar;
 use super::Accumulate;
 use crate::ir::ReduceKind;

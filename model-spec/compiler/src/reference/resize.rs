@@ -5,7 +5,7 @@
 //! edge padding). Resizing the axes in turn is the separable
 //! (bi)linear interpolation ONNX defines. Works on logical row-major data.
 
-use super::execute::{input, OpError, OpResult, Output, Tensor};
+use super::op_io::{input, OpError, OpResult, Output, Tensor};
 use crate::ir::{Resize, ResizeMode};
 
 /// The input elements (index, weight) output coordinate `j` of one axis

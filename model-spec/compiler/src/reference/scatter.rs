@@ -1,7 +1,7 @@
 //! ScatterND: a copy of `data` whose addressed slices are replaced by, or
 //! reduced with, the rows of `updates`, in index order.
 
-use super::execute::{input, OpError, OpResult, Output, Tensor};
+use super::op_io::{input, OpError, OpResult, Output, Tensor};
 use crate::ir::ScatterReduction;
 use crate::ops::scatter_nd::offsets;
 

@@ -2,12 +2,12 @@
 //! (numpy rules, row-major) onto the output shape. A NaN condition is true.
 
 use super::broadcast::Broadcast;
-use super::execute::{input, OpResult, OutSpec, Output, Tensor};
+use super::op_io::{input, OpResult, OutSpec, Output, Tensor};
 
 /// CPU reference of [`crate::ir::Op::Where`]; inputs are condition, x, y.
 pub(crate) fn select(inputs: &[Tensor], out: &OutSpec) -> OpResult {
     let total: usize = out.shape.iter().product();
-    let expand = |i: usize| -> Result<Vec<f32>, super::execute::OpError> {
+    let expand = |i: usize| -> Result<Vec<f32>, super::op_io::OpError> {
         let t = input(inputs, i)?;
         let mut data = vec![0.0f32; total];
         Broadcast::new(t.shape, out.shape)?.apply(&mut data, &t.row_major(), |o, v| *o = v);

@@ -5,7 +5,7 @@
 //! likewise, after appending zero channels, and SpaceToDepth after moving
 //! pixels into channels); Concat joins row-major inputs along one axis.
 
-use super::execute::{dims4, input, OpResult, OutSpec, Output, Tensor};
+use super::op_io::{dims4, input, OpResult, OutSpec, Output, Tensor};
 
 /// Flatten, Reshape, Identity.
 pub(crate) fn copy(inputs: &[Tensor]) -> OpResult {

@@ -5,7 +5,7 @@
 //! the accumulation type. Hardmax is 1 at the first maximum of each slice
 //! (the first NaN if there is one) and 0 elsewhere.
 
-use super::execute::{input, Ctx, OpResult, Output, Tensor};
+use super::op_io::{input, Ctx, OpResult, Output, Tensor};
 use super::scalar::Scalar;
 use super::Accumulate;
 use rayon::prelude::*;

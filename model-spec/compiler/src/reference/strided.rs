@@ -5,7 +5,7 @@
 //! backward walk) and starts at its first element, a broadcast axis has
 //! stride 0. The source is the input's logical row-major data.
 
-use super::execute::{input, OpError, OpResult, Output, Tensor};
+use super::op_io::{input, OpError, OpResult, Output, Tensor};
 
 /// Row-major strides of `shape`, in elements.
 pub(crate) fn row_major_strides(shape: &[usize]) -> Vec<isize> {
