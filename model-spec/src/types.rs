@@ -134,13 +134,15 @@ impl Precision {
 
     /// The bar for GPU results against the CPU emulation of the *same*
     /// precision (relative L2): only accumulation order differs, so it sits
-    /// a few times above the measured error (fp16 ResNet-50 ~2.4e-4) and
-    /// far below [`Precision::tolerance_vs_fp32`], so a wrong kernel fails.
+    /// a few times above the measured error and below
+    /// [`Precision::tolerance_vs_fp32`], so a wrong kernel fails. Measured on
+    /// an H100 (2026-12-05, torchvision ResNet-18/50 exports, b1 and b4):
+    /// fp16 2.4e-4–3.0e-4, bf16 ≤ 2.3e-3, tf32 1.7e-4–2.3e-4, fp32 ≤ 3.8e-7.
     /// Per-layer checks allow twice this.
     pub fn tolerance_vs_emulation(self) -> f64 {
         match self {
             Precision::Fp32 => 1e-5,
-            Precision::Tf32 => 1e-4,
+            Precision::Tf32 => 8e-4,
             Precision::Fp16 => 2e-3,
             Precision::Bf16 => 8e-3,
         }
