@@ -72,9 +72,26 @@ def build(name):
         "shufflenet_v2_x1_0": tvm.shufflenet_v2_x1_0,
         "mobilenet_v3_large": tvm.mobilenet_v3_large,
         "resnet50": tvm.resnet50,
+        "vit_b_32": tvm.vit_b_32,
+        "convnext_small": tvm.convnext_small,
+        "swin_v2_t": tvm.swin_v2_t,
+        "swin_s": tvm.swin_s,
+        "mobilenet_v3_small": tvm.mobilenet_v3_small,
+        "shufflenet_v2_x0_5": tvm.shufflenet_v2_x0_5,
+        "efficientnet_v2_s": tvm.efficientnet_v2_s,
+        "regnet_y_400mf": tvm.regnet_y_400mf,
     }[name]
     return ctor(weights=None).eval()
 
+
+# Other members of the families, exported on request (`export_fixtures.py OUT NAME`)
+# to try the importer on models no test pins.
+FAMILY = {
+    f"{arch}_{'dynamo' if dynamo else 'legacy'}": (arch, dynamo, [1])
+    for arch in ["vit_b_32", "convnext_small", "swin_v2_t", "swin_s", "mobilenet_v3_small",
+                 "shufflenet_v2_x0_5", "efficientnet_v2_s", "regnet_y_400mf"]
+    for dynamo in [True, False]
+}
 
 # fixture name -> (torchvision model, dynamo exporter?, batch cases)
 FIXTURES = {
@@ -110,7 +127,7 @@ def make(out_dir, fixture):
     import torch
     from onnx import numpy_helper
 
-    arch, dynamo, batches = FIXTURES[fixture]
+    arch, dynamo, batches = {**FIXTURES, **FAMILY}[fixture]
     torch.manual_seed(0)
     d = os.path.join(out_dir, fixture)
     os.makedirs(d, exist_ok=True)

@@ -157,6 +157,11 @@ fn swin_t_legacy_matches_onnx_runtime() {
 }
 
 #[test]
+fn swin_v2_t_dynamo_matches_onnx_runtime() {
+    check_own_fixture("swin_v2_t_dynamo", 1e-4);
+}
+
+#[test]
 fn shufflenet_v2_dynamo_matches_onnx_runtime() {
     check_own_fixture("shufflenet_v2_dynamo", 1e-4);
 }
@@ -261,4 +266,38 @@ fn vit_b_16_blocks_fuse_to_attention_layernorm_and_gelu() {
             println!("{name} batch 1 on the CPU reference: {seconds:.2} s");
         }
     }
+}
+
+/// Every fixture folder under `$AOTUNE_FIXTURE_DIR` (as
+/// `bench/export_fixtures.py OUT NAME…` writes them), for trying the
+/// importer on models no test pins: `AOTUNE_FIXTURE_DIR=/tmp/fx cargo test
+/// --profile ci --test fixtures -- --ignored --nocapture fixtures_in_dir`.
+#[test]
+#[ignore = "needs AOTUNE_FIXTURE_DIR"]
+fn fixtures_in_dir() {
+    let root = std::env::var_os("AOTUNE_FIXTURE_DIR").expect("set AOTUNE_FIXTURE_DIR");
+    let mut dirs: Vec<_> = std::fs::read_dir(&root)
+        .expect("AOTUNE_FIXTURE_DIR")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("meta.json").is_file())
+        .collect();
+    dirs.sort();
+    let mut failed = Vec::new();
+    for dir in &dirs {
+        let name = dir.file_name().unwrap().to_string_lossy().to_string();
+        let outcome = std::panic::catch_unwind(|| check_dir(dir, Precision::Fp32, 1e-4, false));
+        match outcome {
+            Ok(results) => println!("PASS {name}: {results:?}"),
+            Err(e) => {
+                let why = e
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                println!("FAIL {name}: {why}");
+                failed.push(name);
+            }
+        }
+    }
+    assert!(failed.is_empty(), "failed: {failed:?}");
 }

@@ -528,6 +528,13 @@ pub enum Op {
         indices: Vec<i64>,
         indices_shape: Vec<usize>,
     },
+    /// ONNX GatherND (`batch_dims` 0): the slices of the input addressed
+    /// by the constant index tuples (`indices`, shape `indices_shape`, the
+    /// last axis one tuple); output `indices_shape[..-1] ++ x[k..]`.
+    GatherNd {
+        indices: Vec<i64>,
+        indices_shape: Vec<usize>,
+    },
     /// ONNX ScatterND: a copy of input 0 whose slices addressed by the
     /// constant `indices` (shape `indices_shape`, the last axis one index
     /// tuple) are replaced by, or reduced with, the rows of input 1.
@@ -691,6 +698,7 @@ impl Op {
             Op::Slice { .. } => "Slice",
             Op::Gather { .. } => "Gather",
             Op::ScatterNd { .. } => "ScatterND",
+            Op::GatherNd { .. } => "GatherND",
             Op::Expand { .. } => "Expand",
             Op::Tile { .. } => "Tile",
             Op::Pad { .. } => "Pad",
@@ -817,6 +825,10 @@ impl Op {
                 indices,
                 indices_shape,
             } => format!("axis={axis} indices={indices:?} shape={indices_shape:?}"),
+            Op::GatherNd {
+                indices,
+                indices_shape,
+            } => format!("indices={indices:?} shape={indices_shape:?}"),
             Op::ScatterNd {
                 indices,
                 indices_shape,

@@ -151,6 +151,10 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
             indices,
             indices_shape,
         } => ops::gather::infer_shape(*axis, indices, indices_shape, inputs),
+        Op::GatherNd {
+            indices,
+            indices_shape,
+        } => ops::gather_nd::infer_shape(indices, indices_shape, inputs),
         Op::ScatterNd {
             indices,
             indices_shape,

@@ -53,6 +53,7 @@ pub(crate) mod depth_to_space;
 pub(crate) mod dropout;
 pub(crate) mod expand;
 pub(crate) mod gather;
+pub(crate) mod gather_nd;
 pub(crate) mod pad;
 pub(crate) mod resize;
 pub(crate) mod scatter_nd;
@@ -109,6 +110,7 @@ pub(crate) static REGISTRY: &[OpDef] = &[
     pad::DEF,
     resize::DEF,
     scatter_nd::DEF,
+    gather_nd::DEF,
     depth_to_space::DEF,
     dropout::DEF,
     shape_consts::DEF,

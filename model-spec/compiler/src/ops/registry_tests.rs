@@ -117,6 +117,7 @@ fn the_supported_list_is_the_registrys() {
             "Flatten",
             "Floor",
             "Gather",
+            "GatherND",
             "Gelu",
             "Gemm",
             "GlobalAveragePool",

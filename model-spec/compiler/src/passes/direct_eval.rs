@@ -435,6 +435,7 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
         | Op::Slice { .. }
         | Op::Gather { .. }
         | Op::ScatterNd { .. }
+        | Op::GatherNd { .. }
         | Op::Expand { .. }
         | Op::Tile { .. }
         | Op::Pad { .. }

@@ -255,6 +255,10 @@ fn run_op(ctx: &Ctx, op: &Op, inputs: &[Tensor], out: &OutSpec) -> OpResult {
             steps,
         } => ops::slice::reference(starts, ends, steps, inputs),
         Op::Gather { axis, indices, .. } => ops::gather::reference(*axis, indices, inputs),
+        Op::GatherNd {
+            indices,
+            indices_shape,
+        } => ops::gather_nd::reference(indices, indices_shape, inputs),
         Op::ScatterNd {
             indices,
             indices_shape,

@@ -30,6 +30,22 @@ pub(crate) fn gather(axis: usize, indices: &[i64], inputs: &[Tensor]) -> OpResul
     Ok(Output::row_major(out))
 }
 
+/// ONNX GatherND (`batch_dims` 0): the slice of `x` each index tuple (the
+/// last axis of `indices`) addresses, in index order.
+pub(crate) fn gather_nd(indices: &[i64], indices_shape: &[usize], inputs: &[Tensor]) -> OpResult {
+    let x = input(inputs, 0)?;
+    let offsets =
+        crate::ops::scatter_nd::offsets(x.shape, indices, indices_shape).map_err(OpError)?;
+    let k = indices_shape.last().copied().unwrap_or(0);
+    let slice: usize = x.shape[k..].iter().product();
+    let data = x.row_major();
+    let mut out = Vec::with_capacity(offsets.len() * slice);
+    for at in offsets {
+        out.extend_from_slice(&data[at..at + slice]);
+    }
+    Ok(Output::row_major(out))
+}
+
 #[cfg(test)]
 mod tests {
     use crate::ir::Op;

@@ -376,6 +376,7 @@ pub(crate) fn dispatch<V: VisitTask>(
         | Op::Slice { .. }
         | Op::Gather { .. }
         | Op::ScatterNd { .. }
+        | Op::GatherNd { .. }
         | Op::Expand { .. }
         | Op::Tile { .. }
         | Op::Pad { .. }
