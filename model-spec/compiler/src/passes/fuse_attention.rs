@@ -13,70 +13,48 @@
 //! Every removed intermediate has exactly one reader and is not a graph
 //! output. The Attention node takes the second MatMul's place and output.
 
-use super::fuse_gelu::Matcher;
-use super::{PassError, PassSummary, Uses};
-use crate::ir::{debug_verify, BinaryOp, Graph, Node, NodeId, Op, Patch, Value, ValueId};
+use super::fuse_gelu::{replace_chain, rewrite_matches, Matcher};
+use super::{PassError, PassSummary};
+use crate::ir::{BinaryOp, Graph, Node, NodeId, Op, Value, ValueId};
 
 const PASS: &str = "fuse_attention";
 
 /// Replaces every decomposed attention by one `Attention` node.
 pub fn fuse_attention(graph: &mut Graph) -> Result<PassSummary, PassError> {
-    let uses = Uses::of(graph);
-    let producers = graph.producers();
-    let m = Matcher {
+    rewrite_matches(
         graph,
-        uses: &uses,
-        producers: &producers,
-    };
-    let mut patch = Patch::new(graph);
-    let mut fused = 0;
-    for id in graph.node_ids() {
-        let Some(found) = attention_at(&m, id) else {
-            continue;
-        };
-        let last = graph.node(found.last);
-        for &dead in &found.chain {
-            patch.remove_node(dead);
-        }
-        let mut inputs = vec![found.q, found.k, found.v];
-        if let Some(kt) = found.transpose_k {
-            let rank = graph.value(kt).shape.len();
-            let mut k_shape = graph.value(kt).shape.clone();
-            k_shape.swap(rank - 2, rank - 1);
-            let k = patch.add_value(Value::activation(format!("{}/k", last.name), k_shape));
-            let mut perm: Vec<usize> = (0..rank).collect();
-            perm.swap(rank - 2, rank - 1);
-            patch.insert_before(
-                found.last,
-                Node {
-                    name: format!("{}/k", last.name),
-                    op: Op::Transpose { perm },
-                    inputs: vec![kt],
-                    output: k,
-                },
-            );
-            inputs[1] = k;
-        }
-        inputs.extend(found.mask);
-        patch.replace_node(
-            found.last,
-            Node {
-                name: last.name.clone(),
-                op: Op::Attention {
-                    scale: found.scale,
-                    causal: false,
-                },
-                inputs,
-                output: last.output,
-            },
-        );
-        fused += 1;
-    }
-    patch.apply(graph);
-    debug_verify(graph, PASS);
-    let mut summary = PassSummary::new(PASS);
-    summary.add(fused, "attention fused");
-    Ok(summary)
+        PASS,
+        "attention fused",
+        attention_at,
+        |graph, patch, found| {
+            let last = graph.node(found.last);
+            let mut inputs = vec![found.q, found.k, found.v];
+            if let Some(kt) = found.transpose_k {
+                let rank = graph.value(kt).shape.len();
+                let mut k_shape = graph.value(kt).shape.clone();
+                k_shape.swap(rank - 2, rank - 1);
+                let k = patch.add_value(Value::activation(format!("{}/k", last.name), k_shape));
+                let mut perm: Vec<usize> = (0..rank).collect();
+                perm.swap(rank - 2, rank - 1);
+                patch.insert_before(
+                    found.last,
+                    Node {
+                        name: format!("{}/k", last.name),
+                        op: Op::Transpose { perm },
+                        inputs: vec![kt],
+                        output: k,
+                    },
+                );
+                inputs[1] = k;
+            }
+            inputs.extend(found.mask);
+            let op = Op::Attention {
+                scale: found.scale,
+                causal: false,
+            };
+            replace_chain(graph, patch, &found.chain, found.last, op, inputs);
+        },
+    )
 }
 
 /// One matched attention.

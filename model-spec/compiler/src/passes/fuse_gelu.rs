@@ -19,41 +19,77 @@ const PASS: &str = "fuse_gelu";
 
 /// Replaces every erf-form GELU by one `Unary(Gelu)` node.
 pub fn fuse_gelu(graph: &mut Graph) -> Result<PassSummary, PassError> {
+    let find = |m: &Matcher, id: NodeId| {
+        (m.graph.node(id).op == Op::Unary(UnaryOp::Erf))
+            .then(|| m.gelu_at(id))
+            .flatten()
+    };
+    rewrite_matches(
+        graph,
+        PASS,
+        "GELU fused",
+        find,
+        |graph, patch, found: Found| {
+            let op = Op::Unary(UnaryOp::Gelu { tanh: false });
+            replace_chain(graph, patch, &found.chain, found.last, op, vec![found.x]);
+        },
+    )
+}
+
+/// Removes the matched `chain` and puts one node computing `op` on
+/// `inputs` in `last`'s place, with its name and output value.
+pub(super) fn replace_chain(
+    graph: &Graph,
+    patch: &mut Patch,
+    chain: &[NodeId],
+    last: NodeId,
+    op: Op,
+    inputs: Vec<ValueId>,
+) {
+    for &dead in chain {
+        patch.remove_node(dead);
+    }
+    let node = graph.node(last);
+    patch.replace_node(
+        last,
+        Node {
+            name: node.name.clone(),
+            op,
+            inputs,
+            output: node.output,
+        },
+    );
+}
+
+/// Runs a pattern pass: `find` on every node in order, `rewrite` of each
+/// match into one patch (matching sees the graph before any rewrite); the
+/// summary counts the matches as `what`.
+pub(super) fn rewrite_matches<F>(
+    graph: &mut Graph,
+    pass: &'static str,
+    what: &str,
+    find: impl Fn(&Matcher, NodeId) -> Option<F>,
+    mut rewrite: impl FnMut(&Graph, &mut Patch, F),
+) -> Result<PassSummary, PassError> {
     let uses = Uses::of(graph);
     let producers = graph.producers();
+    let mut patch = Patch::new(graph);
+    let mut matched = 0;
     let m = Matcher {
         graph,
         uses: &uses,
         producers: &producers,
     };
-    let mut patch = Patch::new(graph);
-    let mut fused = 0;
     for id in graph.node_ids() {
-        if graph.node(id).op != Op::Unary(UnaryOp::Erf) {
-            continue;
+        if let Some(found) = find(&m, id) {
+            rewrite(graph, &mut patch, found);
+            matched += 1;
         }
-        let Some(found) = m.gelu_at(id) else {
-            continue;
-        };
-        let last = graph.node(found.last);
-        for &dead in &found.chain {
-            patch.remove_node(dead);
-        }
-        patch.replace_node(
-            found.last,
-            Node {
-                name: last.name.clone(),
-                op: Op::Unary(UnaryOp::Gelu { tanh: false }),
-                inputs: vec![found.x],
-                output: last.output,
-            },
-        );
-        fused += 1;
     }
     patch.apply(graph);
-    debug_verify(graph, PASS);
-    let mut summary = PassSummary::new(PASS);
-    summary.add(fused, "GELU fused");
+    debug_verify(graph, pass);
+    let mut summary = PassSummary::new(pass);
+    summary.add(matched, what);
     Ok(summary)
 }
 

@@ -14,75 +14,54 @@
 //! so the chain can go. The LayerNorm takes the place and output of the
 //! last node matched; a missing γ or β becomes a constant of ones or zeros.
 
-use super::fuse_gelu::Matcher;
-use super::{PassError, PassSummary, Uses};
-use crate::ir::{debug_verify, BinaryOp, Graph, Node, NodeId, Op, Patch, UnaryOp, Value, ValueId};
+use super::fuse_gelu::{replace_chain, rewrite_matches, Matcher};
+use super::{PassError, PassSummary};
+use crate::ir::{BinaryOp, Graph, NodeId, Op, UnaryOp, Value, ValueId};
 
 const PASS: &str = "fuse_layer_norm";
 
 /// Replaces every decomposed LayerNorm by one `LayerNorm` node.
 pub fn fuse_layer_norm(graph: &mut Graph) -> Result<PassSummary, PassError> {
-    let uses = Uses::of(graph);
-    let producers = graph.producers();
-    let m = Matcher {
+    rewrite_matches(
         graph,
-        uses: &uses,
-        producers: &producers,
-    };
-    let mut patch = Patch::new(graph);
-    let mut fused = 0;
-    for id in graph.node_ids() {
-        let Some(found) = layer_norm_at(&m, id) else {
-            continue;
-        };
-        let last = graph.node(found.last);
-        let normalized = graph.value(found.x).shape[found.axis..].to_vec();
-        let n: usize = normalized.iter().product();
-        let mut param = |p: Option<ValueId>, fill: f32, name: &str| match p {
-            Some(v) => {
-                let data = graph
-                    .value(v)
-                    .constant_data()
-                    .expect("matched constant")
-                    .clone();
-                patch.add_value(Value::constant(
+        PASS,
+        "LayerNorm fused",
+        layer_norm_at,
+        |graph, patch, found| {
+            let last = graph.node(found.last);
+            let normalized = graph.value(found.x).shape[found.axis..].to_vec();
+            let n: usize = normalized.iter().product();
+            let mut param = |p: Option<ValueId>, fill: f32, name: &str| match p {
+                Some(v) => {
+                    let data = graph
+                        .value(v)
+                        .constant_data()
+                        .expect("matched constant")
+                        .clone();
+                    patch.add_value(Value::constant(
+                        format!("{}_{name}", last.name),
+                        normalized.clone(),
+                        data.to_vec(),
+                    ))
+                }
+                None => patch.add_value(Value::constant(
                     format!("{}_{name}", last.name),
                     normalized.clone(),
-                    data.to_vec(),
-                ))
-            }
-            None => patch.add_value(Value::constant(
-                format!("{}_{name}", last.name),
-                normalized.clone(),
-                vec![fill; n],
-            )),
-        };
-        let (gamma, beta) = (
-            param(found.gamma, 1.0, "scale"),
-            param(found.beta, 0.0, "bias"),
-        );
-        for &dead in &found.chain {
-            patch.remove_node(dead);
-        }
-        patch.replace_node(
-            found.last,
-            Node {
-                name: last.name.clone(),
-                op: Op::LayerNorm {
-                    axis: found.axis,
-                    epsilon: found.epsilon,
-                },
-                inputs: vec![found.x, gamma, beta],
-                output: last.output,
-            },
-        );
-        fused += 1;
-    }
-    patch.apply(graph);
-    debug_verify(graph, PASS);
-    let mut summary = PassSummary::new(PASS);
-    summary.add(fused, "LayerNorm fused");
-    Ok(summary)
+                    vec![fill; n],
+                )),
+            };
+            let (gamma, beta) = (
+                param(found.gamma, 1.0, "scale"),
+                param(found.beta, 0.0, "bias"),
+            );
+            let op = Op::LayerNorm {
+                axis: found.axis,
+                epsilon: found.epsilon,
+            };
+            let inputs = vec![found.x, gamma, beta];
+            replace_chain(graph, patch, &found.chain, found.last, op, inputs);
+        },
+    )
 }
 
 struct Found {
