@@ -15,6 +15,9 @@
 //! integer type, Reshape, Unsqueeze, Squeeze, Concat, Gather (axis 0),
 //! on int32/int64 data; binary ops broadcast numpy-style.
 
+use crate::ops::gather::resolve;
+use crate::ops::reshape::reshape_shape;
+use crate::ops::squeeze::{squeezed, unsqueezed};
 use onnx_ir::{AttributeProto, AttributeType, GraphProto, NodeProto, TensorProto};
 use std::collections::HashMap;
 
@@ -154,39 +157,15 @@ fn evaluate(node: &NodeProto, ins: &[&Ints]) -> Option<Ints> {
         "Cast" => attr(node, "to")
             .filter(|a| matches!(a.i as i32, INT32 | INT64))
             .map(|_| ins[0].clone()),
-        "Reshape" => reshape(ins[0], &ins.get(1)?.values),
-        "Unsqueeze" => {
-            let axes = axes(node, ins)?;
-            let rank = ins[0].dims.len() + axes.len();
-            let mut axes = normalize(&axes, rank)?;
-            axes.sort_unstable();
-            let mut dims = ins[0].dims.clone();
-            for a in axes {
-                (a <= dims.len()).then(|| dims.insert(a, 1))?;
-            }
-            Some(Ints {
-                dims,
-                values: ins[0].values.clone(),
-            })
+        "Reshape" => {
+            let target = &ins.get(1)?.values;
+            reshaped(ins[0], reshape_shape(&ins[0].dims, target, false).ok()?)
         }
-        "Squeeze" => {
-            let x = ins[0];
-            let drop = match axes(node, ins) {
-                Some(a) => normalize(&a, x.dims.len())?,
-                None => (0..x.dims.len()).filter(|&i| x.dims[i] == 1).collect(),
-            };
-            let dims = x
-                .dims
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| !drop.contains(i))
-                .map(|(_, &d)| d)
-                .collect();
-            Some(Ints {
-                dims,
-                values: x.values.clone(),
-            })
-        }
+        "Unsqueeze" => reshaped(ins[0], unsqueezed(&ins[0].dims, &axes(node, ins)?).ok()?),
+        "Squeeze" => reshaped(
+            ins[0],
+            squeezed(&ins[0].dims, axes(node, ins).as_deref()).ok()?,
+        ),
         "Concat" => {
             let rank1 = ins.iter().all(|t| t.dims.len() == 1);
             let axis = attr(node, "axis")?.i;
@@ -200,14 +179,11 @@ fn evaluate(node: &NodeProto, ins: &[&Ints]) -> Option<Ints> {
         }
         "Gather" if attr(node, "axis").is_none_or(|a| a.i == 0) && ins[0].dims.len() == 1 => {
             let (data, indices) = (ins[0], ins.get(1)?);
-            let n = data.values.len() as i64;
+            let n = data.values.len();
             let values = indices
                 .values
                 .iter()
-                .map(|&i| {
-                    let i = if i < 0 { i + n } else { i };
-                    data.values.get(usize::try_from(i).ok()?).copied()
-                })
+                .map(|&i| Some(data.values[resolve(i, n)?]))
                 .collect::<Option<_>>()?;
             Some(Ints {
                 dims: indices.dims.clone(),
@@ -224,15 +200,6 @@ fn axes(node: &NodeProto, ins: &[&Ints]) -> Option<Vec<i64>> {
         Some(t) => Some(t.values.clone()),
         None => attr(node, "axes").map(|a| a.ints.clone()),
     }
-}
-
-fn normalize(axes: &[i64], rank: usize) -> Option<Vec<usize>> {
-    axes.iter()
-        .map(|&a| {
-            let a = if a < 0 { a + rank as i64 } else { a };
-            usize::try_from(a).ok().filter(|&a| a < rank.max(1))
-        })
-        .collect()
 }
 
 fn map(x: &Ints, f: fn(i64) -> Option<i64>) -> Option<Ints> {
@@ -260,26 +227,9 @@ fn broadcast(a: &Ints, b: &Ints, f: fn(i64, i64) -> Option<i64>) -> Option<Ints>
     Some(Ints { dims, values })
 }
 
-/// ONNX Reshape's target (0 copies the input's dim, one −1 is inferred).
-fn reshape(x: &Ints, target: &[i64]) -> Option<Ints> {
-    let total = x.values.len();
-    let mut dims = Vec::with_capacity(target.len());
-    let mut infer = None;
-    for (i, &d) in target.iter().enumerate() {
-        match d {
-            -1 if infer.is_none() => {
-                infer = Some(i);
-                dims.push(1);
-            }
-            0 => dims.push(*x.dims.get(i)?),
-            d => dims.push(usize::try_from(d).ok()?),
-        }
-    }
-    let known: usize = dims.iter().product();
-    if let Some(i) = infer {
-        (known != 0 && total % known == 0).then(|| dims[i] = total / known)?;
-    }
-    (dims.iter().product::<usize>() == total).then(|| Ints {
+/// `x`'s values under new dims of the same element count.
+fn reshaped(x: &Ints, dims: Vec<usize>) -> Option<Ints> {
+    (dims.iter().product::<usize>() == x.values.len()).then(|| Ints {
         dims,
         values: x.values.clone(),
     })
@@ -357,8 +307,8 @@ mod tests {
             values: vec![3],
         };
         assert_eq!(broadcast(&a, &b, i64::checked_rem).unwrap().values, [-1, 1]);
-        assert!(reshape(&a, &[3]).is_none());
-        assert_eq!(reshape(&a, &[-1, 1]).unwrap().dims, [2, 1]);
+        assert!(reshape_shape(&a.dims, &[3], false).is_err());
+        assert_eq!(reshape_shape(&a.dims, &[-1, 1], false).unwrap(), [2, 1]);
         assert!(broadcast(&a, &b, i64::checked_div).is_some());
         let zero = Ints {
             dims: vec![],

@@ -46,7 +46,11 @@ pub(crate) fn infer_shape(
     reshape_shape(inputs[0], target, allowzero)
 }
 
-fn reshape_shape(input: &[usize], target: &[i64], allowzero: bool) -> Result<Vec<usize>, String> {
+pub(crate) fn reshape_shape(
+    input: &[usize],
+    target: &[i64],
+    allowzero: bool,
+) -> Result<Vec<usize>, String> {
     let total: usize = input.iter().product();
     let mut out = Vec::with_capacity(target.len());
     let mut infer_at = None;

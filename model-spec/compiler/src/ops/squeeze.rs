@@ -70,7 +70,7 @@ fn resolve_axes(axes: &[i64], rank: usize) -> Result<Vec<usize>, String> {
 
 /// Squeeze's output shape: `input` without `axes` (each of size 1), or
 /// without every axis of size 1.
-fn squeezed(input: &[usize], axes: Option<&[i64]>) -> Result<Vec<usize>, String> {
+pub(crate) fn squeezed(input: &[usize], axes: Option<&[i64]>) -> Result<Vec<usize>, String> {
     let drop = match axes {
         None => (0..input.len()).filter(|&a| input[a] == 1).collect(),
         Some(axes) => resolve_axes(axes, input.len())?,
@@ -89,7 +89,7 @@ fn squeezed(input: &[usize], axes: Option<&[i64]>) -> Result<Vec<usize>, String>
 
 /// Unsqueeze's output shape: `input` with a 1 at each of `axes` (axes of
 /// the output).
-fn unsqueezed(input: &[usize], axes: &[i64]) -> Result<Vec<usize>, String> {
+pub(crate) fn unsqueezed(input: &[usize], axes: &[i64]) -> Result<Vec<usize>, String> {
     let rank = input.len() + axes.len();
     let ones = resolve_axes(axes, rank)?;
     let mut dims = input.iter();
