@@ -1,5 +1,6 @@
-//! Graphs the planner's tests run on: a chain, a diamond, random DAGs and a
-//! synthetic ResNet-50 with the real activation sizes.
+//! Graphs the planner's tests run on: a chain, a diamond, random DAGs, and a
+//! synthetic ResNet-50 and ConvNeXt-T first stage with the real activation
+//! sizes.
 //!
 //! Every graph is built through [`Builder`], which infers each output shape
 //! with [`infer_shape`] and runs the IR verifier on the result, so the tests
@@ -254,6 +255,34 @@ pub(super) fn resnet50(precision: Precision, fused: bool) -> Graph {
     };
     let logits = b.op("fc", gemm, &[flat, w, bias]);
     b.finish(&[logits])
+}
+
+/// ConvNeXt-T's first stage at batch 1, 224×224: the 4×4 stride-4 stem to
+/// 96×56×56, then `blocks` blocks of a 7×7 depthwise conv, a norm (a unary
+/// op here), the 1×1 conv to 384 channels, GELU, the 1×1 conv back to 96 and
+/// the residual Add. The block input lives until that Add, across the two
+/// 384-channel values: the lower bound is 9 × 96×56×56 elements (two MLP
+/// values of four units and the residual), reached only when consecutive
+/// residuals alternate between the bottom and the top of the arena.
+pub(super) fn convnext_stage(precision: Precision, blocks: usize) -> Graph {
+    let mut b = Builder::new(precision);
+    // A stride-1 unfused conv to `k` channels, `kernel`×`kernel`, same padding.
+    let conv = |b: &mut Builder, name: String, x, k, kernel: usize| {
+        b.conv(&name, x, k, kernel, 1, kernel / 2, None, false, false)
+    };
+    let input = b.input("input", vec![1, 3, 224, 224]);
+    let mut h = b.conv("stem", input, 96, 4, 4, 0, None, false, false);
+    for block in 0..blocks {
+        let name = format!("stage1.{block}");
+        let dw = conv(&mut b, format!("{name}.dwconv"), h, 96, 7);
+        let norm = b.op(&format!("{name}.norm"), Op::Unary(UnaryOp::Relu), &[dw]);
+        let pw1 = conv(&mut b, format!("{name}.pwconv1"), norm, 384, 1);
+        let gelu = UnaryOp::Gelu { tanh: false };
+        let act = b.op(&format!("{name}.gelu"), Op::Unary(gelu), &[pw1]);
+        let pw2 = conv(&mut b, format!("{name}.pwconv2"), act, 96, 1);
+        h = b.op(&format!("{name}.add"), Op::Binary(BinaryOp::Add), &[h, pw2]);
+    }
+    b.finish(&[h])
 }
 
 /// One step of a random DAG: an op kind, two picks among earlier values and
