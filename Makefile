@@ -6,7 +6,7 @@ PRECISION ?= fp32
 BATCH ?= 1
 CARGO ?= cargo
 
-.PHONY: run test model lint fmt fuzz dump clean-models cuda-tools serve-client serve-load generated example example-small
+.PHONY: run test model lint fmt fuzz dump clean-models cuda-tools serve-client serve-load validate-manifests generated example example-small
 
 # On a machine with an NVIDIA driver: GPU vs CPU reference, then timings.
 # Without one: the CPU reference.
@@ -60,6 +60,18 @@ SERVE_LOAD_SECONDS ?= 60
 serve-load:
 	AOTUNE_SERVE_LOAD_SECONDS=$(SERVE_LOAD_SECONDS) $(CARGO) test --profile ci --features serve --test serve_load -- --nocapture
 
+# The deploy manifests (examples/serving/deploy/) against the Kubernetes schemas
+# (kubernetes-validate bundles them) and KServe's CRD schemas (vendored in
+# examples/serving/deploy/schemas/, checked with check-jsonschema); then broken
+# copies that must fail. The validators are pinned, from PyPI, into
+# .tools/manifests (ignored by git). `make lint` runs it.
+MANIFEST_TOOLS = kubernetes-validate==1.37.0 check-jsonschema==0.39.0
+validate-manifests: .tools/manifests/check_jsonschema/__init__.py
+	PYTHONPATH=$(CURDIR)/.tools/manifests python3 examples/serving/deploy/validate_manifests.py
+
+.tools/manifests/check_jsonschema/__init__.py:
+	python3 -m pip install --quiet --disable-pip-version-check --target .tools/manifests $(MANIFEST_TOOLS)
+
 # The user story: examples/resnet50-app embeds the model with include_model!.
 example: cuda-tools $(MODEL)
 	CARGO_TARGET_DIR=$(CURDIR)/target $(CARGO) build --profile ci --manifest-path examples/resnet50-app/Cargo.toml
@@ -76,7 +88,7 @@ models/resnet18.onnx:
 generated:
 	AOTUNE_BLESS=1 $(CARGO) test --profile ci --test generated
 
-lint:
+lint: validate-manifests
 	$(CARGO) fmt --all --check
 	python3 tests/import_cycles.py model-spec/src model-spec/compiler/src src
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings

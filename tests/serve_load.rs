@@ -4,8 +4,11 @@
 //! Every answer must be a success with the expected output; the server's
 //! resident memory may not grow by 10% or more between the end of the
 //! warm-up (the first fifth) and the end. Prints p50/p99 latency,
-//! throughput, batch sizes and RSS.
+//! throughput, batch sizes and RSS. The clients are the closed loop of the
+//! load client `examples/serving/grpc_load`.
 
+#[path = "../examples/serving/grpc_load/closed_loop.rs"]
+mod closed_loop;
 mod serve_common;
 
 #[allow(dead_code, clippy::all)]
@@ -18,7 +21,8 @@ use proto::model_infer_request::InferInputTensor;
 use proto::ModelInferRequest;
 use serve_common::tiny_model::{reference, tiny_model};
 use serve_common::{add_model, f32_bytes, histogram, Server};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 const CONCURRENCY: usize = 64;
 const ROW: usize = 3 * 8 * 8;
@@ -108,10 +112,6 @@ async fn one(
     }
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_at_concurrency_64_has_no_errors_and_bounded_memory() {
     let seconds: u64 = std::env::var("AOTUNE_SERVE_LOAD_SECONDS")
@@ -131,75 +131,55 @@ async fn load_at_concurrency_64_has_no_errors_and_bounded_memory() {
         .map(|i| aotune_compiler::zoo::fill(500 + i, -1.0, 1.0, ROW))
         .collect();
     let expected = reference(&repo.join("tiny/model.onnx"), 16, &inputs.concat());
+    let (inputs, expected) = (Arc::new(inputs), Arc::new(expected));
 
-    let total = Duration::from_secs(seconds);
-    let start = Instant::now();
-    let warm = start + total / 5;
-    let end = start + total;
+    // The first fifth warms up; RSS is read at its end, then at the end.
+    let warm_up = Duration::from_secs(seconds) / 5;
     let http = reqwest::Client::new();
     let channel = tonic::transport::Endpoint::from_shared(server.grpc.clone())
         .unwrap()
         .connect()
         .await
         .unwrap();
-    let tasks: Vec<_> = (0..CONCURRENCY)
-        .map(|k| {
-            let (http, base) = (http.clone(), server.http.clone());
-            let mut grpc = GrpcInferenceServiceClient::new(channel.clone());
-            let (inputs, expected) = (inputs.clone(), expected.clone());
-            tokio::spawn(async move {
-                let (mut latencies, mut errors) = (Vec::new(), Vec::new());
-                let mut n = k;
-                while Instant::now() < end {
-                    let i = n % inputs.len();
-                    let t = Instant::now();
-                    let result = one(k, &http, &mut grpc, &base, &inputs[i]).await;
-                    let latency = t.elapsed().as_secs_f64() * 1e3;
-                    match result {
-                        Ok(y) => {
-                            let want = &expected[i * 10..][..10];
-                            let ok = y.len() == 10
-                                && y.iter()
-                                    .zip(want)
-                                    .all(|(a, b)| (a - b).abs() <= 1e-5 * b.abs().max(1.0));
-                            if ok {
-                                if t >= warm {
-                                    latencies.push(latency);
-                                }
-                            } else {
-                                errors
-                                    .push(format!("client {k}: wrong output {y:?}, want {want:?}"));
-                            }
-                        }
-                        Err(e) => errors.push(format!("client {k}: {e}")),
-                    }
-                    n += 1;
+    let grpc = GrpcInferenceServiceClient::new(channel);
+    let base = server.http.clone();
+    let load = closed_loop::closed_loop(
+        CONCURRENCY,
+        warm_up,
+        Duration::from_secs(seconds) - warm_up,
+        move |k, n| {
+            let (http, mut grpc, base) = (http.clone(), grpc.clone(), base.clone());
+            let (inputs, expected) = (Arc::clone(&inputs), Arc::clone(&expected));
+            async move {
+                let i = (k + n) % inputs.len();
+                let y = one(k, &http, &mut grpc, &base, &inputs[i]).await?;
+                let want = &expected[i * 10..][..10];
+                let ok = y.len() == 10
+                    && y.iter()
+                        .zip(want)
+                        .all(|(a, b)| (a - b).abs() <= 1e-5 * b.abs().max(1.0));
+                if ok {
+                    Ok(())
+                } else {
+                    Err(format!("wrong output {y:?}, want {want:?}"))
                 }
-                (latencies, errors)
-            })
-        })
-        .collect();
-    // RSS after the warm-up, then at the end.
-    tokio::time::sleep_until(warm.into()).await;
-    let rss_warm = server.rss_kib().unwrap_or(0);
-    let mut latencies = Vec::new();
-    let mut errors = Vec::new();
-    for t in tasks {
-        let (l, e) = t.await.unwrap();
-        latencies.extend(l);
-        errors.extend(e);
-    }
+            }
+        },
+    );
+    let rss_at_warm = async {
+        tokio::time::sleep(warm_up).await;
+        server.rss_kib().unwrap_or(0)
+    };
+    let (load, rss_warm) = tokio::join!(load, rss_at_warm);
     let rss_end = server.rss_kib().unwrap_or(0);
-    let elapsed = start.elapsed().as_secs_f64();
-    latencies.sort_by(f64::total_cmp);
     assert!(
-        errors.is_empty(),
+        load.errors == 0,
         "{} errors, first: {:?}",
-        errors.len(),
-        &errors[..errors.len().min(5)]
+        load.errors,
+        &load.first_errors[..load.first_errors.len().min(5)]
     );
     assert!(
-        !latencies.is_empty(),
+        !load.latencies_ms.is_empty(),
         "no request finished after the warm-up"
     );
     let metrics = reqwest::get(&server.metrics)
@@ -213,10 +193,10 @@ async fn load_at_concurrency_64_has_no_errors_and_bounded_memory() {
     println!(
         "load: {seconds} s at concurrency {CONCURRENCY}: {} requests after warm-up, 0 errors, \
          p50 {:.2} ms, p99 {:.2} ms, {:.0} req/s; mean batch {:.1}; RSS {} → {} KiB ({:+.1}%)",
-        latencies.len(),
-        percentile(&latencies, 0.5),
-        percentile(&latencies, 0.99),
-        latencies.len() as f64 / (elapsed * 0.8),
+        load.latencies_ms.len(),
+        load.percentile_ms(0.5),
+        load.percentile_ms(0.99),
+        load.requests_per_s(),
         rows / batches.max(1.0),
         rss_warm,
         rss_end,

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# `aotune serve` against `aotune bench` on the same card. Issue 24's bar:
+# ResNet-50 fp16 over gRPC, raw tensors, one image per request at concurrency
+# 64, reaches at least 85% of the images/s of `aotune bench --batch 64`, with
+# its p99 latency reported. Build here with `bash bench/prepare_device.sh serve`
+# (the serve-enabled CLI and the load client in .device/), then on the GPU
+# machine, carrying .device:
+#   bash bench/serve_gpu.sh
+# Steps:
+#  1. a model repository: resnet50/model.onnx (the zoo ResNet-50),
+#     tuning.json (models/resnet50.best.json), and config.json (PRECISION,
+#     BATCH_SIZES, INSTANCES, MAX_QUEUE_DELAY_US);
+#  2. `aotune serve` on it, on loopback. The first start builds every batch
+#     size with nvcc into $AOTUNE_CACHE, which takes minutes; a later start on
+#     the same machine reuses the builds;
+#  3. the load client (.device/serve_grpc_load): CONCURRENCY clients with
+#     one image per request, WARMUP_SECONDS, then LOAD_SECONDS measured;
+#  4. the server's metrics (mean batch, compute time per batch), then SIGTERM;
+#  5. `aotune bench` at BENCH_BATCH with the same model, precision and tuning
+#     log;
+#  6. a table: server images/s, p50, p99, bench images/s, and the ratio.
+# Logs and JSON lines go to $OUT (serve_load.json, serve.log, bench.log,
+# metrics.txt).
+# DRY_RUN=1 runs the same steps without a GPU, on the CPU reference, with small
+# sizes (ResNet-18, batch sizes 1 and 4, concurrency 4, a few seconds). It
+# checks the script end to end on the CPU machine; its numbers mean nothing.
+# Env: MODEL, TUNING (empty: none), PRECISION, BATCH_SIZES, INSTANCES,
+# MAX_QUEUE_DELAY_US, CONCURRENCY, CONNECTIONS, LOAD_SECONDS, WARMUP_SECONDS,
+# BENCH_BATCH, READY_TIMEOUT (s), B (the CLI), LOAD (the load client).
+set -u
+cd "$(dirname "$0")/.."
+. bench/device_env.sh
+LOAD=${LOAD:-.device/serve_grpc_load}
+if [ -n "${DRY_RUN:-}" ]; then
+  [ -f /tmp/r18.onnx ] || $B zoo resnet18 -o /tmp/r18.onnx >/dev/null
+  MODEL=${MODEL:-/tmp/r18.onnx} BATCH_SIZES=${BATCH_SIZES:-1 4} CONCURRENCY=${CONCURRENCY:-4}
+  LOAD_SECONDS=${LOAD_SECONDS:-6} WARMUP_SECONDS=${WARMUP_SECONDS:-2} BENCH_BATCH=${BENCH_BATCH:-4}
+  TUNING=${TUNING-}
+fi
+MODEL=${MODEL:-/tmp/r50.onnx}
+TUNING=${TUNING-models/resnet50.best.json}
+PRECISION=${PRECISION:-fp16}
+BATCH_SIZES=${BATCH_SIZES:-1 8 16 32 64}
+INSTANCES=${INSTANCES:-2}
+MAX_QUEUE_DELAY_US=${MAX_QUEUE_DELAY_US:-2000}
+CONCURRENCY=${CONCURRENCY:-64}
+LOAD_SECONDS=${LOAD_SECONDS:-30}
+WARMUP_SECONDS=${WARMUP_SECONDS:-10}
+BENCH_BATCH=${BENCH_BATCH:-64}
+READY_TIMEOUT=${READY_TIMEOUT:-1800}
+
+if ! $B serve --help >/dev/null 2>&1 || [ ! -x "$LOAD" ]; then
+  echo "== serve_gpu: $B has no \`serve\` or $LOAD is missing: run \`bash bench/prepare_device.sh serve\` first"
+  exit 2
+fi
+
+# 1. The model repository.
+repo=$(mktemp -d /tmp/serve-bench.XXXXXX)/repo
+mkdir -p "$repo/resnet50"
+ln -s "$(realpath "$MODEL")" "$repo/resnet50/model.onnx"
+[ -n "$TUNING" ] && cp "$TUNING" "$repo/resnet50/tuning.json"
+sizes=$(echo $BATCH_SIZES | tr ' ' ',')
+queue=$((CONCURRENCY * 4 > 1024 ? CONCURRENCY * 4 : 1024))
+cat > "$repo/resnet50/config.json" <<EOF
+{"precision": "$PRECISION", "batch_sizes": [$sizes], "instances": $INSTANCES,
+ "max_queue_delay_us": $MAX_QUEUE_DELAY_US, "queue_capacity": $queue, "timeout_ms": 60000}
+EOF
+echo "== serve_gpu: $MODEL ${TUNING:+tuning $TUNING }config $(tr -d '\n' < "$repo/resnet50/config.json")"
+
+# 2. The server, on free loopback ports; its first stdout line names them.
+AOTUNE_LOG=info $B serve --model-repository "$repo" --address 127.0.0.1 \
+  --http-port 0 --grpc-port 0 --metrics-port 0 > "$OUT/serve.stdout" 2> "$OUT/serve.log" &
+server=$!
+# Sets serve_rc to the server's exit code.
+stop_server() {
+  kill -TERM $server 2>/dev/null
+  for _ in $(seq 600); do kill -0 $server 2>/dev/null || break; sleep 0.1; done
+  kill -0 $server 2>/dev/null && { echo "== serve_gpu: the server ignored SIGTERM for 60 s"; kill -KILL $server; }
+  wait $server 2>/dev/null; serve_rc=$?
+}
+for _ in $(seq 300); do grep -q '^aotune serve: HTTP' "$OUT/serve.stdout" && break; sleep 0.1; done
+read -r _ _ _ http _ grpc _ metrics < <(grep '^aotune serve: HTTP' "$OUT/serve.stdout") || {
+  echo "== serve_gpu: the server did not start:"; tail -20 "$OUT/serve.log"; stop_server; exit 1; }
+
+# 3. The load (it waits for the model: the first start compiles).
+t0=$(date +%s)
+"$LOAD" --url "http://$grpc" --model resnet50 --concurrency "$CONCURRENCY" \
+  ${CONNECTIONS:+--connections $CONNECTIONS} --batch-per-request 1 \
+  --warmup-seconds "$WARMUP_SECONDS" --seconds "$LOAD_SECONDS" --wait-ready-seconds "$READY_TIMEOUT" \
+  > "$OUT/serve_load.json" 2> "$OUT/serve_load.log"
+load_rc=$?
+echo "== serve_gpu: load client rc=$load_rc after $(( $(date +%s) - t0 )) s (model load included)"
+[ $load_rc = 0 ] || tail -5 "$OUT/serve_load.log"
+sed 's/\x1b\[[0-9;]*m//g' "$OUT/serve.log" | grep -E "WARN|ERROR|model ready" | tail -5
+
+# 4. The server's view, then a clean stop.
+python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen('http://$metrics/metrics').read().decode())" \
+  > "$OUT/metrics.txt" 2>/dev/null
+stop_server
+echo "== serve_gpu: server exit code $serve_rc (0: clean stop on SIGTERM)"
+
+# 5. The bench on the same card, model, precision and tuning log.
+$B bench "$MODEL" --batch "$BENCH_BATCH" --precision "$PRECISION" ${TUNING:+--tuning "$TUNING"} --json \
+  > "$OUT/bench.log" 2>&1
+echo "== serve_gpu: aotune bench rc=$?"
+rm -rf "$(dirname "$repo")"
+
+# 6. The table.
+python3 - "$OUT/serve_load.json" "$OUT/bench.log" "$OUT/metrics.txt" "$BENCH_BATCH" "${DRY_RUN:-}" <<'PY'
+import json, re, sys
+load_path, bench_path, metrics_path, bench_batch, dry_run = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+try:
+    load = json.loads(open(load_path).read().strip().splitlines()[-1])
+except Exception as e:
+    sys.exit(f"== serve_gpu: no load result ({e}); see serve_load.log and serve.log")
+bench, bench_note = None, ""
+for line in open(bench_path):
+    if line.startswith("{"):
+        r = json.loads(line)
+        bench, bench_note = r["images_per_s"], f"GPU median {r['median_ms']:.3f} ms at batch {r['batch']} on {r['gpu']}"
+    m = re.match(r"CPU reference: median ([0-9.]+) ms", line)
+    if m:  # no GPU: the CPU reference's median, at the same batch
+        bench, bench_note = bench_batch / float(m.group(1)) * 1e3, f"CPU reference, median {m.group(1)} ms at batch {bench_batch}"
+metrics = open(metrics_path).read() if metrics_path else ""
+def metric(name):
+    m = re.search(rf'^{name}{{model="resnet50"}} ([0-9.e+-]+)$', metrics, re.M)
+    return float(m.group(1)) if m else float("nan")
+batches = metric("aotune_batch_size_count")
+mean_batch = metric("aotune_batch_size_sum") / batches if batches else float("nan")
+compute_ms = metric("aotune_compute_duration_seconds_sum") / batches * 1e3 if batches else float("nan")
+print(f"== server: {load['requests']} requests in {load['seconds']} s at concurrency {load['concurrency']} "
+      f"({load['connections']} connections), {load['errors']} errors; mean batch {mean_batch:.1f}, "
+      f"compute {compute_ms:.2f} ms per batch (whole run)")
+print(f"== bench: {bench_note}")
+ratio = load["images_per_s"] / bench if bench else float("nan")
+print(f"{'server img/s':>13} {'p50 ms':>8} {'p99 ms':>8} {'bench img/s':>12} {'ratio':>7}")
+print(f"{load['images_per_s']:>13.0f} {load['p50_ms']:>8.2f} {load['p99_ms']:>8.2f} "
+      f"{bench if bench else float('nan'):>12.0f} {ratio:>7.1%}")
+if dry_run:
+    print("== dry run (CPU reference, small sizes): the script works end to end; the numbers mean nothing")
+else:
+    print(f"== bar (>= 85% of bench): {'PASS' if ratio >= 0.85 and load['errors'] == 0 else 'FAIL'}")
+PY
