@@ -6,10 +6,19 @@
 #   bash bench/device_check.sh tests|check|bench   (carry: [".device"])
 # `bench/prepare_device.sh cli` builds only the CLI (enough for check, bench,
 # tune and the probes: 11 MB instead of ~60 MB with the test binaries);
-# `bench/prepare_device.sh example` the CLI and the embedded example.
+# `bench/prepare_device.sh example` the CLI and the embedded example;
+# `bench/prepare_device.sh serve` the CLI with `aotune serve` and the gRPC load
+# client (bench/serve_gpu.sh; about 20 MB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .device
+if [ "${1:-all}" = serve ]; then
+  # Release with line tables (the profile's), stripped: the carry stays small.
+  AOTUNE_NO_EMBED=1 cargo build --release --features serve --bin aotune --example serve_grpc_load
+  cp target/release/aotune .device/aotune && strip .device/aotune
+  cp target/release/examples/serve_grpc_load .device/serve_grpc_load && strip .device/serve_grpc_load
+  du -sh .device/aotune .device/serve_grpc_load .device; exit 0
+fi
 AOTUNE_NO_EMBED=1 cargo build --release --features cli --bin aotune
 cp target/release/aotune .device/aotune && strip .device/aotune
 if [ "${1:-all}" = cli ]; then du -sh .device; exit 0; fi

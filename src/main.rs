@@ -11,7 +11,10 @@ fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("AOTUNE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                // onnx-ir warns about its own internal lookups ("Input … not
+                // found, should only happen when peeking") on valid exports;
+                // the importer reports every real problem as an error.
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,onnx_ir=error")),
         )
         .with_writer(std::io::stderr)
         .init();
