@@ -10,7 +10,9 @@
 //! f16/bf16; with bias, residual Add,
 //! Relu and Clip(0, 6)), max and average pools (ceil_mode,
 //! count_include_pad), GlobalAveragePool and Gemm/MatMul → Dense (M = 1, 3,
-//! 8), and the templates no tuner reaches (unary/binary elementwise, Sum,
+//! 8), Dense and conv epilogues with GELU (exact and tanh), residual Adds
+//! and a folded layer scale (M = 1, 8, 197, and a ViT-like MLP over
+//! `[1, 197, 48]`), and the templates no tuner reaches (unary/binary elementwise, Sum,
 //! BatchNormalization, GlobalMaxPool, Softmax, a Gemm of two activations, the
 //! layout converts, Concat), at fp32, tf32, fp16 and bf16, batch 1 and 3.
 //!
@@ -103,6 +105,7 @@ mod proto {
         Int(i64),
         Float(f32),
         Ints(Vec<i64>),
+        Str(&'static str),
     }
 
     pub fn attribute(name: &str, value: &Attr) -> Vec<u8> {
@@ -122,6 +125,10 @@ mod proto {
                     int(&mut a, 8, i);
                 }
                 int(&mut a, 20, 7);
+            }
+            Attr::Str(s) => {
+                bytes(&mut a, 4, s.as_bytes());
+                int(&mut a, 20, 3);
             }
         }
         a
@@ -182,9 +189,10 @@ mod proto {
         v
     }
 
-    /// A `ModelProto` (IR 9, opset 19) around one graph.
+    /// A `ModelProto` (IR 9, default domain at `opset`) around one graph.
     pub fn model(
         name: &str,
+        opset: i64,
         nodes: &[Vec<u8>],
         initializers: &[Vec<u8>],
         input: &[u8],
@@ -200,14 +208,14 @@ mod proto {
         }
         bytes(&mut g, 11, input);
         bytes(&mut g, 12, output);
-        let mut opset = Vec::new();
-        string(&mut opset, 1, "");
-        int(&mut opset, 2, 19);
+        let mut opset_id = Vec::new();
+        string(&mut opset_id, 1, "");
+        int(&mut opset_id, 2, opset);
         let mut m = Vec::new();
         int(&mut m, 1, 9);
         string(&mut m, 2, "aotune-gpu-kernels-test");
         bytes(&mut m, 7, &g);
-        bytes(&mut m, 8, &opset);
+        bytes(&mut m, 8, &opset_id);
         m
     }
 }
@@ -225,6 +233,8 @@ struct Net {
     input_dims: Vec<usize>,
     ends: Vec<String>,
     counter: u64,
+    /// The default domain's opset: 19, or 20 for a model with `Gelu`.
+    opset: i64,
 }
 
 fn ints(v: &[usize]) -> Attr {
@@ -245,6 +255,7 @@ impl Net {
             input_dims: input_dims.to_vec(),
             ends: Vec::new(),
             counter: 0,
+            opset: 19,
         }
     }
 
@@ -489,6 +500,39 @@ impl Net {
         self.push("Add", &[&y, &c], vec![s[0], n], &[])
     }
 
+    /// `x · B[k, n] + c[n]` over an input of any rank (k its last axis):
+    /// a transformer's linear layer as the exporters write it.
+    fn linear(&mut self, x: &str, n: usize) -> String {
+        let mut shape = self.shape(x);
+        let k = *shape.last().expect("a linear layer's input has an axis");
+        let b = self.constant(&[k, n], (3.0 / k as f32).sqrt());
+        *shape.last_mut().expect("same rank") = n;
+        let y = self.push("MatMul", &[x, &b], shape.clone(), &[]);
+        let c = self.constant(&[n], 0.5);
+        self.push("Add", &[&y, &c], shape, &[])
+    }
+
+    /// ONNX `Gelu` (opset 20), `approximate` = tanh or none.
+    fn gelu(&mut self, x: &str, tanh: bool) -> String {
+        self.opset = self.opset.max(20);
+        let shape = self.shape(x);
+        let approximate = Attr::Str(if tanh { "tanh" } else { "none" });
+        self.push("Gelu", &[x], shape, &[("approximate", approximate)])
+    }
+
+    /// The exact GELU spelt out as older exports write it,
+    /// `x · 0.5 · (1 + erf(x / √2))` (the passes fuse it into one Gelu).
+    fn gelu_decomposed(&mut self, x: &str) -> String {
+        let sqrt2 = self.scalar(std::f32::consts::SQRT_2);
+        let scaled = self.binary("Div", x, &sqrt2);
+        let erf = self.unary("Erf", &scaled);
+        let one = self.scalar(1.0);
+        let t = self.binary("Add", &erf, &one);
+        let xt = self.binary("Mul", x, &t);
+        let half = self.scalar(0.5);
+        self.binary("Mul", &xt, &half)
+    }
+
     /// A one-input op keeping the shape (Relu, Sigmoid, ...).
     fn unary(&mut self, op: &str, x: &str) -> String {
         let shape = self.shape(x);
@@ -577,6 +621,7 @@ impl Net {
         ));
         proto::model(
             &self.name,
+            self.opset,
             &self.nodes,
             &self.inits,
             &proto::value_info("input", &self.input_dims),
@@ -808,6 +853,71 @@ fn net_dense() -> Net {
     m.output(&c);
     let d = m.gemm(x, 40, true, 1.0, 1.0, false, Some(&a));
     m.output(&d);
+    m
+}
+
+/// Dense epilogues with GELU and residuals from a `[batch, 64]` input (M =
+/// batch: the GEMV at 1, the tiled templates from 8): bias + exact GELU
+/// (Gemm), bias + tanh GELU (MatMul + Add), a residual Add after a Dense
+/// whose input is a GELU output, and a residual Add then GELU (all one
+/// epilogue: `act(acc + bias + residual)`).
+fn net_dense_gelu() -> Net {
+    let mut m = Net::new("dense_gelu", &[64]);
+    let x = "input";
+    let a = m.gemm(x, 96, true, 1.0, 1.0, true, None);
+    let a = m.gelu(&a, false);
+    m.output(&a);
+    let b = m.matmul_add(x, 40);
+    let b = m.gelu(&b, true);
+    m.output(&b);
+    let c = m.gemm(&a, 64, true, 1.0, 1.0, true, None);
+    let c = m.add(x, &c);
+    m.output(&c);
+    let d = m.matmul_add(x, 64);
+    let d = m.add(&d, x);
+    let d = m.gelu(&d, false);
+    m.output(&d);
+    m
+}
+
+/// A transformer MLP over a `[batch, 197, 48]` input, as ViT-B/16's at
+/// width 48 (M = 197 rows at batch 1: the tiled tensor-core templates, a
+/// ragged last tile): `x + fc2(GELU(fc1(x)))` through the N-D Dense's
+/// views, with the GELU spelt out (`Erf`) as the TorchScript exporter
+/// writes it; and a layer-scaled branch `x + gamma · fc(x)` whose per-feature
+/// `gamma` folds into the weights.
+fn net_mlp() -> Net {
+    let mut m = Net::new("mlp", &[197, 48]);
+    let x = "input";
+    let h = m.linear(x, 96);
+    let h = m.gelu_decomposed(&h);
+    let y = m.linear(&h, 48);
+    let y = m.add(x, &y);
+    m.output(&y);
+    let s = m.linear(x, 48);
+    let gamma = m.constant_around(&[48], 1.0, 0.5);
+    let s = m.binary("Mul", &s, &gamma);
+    let s = m.add(&s, x);
+    let s = m.gelu(&s, true);
+    m.output(&s);
+    m
+}
+
+/// Convolutions with GELU epilogues: 3×3 + bias (exact), 1×1 + residual
+/// Add (tanh) and depthwise (the direct template).
+fn net_conv_gelu() -> Net {
+    let mut m = Net::new("conv_gelu", &[16, 8, 8]);
+    let x = "input";
+    let a = m.conv(x, 32, 3, 1, SAME1, 1, 1, true, 2.0);
+    let a = m.gelu(&a, false);
+    m.output(&a);
+    let b = m.conv(x, 16, 1, 1, NONE, 1, 1, true, 2.0);
+    let b = m.add(&b, x);
+    let b = m.gelu(&b, true);
+    m.output(&b);
+    let c = m.conv(x, 16, 3, 1, SAME1, 1, 16, true, 2.0);
+    let c = m.gelu(&c, false);
+    m.output(&c);
     m
 }
 
@@ -1515,6 +1625,21 @@ fn dense_m1_m3_m8() {
 }
 
 #[test]
+fn dense_gelu_and_residual_epilogues_m1_m8_m197() {
+    sweep("dense_gelu", net_dense_gelu, &[1, 8, 197]);
+}
+
+#[test]
+fn transformer_mlp_m197() {
+    sweep("mlp", net_mlp, &[1]);
+}
+
+#[test]
+fn conv_gelu_epilogues() {
+    sweep("conv_gelu", net_conv_gelu, &[1, 3]);
+}
+
+#[test]
 fn elementwise_softmax_matmul() {
     sweep("misc", net_misc, &[1, 3]);
 }
@@ -1531,6 +1656,9 @@ fn test_models_compile_and_sample() {
         ("tiny", net_tiny),
         ("dense", net_dense),
         ("misc", net_misc),
+        ("dense_gelu", net_dense_gelu),
+        ("mlp", net_mlp),
+        ("conv_gelu", net_conv_gelu),
     ] {
         let bytes = net().finish();
         for precision in [Precision::Fp32, Precision::Fp16] {
@@ -1576,7 +1704,10 @@ fn test_models_compile_and_sample() {
                 sw.len(),
                 sw.iter().map(|s| s.configs.len()).collect::<Vec<_>>()
             );
-            let expect_dense = matches!(name, "c16" | "odd" | "tiny" | "dense");
+            let expect_dense = matches!(
+                name,
+                "c16" | "odd" | "tiny" | "dense" | "dense_gelu" | "mlp"
+            );
             if name == "misc" {
                 for op in [
                     "Softmax",
@@ -1593,12 +1724,43 @@ fn test_models_compile_and_sample() {
                 expect_dense,
                 "{name}: {counts:?}"
             );
-            if name != "dense" && name != "misc" {
+            if !matches!(name, "dense" | "misc" | "dense_gelu" | "mlp") {
                 assert!(counts.contains_key("FusedConv"), "{name}: {counts:?}");
                 assert!(!counts.contains_key("Conv"), "{name}: unfused Conv left");
             }
             if name == "dense" {
                 assert_eq!(counts.get("Dense"), Some(&4), "{name}: {counts:?}");
+            }
+            // Every GELU, residual Add and layer scale of the GELU models
+            // is an epilogue: only views, the output Concat and the kernels
+            // with epilogues are left.
+            if matches!(name, "dense_gelu" | "mlp" | "conv_gelu") {
+                for op in ["Gelu", "Erf", "Add", "Mul", "Div"] {
+                    assert!(!counts.contains_key(op), "{name}: {op} left in {counts:?}");
+                }
+                let epilogues: BTreeSet<String> = compiled
+                    .graph
+                    .nodes
+                    .iter()
+                    .filter_map(|n| match n.op {
+                        Op::Dense { epilogue } | Op::FusedConv { epilogue, .. } => {
+                            Some(epilogue.to_string())
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                let want: &[&str] = match name {
+                    "dense_gelu" => &[
+                        "bias+gelu",
+                        "bias+gelu_tanh",
+                        "bias+residual",
+                        "bias+residual+gelu",
+                    ],
+                    "mlp" => &["bias+gelu", "bias+residual", "bias+residual+gelu_tanh"],
+                    _ => &["bias+gelu", "bias+residual+gelu_tanh"],
+                };
+                let want: BTreeSet<String> = want.iter().map(|s| s.to_string()).collect();
+                assert_eq!(epilogues, want, "{name} {precision}");
             }
             // At f16 the s2d convs read three space-to-depth images (the
             // two 3×3s share one), and nothing else reads any.

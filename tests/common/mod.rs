@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 pub mod fixture;
 pub mod gpu;
+pub mod onnx;
 
 /// The shared test data (`../shared` beside the checkout, or `$AOTUNE_SHARED`).
 /// `None` when absent: tests that need it print why and return.

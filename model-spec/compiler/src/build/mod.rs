@@ -392,6 +392,7 @@ pub fn template_versions() -> std::collections::BTreeMap<String, String> {
         ("Dense", "dense/2"),
         ("MaxPool", "pool/1"),
         ("AveragePool", "pool/1"),
+        ("Attention", "attention/1"),
     ]
     .into_iter()
     .map(|(op, t)| (op.to_string(), t.to_string()))

@@ -73,7 +73,8 @@ impl Pool2d {
     }
 }
 
-/// Pointwise activation applied at the end of an epilogue.
+/// Pointwise activation applied at the end of an epilogue, to the f32 sum
+/// `acc + bias + residual` before its one rounding to the output type.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum Activation {
     None,
@@ -83,6 +84,14 @@ pub enum Activation {
         min: f32,
         max: f32,
     },
+    /// GELU as the `Gelu` op computes it ([`UnaryOp::Gelu`]): the exact
+    /// `x/2 · (1 + erf(x/√2))`, or with `tanh` ONNX's approximation
+    /// `x/2 · (1 + tanh(√(2/π)·(x + 0.044715·x³)))`. The CPU evaluates it
+    /// in f64 and rounds once to f32; the GPU epilogues in f32 (`erff`,
+    /// `tanhf`).
+    Gelu {
+        tanh: bool,
+    },
 }
 
 impl Activation {
@@ -91,6 +100,18 @@ impl Activation {
             Activation::None => x,
             Activation::Relu => x.max(0.0),
             Activation::Clip { min, max } => x.max(min).min(max),
+            Activation::Gelu { tanh } => UnaryOp::Gelu { tanh }.apply(x),
+        }
+    }
+
+    /// The activation a standalone unary op computes, when an epilogue can
+    /// take it over: `Relu`, `Clip` and `Gelu`.
+    pub fn of_unary(op: UnaryOp) -> Option<Activation> {
+        match op {
+            UnaryOp::Relu => Some(Activation::Relu),
+            UnaryOp::Clip { min, max } => Some(Activation::Clip { min, max }),
+            UnaryOp::Gelu { tanh } => Some(Activation::Gelu { tanh }),
+            _ => None,
         }
     }
 }
@@ -99,9 +120,13 @@ impl Eq for Activation {}
 impl std::hash::Hash for Activation {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         std::mem::discriminant(self).hash(state);
-        if let Activation::Clip { min, max } = self {
-            min.to_bits().hash(state);
-            max.to_bits().hash(state);
+        match self {
+            Activation::Clip { min, max } => {
+                min.to_bits().hash(state);
+                max.to_bits().hash(state);
+            }
+            Activation::Gelu { tanh } => tanh.hash(state),
+            Activation::None | Activation::Relu => {}
         }
     }
 }
@@ -112,6 +137,8 @@ impl fmt::Display for Activation {
             Activation::None => f.write_str("none"),
             Activation::Relu => f.write_str("relu"),
             Activation::Clip { min, max } => write!(f, "clip({min},{max})"),
+            Activation::Gelu { tanh: false } => f.write_str("gelu"),
+            Activation::Gelu { tanh: true } => f.write_str("gelu_tanh"),
         }
     }
 }
@@ -661,11 +688,17 @@ pub enum Op {
     },
     /// Scaled dot-product attention, heads already split: inputs q `[B, H,
     /// Sq, D]`, k `[B, Hkv, Skv, D]`, v `[B, Hkv, Skv, Dv]` and an optional
-    /// additive mask broadcast to `[B, H, Sq, Skv]`; `H` a multiple of `Hkv`
-    /// (query head `h` reads key/value head `h / (H / Hkv)`). Output `[B, H,
-    /// Sq, Dv]` = softmax(q·kᵀ·scale + mask, last axis)·v, with positions
-    /// after the query's own masked out when `causal`. 3-D inputs `[N, S,
-    /// D]` (heads merged into the leading axis) read as `[1, N, S, D]`.
+    /// additive mask `[G, Hm, Sqm, Skvm]` (rank ≤ 4, aligned at the right):
+    /// broadcast to `[B, H, Sq, Skv]` along heads, queries and keys (each
+    /// 1 or full), while along the batch `G` divides `B` and batch `b`
+    /// reads mask batch `b mod G` (`G` = 1 or `B` is numpy broadcasting;
+    /// Swin's shifted windows are `B` = images · windows with a mask per
+    /// window, `G` = windows; `ops::attention::mask_4d`). `H` a multiple of
+    /// `Hkv` (query head `h` reads key/value head `h / (H / Hkv)`). Output
+    /// `[B, H, Sq, Dv]` = softmax(q·kᵀ·scale + mask, last axis)·v, with
+    /// positions after the query's own masked out when `causal`. 3-D inputs
+    /// `[N, S, D]` (heads merged into the leading axis) read as `[1, N, S,
+    /// D]`.
     Attention {
         scale: f32,
         causal: bool,
@@ -897,6 +930,34 @@ mod tests {
             ceil_mode: true,
         };
         assert_eq!(q.output_hw(4, 4), Some([2, 2]));
+    }
+
+    /// GELU epilogues compute what the Gelu op does, print as task keys
+    /// show them, and keep the variant through serde.
+    #[test]
+    fn gelu_activation_is_the_gelu_op() {
+        for tanh in [false, true] {
+            let act = Activation::Gelu { tanh };
+            assert_eq!(Activation::of_unary(UnaryOp::Gelu { tanh }), Some(act));
+            for x in [-3.0f32, -0.5, 0.0, 0.25, 1.0, 7.5] {
+                assert_eq!(act.apply(x), UnaryOp::Gelu { tanh }.apply(x));
+            }
+            let json = serde_json::to_string(&act).unwrap();
+            assert_eq!(serde_json::from_str::<Activation>(&json).unwrap(), act);
+        }
+        // GELU(1) = 0.8413447460685429; the tanh form 0.8411919906082768.
+        assert_eq!(Activation::Gelu { tanh: false }.apply(1.0), 0.841_344_8);
+        assert_eq!(Activation::Gelu { tanh: true }.apply(1.0), 0.841_192);
+        let e = Epilogue {
+            bias: true,
+            residual: true,
+            activation: Activation::Gelu { tanh: true },
+        };
+        assert_eq!(e.to_string(), "bias+residual+gelu_tanh");
+        let plain = Activation::Gelu { tanh: false };
+        assert_eq!(plain.to_string(), "gelu");
+        assert_ne!(plain, Activation::Gelu { tanh: true });
+        assert_eq!(Activation::of_unary(UnaryOp::Sigmoid), None);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! split), boolean masks, a past key/value cache, `softcap`.
 
 use super::OpDef;
-use crate::ir::{arity, broadcast, Op, ValueId};
+use crate::ir::{arity, Op, ValueId};
 use crate::onnx::{ImportError, NodeImport};
 use crate::reference::{self, Ctx, OpResult, Tensor};
 use onnx_ir::{ArgType, DType, Node, NodeType};
@@ -121,14 +121,37 @@ pub(crate) fn infer_shape(inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
     }
     let scores = [q[0], q[1], q[2], k[2]];
     if let Some(mask) = inputs.get(3) {
-        if broadcast(mask, &scores)? != scores {
-            return Err(format!(
-                "mask {mask:?} does not broadcast to the scores {scores:?}"
-            ));
-        }
+        mask_4d(mask, scores)?;
     }
     let out = [q[0], q[1], q[2], v[3]];
     Ok(out[4 - rank..].to_vec())
+}
+
+/// The mask's shape as the 4-D `[G, Hm, Sqm, Skvm]` it is read as against
+/// the scores `[B, H, Sq, Skv]` (the contract of [`Op::Attention`]): a mask
+/// of rank ≤ 4 aligned at the right, missing leading axes of size 1; `Hm`,
+/// `Sqm` and `Skvm` are 1 (broadcast) or the scores' size, and `G` divides
+/// `B`: batch `b` reads mask batch `b mod G` (`G = 1` or `B` is numpy
+/// broadcasting; Swin's shifted windows give `G` = windows per image).
+pub(crate) fn mask_4d(mask: &[usize], scores: [usize; 4]) -> Result<[usize; 4], String> {
+    let bad = || {
+        format!(
+            "mask {mask:?} does not fit the scores {scores:?} (axes 1-3 must be 1 or equal; \
+             axis 0 must divide the batch)"
+        )
+    };
+    if mask.len() > 4 {
+        return Err(bad());
+    }
+    let mut m = [1usize; 4];
+    m[4 - mask.len()..].copy_from_slice(mask);
+    let batch_fits = m[0] == scores[0] || (m[0] > 0 && scores[0] % m[0] == 0);
+    let rest_fit = (1..4).all(|i| m[i] == 1 || m[i] == scores[i]);
+    if batch_fits && rest_fit {
+        Ok(m)
+    } else {
+        Err(bad())
+    }
 }
 
 /// CPU reference of [`Op::Attention`].
@@ -139,6 +162,24 @@ pub(crate) fn reference(ctx: &Ctx, scale: f32, causal: bool, inputs: &[Tensor]) 
 #[cfg(test)]
 pub(crate) mod tests {
     use crate::ops::example::{Attr::*, Example, Input::*};
+
+    #[test]
+    fn masks_fit_by_broadcast_or_by_a_batch_period() {
+        use super::mask_4d;
+        let scores = [8, 3, 49, 49];
+        assert_eq!(mask_4d(&[49, 49], scores), Ok([1, 1, 49, 49]));
+        assert_eq!(mask_4d(&[3, 49, 49], scores), Ok([1, 3, 49, 49]));
+        assert_eq!(mask_4d(&[4, 1, 49, 49], scores), Ok([4, 1, 49, 49]));
+        assert_eq!(mask_4d(&[8, 3, 1, 49], scores), Ok([8, 3, 1, 49]));
+        for bad in [
+            &[3, 3, 49, 49][..],
+            &[0, 3, 49, 49],
+            &[2, 49, 49],
+            &[1, 8, 3, 49, 49],
+        ] {
+            assert!(mask_4d(bad, scores).is_err(), "{bad:?}");
+        }
+    }
 
     pub(crate) const EXAMPLES: &[Example] = &[
         Example {

@@ -13,11 +13,16 @@
 //! only when `beta = 1`); any other `C` leaves the Gemm alone, and `beta = 0`
 //! drops C. `MatMul(A[M,K], B[K,N])` with constant B is the same with
 //! `alpha = 1` and no C. A Dense without bias then absorbs an `Add` of such a
-//! broadcastable constant (the MatMul + Add export pattern), and a `Relu` or
-//! `Clip` reading only the Dense's output becomes its activation; the Dense
-//! takes the last absorbed node's place and output value. The
-//! Flatten/Reshape between pool and Gemm stays: it is a view.
+//! broadcastable constant (the MatMul + Add export pattern), and a `Relu`,
+//! `Clip` or `Gelu` reading only the Dense's output becomes its activation;
+//! the Dense takes the last absorbed node's place and output value. The
+//! Flatten/Reshape between pool and Gemm stays: it is a view. Last, every
+//! Dense absorbs what follows it through views and Transposes, where the
+//! epilogue can express it ([`super::dense_epilogue`]): an activation, a
+//! residual `Add`, and per-output-feature `Mul`/`Add` constants folded into
+//! its weight and bias (ConvNeXt's layer scale).
 
+use super::dense_epilogue::absorb_epilogues;
 use super::fuse_epilogue::activation_after;
 use super::{PassError, PassSummary, Uses};
 use crate::ir::{
@@ -80,7 +85,8 @@ pub fn canonicalize_global_pool(graph: &mut Graph) -> Result<PassSummary, PassEr
 const PASS: &str = "dense";
 
 /// Lowers Gemm/MatMul with a constant weight to Dense, absorbing a bias Add
-/// and a ReLU/Clip that follow.
+/// and a ReLU/Clip/GELU that follow, then the activation, residual Add and
+/// per-feature scale or shift each Dense can take through views.
 pub fn lower_dense(graph: &mut Graph) -> Result<PassSummary, PassError> {
     let uses = Uses::of(graph);
     let mut patch = Patch::new(graph);
@@ -163,6 +169,7 @@ pub fn lower_dense(graph: &mut Graph) -> Result<PassSummary, PassError> {
         let view = |name: String, of: ValueId, shape: Vec<usize>| Value {
             name,
             shape,
+            kind: ValueKind::Activation,
             ..graph.value(of).clone()
         };
         let x2 = patch.add_value(view(
@@ -200,12 +207,15 @@ pub fn lower_dense(graph: &mut Graph) -> Result<PassSummary, PassError> {
         );
     }
     patch.apply(graph);
+    let absorbed = absorb_epilogues(graph);
     debug_verify(graph, PASS);
     let mut summary = PassSummary::new(PASS);
     summary.add(gemms, "Gemm → Dense");
     summary.add(matmuls, "MatMul → Dense");
-    summary.add(adds, "bias Add absorbed");
-    summary.add(activations, "activation absorbed");
+    summary.add(adds + absorbed.biases, "bias Add absorbed");
+    summary.add(absorbed.scales, "per-feature Mul folded");
+    summary.add(activations + absorbed.activations, "activation absorbed");
+    summary.add(absorbed.residuals, "residual Add absorbed");
     Ok(summary)
 }
 

@@ -304,12 +304,19 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
                 })
                 .collect()
         }
+        Op::MatMul if shapes[1].len() > 2 => {
+            batched_matmul(args[0], args[1], shapes[0], shapes[1], out)
+        }
+        Op::Softmax { axis } => softmax(args[0], shapes[0], *axis),
+        Op::Attention { scale, causal } => attention(args, shapes, *scale, *causal),
         Op::MatMul => {
+            // `[.., K] · [K, N]`: the leading axes are rows.
             assert!(
-                shapes[0].len() == 2 && shapes[1].len() == 2,
-                "direct_eval: 2-D MatMul only"
+                shapes[0].len() >= 2 && shapes[1].len() == 2,
+                "direct_eval: MatMul by a 2-D matrix only"
             );
-            let mkn = [shapes[0][0], shapes[0][1], shapes[1][1]];
+            let k = shapes[1][0];
+            let mkn = [numel(shapes[0]) / k, k, shapes[1][1]];
             matmul(args[0], args[1], mkn, [false, false])
         }
         Op::BatchNorm { epsilon } => {
@@ -429,9 +436,25 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
                 })
                 .collect()
         }
+        Op::Transpose { perm } => {
+            // Output element i reads the input at its permuted coordinates.
+            let x = shapes[0];
+            let mut strides = vec![1usize; x.len()];
+            for k in (0..x.len().saturating_sub(1)).rev() {
+                strides[k] = strides[k + 1] * x[k + 1];
+            }
+            (0..numel(out))
+                .map(|i| {
+                    let (mut rest, mut at) = (i, 0);
+                    for k in (0..out.len()).rev() {
+                        at += rest % out[k] * strides[perm[k]];
+                        rest /= out[k];
+                    }
+                    args[0][at]
+                })
+                .collect()
+        }
         Op::Concat { .. }
-        | Op::Softmax { .. }
-        | Op::Transpose { .. }
         | Op::Slice { .. }
         | Op::Gather { .. }
         | Op::ScatterNd { .. }
@@ -440,7 +463,6 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
         | Op::Tile { .. }
         | Op::Pad { .. }
         | Op::Resize(_)
-        | Op::Attention { .. }
         | Op::Reduce { .. }
         | Op::LogSoftmax { .. }
         | Op::Hardmax { .. }
@@ -457,6 +479,86 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
             )
         }
     }
+}
+
+/// `MatMul` of `[.., m, k]` by `[.., k, n]` (both rank ≥ 2), batch axes
+/// broadcast.
+fn batched_matmul(a: &[f32], b: &[f32], sa: &[usize], sb: &[usize], out: &[usize]) -> Vec<f32> {
+    let (ra, rb) = (sa.len(), sb.len());
+    let [m, k, n] = [sa[ra - 2], sa[ra - 1], sb[rb - 1]];
+    let batch = &out[..out.len() - 2];
+    let mut y = Vec::with_capacity(numel(out));
+    for z in 0..numel(batch) {
+        let za = broadcast_index(&sa[..ra - 2], batch, z);
+        let zb = broadcast_index(&sb[..rb - 2], batch, z);
+        let pa = &a[za * m * k..][..m * k];
+        let pb = &b[zb * k * n..][..k * n];
+        y.extend(matmul(pa, pb, [m, k, n], [false, false]));
+    }
+    y
+}
+
+fn softmax(x: &[f32], shape: &[usize], axis: usize) -> Vec<f32> {
+    let (dim, inner) = (shape[axis], numel(&shape[axis + 1..]));
+    let mut y = vec![0.0; x.len()];
+    for outer in 0..numel(&shape[..axis]) {
+        for i in 0..inner {
+            let at = |j: usize| outer * dim * inner + j * inner + i;
+            let max = (0..dim)
+                .map(|j| x[at(j)] as f64)
+                .fold(f64::NEG_INFINITY, f64::max);
+            let sum: f64 = (0..dim).map(|j| (x[at(j)] as f64 - max).exp()).sum();
+            for j in 0..dim {
+                y[at(j)] = ((x[at(j)] as f64 - max).exp() / sum) as f32;
+            }
+        }
+    }
+    y
+}
+
+/// [`Op::Attention`] from its contract: 3-D inputs as `[1, N, S, D]`, the
+/// mask `[G, Hm, Sqm, Skvm]` read at batch `b mod G`.
+fn attention(args: &[&[f32]], shapes: &[&[usize]], scale: f32, causal: bool) -> Vec<f32> {
+    let four = |s: &[usize]| crate::ops::attention::as_4d(s).expect("3-D or 4-D attention input");
+    let ([b, h, sq, d], [_, hkv, skv, _], [.., dv]) =
+        (four(shapes[0]), four(shapes[1]), four(shapes[2]));
+    let mask = shapes.get(3).map(|&m| {
+        crate::ops::attention::mask_4d(m, [b, h, sq, skv]).expect("mask fits the scores")
+    });
+    let (q, k, v) = (args[0], args[1], args[2]);
+    let mut y = vec![0.0; b * h * sq * dv];
+    for (batch, head) in (0..b).flat_map(|x| (0..h).map(move |y| (x, y))) {
+        let kv = batch * hkv + head / (h / hkv);
+        for i in 0..sq {
+            let keys = if causal { (i + 1).min(skv) } else { skv };
+            let scores: Vec<f64> = (0..keys)
+                .map(|j| {
+                    let dot: f64 = (0..d)
+                        .map(|c| {
+                            let qv = q[((batch * h + head) * sq + i) * d + c] as f64;
+                            qv * k[(kv * skv + j) * d + c] as f64
+                        })
+                        .sum();
+                    let added = mask.map_or(0.0, |[g, mh, mq, mk]| {
+                        let at = |x: usize, n: usize| if n == 1 { 0 } else { x };
+                        let row = ((batch % g) * mh + at(head, mh)) * mq + at(i, mq);
+                        args[3][row * mk + at(j, mk)] as f64
+                    });
+                    dot * scale as f64 + added
+                })
+                .collect();
+            let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let weights: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+            let sum: f64 = weights.iter().sum();
+            for c in 0..dv {
+                let acc: f64 = (0..keys)
+                    .map(|j| weights[j] * v[(kv * skv + j) * dv + c] as f64)
+                    .sum();
+                y[((batch * h + head) * sq + i) * dv + c] = (acc / sum) as f32;
+            }
+        }
+    }
+    y
 }
 
 #[test]

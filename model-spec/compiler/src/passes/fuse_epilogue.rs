@@ -1,5 +1,5 @@
 //! Turns every Conv into a `FusedConv` whose epilogue absorbs its bias, a
-//! residual Add and a ReLU/Clip.
+//! residual Add and a ReLU/Clip/GELU.
 //!
 //! First every `Add` (or two-input `Sum`) is offered to at most one conv: an
 //! operand qualifies when a Conv produces it, the Add is its only reader,
@@ -8,9 +8,9 @@
 //! the conv produced later takes the Add, so the other conv's output is
 //! already computed when it runs; the other operand becomes the residual,
 //! the FusedConv's last input. Then each Conv follows its single-use chain:
-//! its bias (always absorbed), the Add it was given, then a `Relu` or `Clip`
-//! that is the only reader of the chain's value so far. A value that is a
-//! graph output or has several readers ends the chain. The FusedConv
+//! its bias (always absorbed), the Add it was given, then a `Relu`, `Clip`
+//! or `Gelu` that is the only reader of the chain's value so far. A value
+//! that is a graph output or has several readers ends the chain. The FusedConv
 //! (inputs x, w, [bias], [residual]) replaces the chain's last node and
 //! writes its output value, so every reader and graph output stays
 //! untouched; inputs are all produced before that position because they fed
@@ -18,13 +18,13 @@
 
 use super::{PassError, PassSummary, Uses};
 use crate::ir::{
-    debug_verify, Activation, BinaryOp, Epilogue, Graph, Node, NodeId, Op, Patch, UnaryOp, ValueId,
+    debug_verify, Activation, BinaryOp, Epilogue, Graph, Node, NodeId, Op, Patch, ValueId,
 };
 use std::collections::HashMap;
 
 const PASS: &str = "fuse_epilogue";
 
-/// Replaces every Conv by a FusedConv absorbing bias, residual Add and ReLU/Clip.
+/// Replaces every Conv by a FusedConv absorbing bias, residual Add and ReLU/Clip/GELU.
 pub fn fuse_epilogue(graph: &mut Graph) -> Result<PassSummary, PassError> {
     let uses = Uses::of(graph);
     let residual_adds = assign_residual_adds(graph, &uses);
@@ -116,8 +116,8 @@ fn assign_residual_adds(graph: &Graph, uses: &Uses) -> HashMap<NodeId, (NodeId, 
     assigned
 }
 
-/// The Relu/Clip node that is the only reader of `value` (and keeps its
-/// dtype and layout), with the activation it becomes. Dense uses it too.
+/// The Relu/Clip/Gelu node that is the only reader of `value` (and keeps
+/// its dtype and layout), with the activation it becomes. Dense uses it too.
 pub(super) fn activation_after(
     graph: &Graph,
     uses: &Uses,
@@ -125,11 +125,10 @@ pub(super) fn activation_after(
 ) -> Option<(NodeId, Activation)> {
     let user = uses.sole_user(value)?;
     let node = graph.node(user);
-    let activation = match node.op {
-        Op::Unary(UnaryOp::Relu) => Activation::Relu,
-        Op::Unary(UnaryOp::Clip { min, max }) => Activation::Clip { min, max },
-        _ => return None,
+    let Op::Unary(unary) = node.op else {
+        return None;
     };
+    let activation = Activation::of_unary(unary)?;
     let (x, y) = (graph.value(value), graph.value(node.output));
     (x.dtype == y.dtype && x.layout == y.layout).then_some((user, activation))
 }
@@ -137,7 +136,7 @@ pub(super) fn activation_after(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::print_graph;
+    use crate::ir::{print_graph, UnaryOp};
     use crate::passes::direct_eval;
     use crate::passes::test_graphs::{rel_l2, Builder};
 
@@ -218,6 +217,41 @@ mod tests {
           %5: f32[1,4,3,3] = FusedConv(%2, %3, %4) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias  # side
           %6: f32[1,4,3,3] = Relu(%5)  # side_relu
           return %6, %5
+        ");
+    }
+
+    /// A conv's GELU (either form) is its epilogue's activation, after a
+    /// residual Add as ReLU is.
+    #[test]
+    fn gelu_after_a_conv_or_its_residual_add_is_absorbed() {
+        let mut b = Builder::new();
+        let x = b.input("x", &[1, 4, 3, 3]);
+        let c = b.conv("conv", x, 4, 3, 1, true);
+        let y = b.node("gelu", Op::Unary(UnaryOp::Gelu { tanh: false }), &[c]);
+        b.output(y);
+        let d = b.conv("res_conv", x, 4, 1, 1, true);
+        let sum = b.node("add", Op::Binary(BinaryOp::Add), &[d, x]);
+        let z = b.node("gelu_tanh", Op::Unary(UnaryOp::Gelu { tanh: true }), &[sum]);
+        b.output(z);
+        let input = b.data_for(x);
+        let mut g = b.finish();
+        let before = direct_eval::evaluate(&g, &[&input]);
+        let summary = fuse_epilogue(&mut g).unwrap();
+        assert_eq!(summary.count("with activation"), 2);
+        let after = direct_eval::evaluate(&g, &[&input]);
+        for (a, b) in after.iter().zip(&before) {
+            assert!(rel_l2(a, b) <= 1e-6);
+        }
+        insta::assert_snapshot!(print_graph(&g), @r"
+        graph precision=fp32
+          input %0: f32[1,4,3,3]  # x
+          const %1: f32[4,4,3,3]  # sum=7.214265e-1
+          const %2: f32[4]  # sum=-1.827866e-1
+          const %4: f32[4,4,1,1]  # sum=1.812595e0
+          const %5: f32[4]  # sum=8.419507e-2
+          %3: f32[1,4,3,3] = FusedConv(%0, %1, %2) k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+gelu  # conv
+          %6: f32[1,4,3,3] = FusedConv(%0, %4, %5, %0) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+gelu_tanh  # res_conv
+          return %3, %6
         ");
     }
 

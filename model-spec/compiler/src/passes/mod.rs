@@ -15,8 +15,10 @@
 //! the padding takes the conversions it left. The global pool joins its
 //! conv last, once layouts and dtypes are final.
 
+mod canonicalize_transpose;
 mod dce;
 mod dense;
+mod dense_epilogue;
 #[cfg(test)]
 mod direct_eval;
 mod fold_batch_norm;
@@ -35,6 +37,7 @@ mod space_to_depth;
 #[cfg(test)]
 mod test_graphs;
 
+pub use canonicalize_transpose::canonicalize_transpose;
 pub use dce::dce;
 pub use dense::{canonicalize_global_pool, lower_dense};
 pub use fold_batch_norm::fold_batch_norm;
@@ -163,7 +166,8 @@ impl fmt::Display for PassReport {
     }
 }
 
-/// Runs every pass in order: dce → fuse_layer_norm → fuse_gelu → fold_batch_norm → canonicalize_global_pool
+/// Runs every pass in order: dce → fuse_layer_norm → fuse_gelu → fuse_attention →
+/// canonicalize_transpose → fold_batch_norm → canonicalize_global_pool
 /// → fuse_epilogue → fuse_shortcut → lower_dense → to_channels_last (if enabled) →
 /// apply_precision → space_to_depth_input → pad_input_channels →
 /// fuse_global_pool → dce. Each pass verifies the graph it leaves in debug
@@ -174,6 +178,7 @@ pub fn optimize(graph: &mut Graph, options: &PassOptions) -> Result<PassReport, 
     report.passes.push(fuse_layer_norm(graph)?);
     report.passes.push(fuse_gelu(graph)?);
     report.passes.push(fuse_attention(graph)?);
+    report.passes.push(canonicalize_transpose(graph)?);
     report.passes.push(fold_batch_norm(graph)?);
     report.passes.push(canonicalize_global_pool(graph)?);
     report.passes.push(fuse_epilogue(graph)?);
@@ -392,6 +397,7 @@ mod tests {
         fuse_layer_norm: no change
         fuse_gelu: no change
         fuse_attention: no change
+        canonicalize_transpose: no change
         fold_batch_norm: 8 BatchNormalization folded
         canonicalize_global_pool: no change
         fuse_epilogue: 8 Conv fused, 8 with bias, 2 with residual Add, 7 with activation
@@ -486,6 +492,7 @@ mod tests {
         fuse_layer_norm: no change
         fuse_gelu: no change
         fuse_attention: no change
+        canonicalize_transpose: no change
         fold_batch_norm: 53 BatchNormalization folded
         canonicalize_global_pool: no change
         fuse_epilogue: 53 Conv fused, 53 with bias, 16 with residual Add, 49 with activation

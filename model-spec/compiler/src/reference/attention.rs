@@ -1,8 +1,8 @@
 //! Scaled dot-product attention ([`crate::ir::Op::Attention`]) on the CPU:
-//! per (batch, head), scores = q·kᵀ·scale (+ mask), softmax along the key
-//! axis (stable: `exp(s − max)`), times v. Products and sums accumulate in
-//! the accumulation type; tf32 rounding applies to the operands of both
-//! products as it does for MatMul.
+//! per (batch, head), scores = q·kᵀ·scale (+ mask, batch `b` reading mask
+//! batch `b mod G`), softmax along the key axis (stable: `exp(s − max)`),
+//! times v. Products and sums accumulate in the accumulation type; tf32
+//! rounding applies to the operands of both products as it does for MatMul.
 
 use super::broadcast::Broadcast;
 use super::op_io::{input, Ctx, OpError, OpResult, Output, Tensor};
@@ -64,12 +64,15 @@ fn attention_in<T: Scalar>(ctx: &Ctx, scale: f32, causal: bool, inputs: &[Tensor
     let q = T::operand(inputs[0].row_major(), ctx.tf32);
     let k = T::operand(inputs[1].row_major(), ctx.tf32);
     let v = T::operand(inputs[2].row_major(), ctx.tf32);
-    let mask: Option<Vec<f32>> = match inputs.get(3) {
+    // The mask broadcast to [G, H, Sq, Skv]; batch b reads mask batch b mod G.
+    let mask: Option<(usize, Vec<f32>)> = match inputs.get(3) {
         Some(m) => {
-            let full = [n.b, n.h, n.sq, n.skv];
+            let m4 = crate::ops::attention::mask_4d(m.shape, [n.b, n.h, n.sq, n.skv])
+                .map_err(OpError)?;
+            let full = [m4[0], n.h, n.sq, n.skv];
             let mut out = vec![0.0f32; full.iter().product()];
-            Broadcast::new(m.shape, &full)?.apply(&mut out, &m.row_major(), |o, x| *o = x);
-            Some(out)
+            Broadcast::new(&m4, &full)?.apply(&mut out, &m.row_major(), |o, x| *o = x);
+            Some((m4[0], out))
         }
         None => None,
     };
@@ -100,8 +103,9 @@ fn attention_in<T: Scalar>(ctx: &Ctx, scale: f32, causal: bool, inputs: &[Tensor
                         dot += a * b;
                     }
                     *s = dot * scale;
-                    if let Some(mask) = &mask {
-                        *s += T::of(mask[(bh * n.sq + i) * n.skv + j]);
+                    if let Some((groups, mask)) = &mask {
+                        let row = ((batch % groups) * n.h + head) * n.sq + i;
+                        *s += T::of(mask[row * n.skv + j]);
                     }
                 }
                 let max = scores[..visible]
@@ -186,6 +190,42 @@ mod tests {
         let fused = g.finish(&[y]);
         let got = run(&fused, &[&q, &k, &v], &RunOptions::default()).unwrap();
         assert!(rel_l2(&got[0], &want[0]) < 1e-6);
+    }
+
+    /// A mask of G = 2 batches over B = 6 is read at batch b mod 2: the same
+    /// as the mask tiled to all 6 batches.
+    #[test]
+    fn a_mask_with_fewer_batches_repeats_over_the_batch() {
+        let (b, h, s, d, g) = (6, 2, 3, 4, 2);
+        let mut rng = Rng::new(11);
+        let (q, k, v) = (
+            rng.vec(b * h * s * d),
+            rng.vec(b * h * s * d),
+            rng.vec(b * h * s * d),
+        );
+        let mask = rng.vec(g * s * s);
+        let tiled: Vec<f32> = (0..b)
+            .flat_map(|i| mask[(i % g) * s * s..][..s * s].to_vec())
+            .collect();
+        let run_with = |mask_shape: &[usize], mask: &[f32]| {
+            let mut gb = Builder::new();
+            let (qi, ki, vi) = (
+                gb.input("q", &[b, h, s, d]),
+                gb.input("k", &[b, h, s, d]),
+                gb.input("v", &[b, h, s, d]),
+            );
+            let mi = gb.input("mask", mask_shape);
+            let op = Op::Attention {
+                scale: 0.5,
+                causal: false,
+            };
+            let y = gb.node(op, &[qi, ki, vi, mi]);
+            let graph = gb.finish(&[y]);
+            run(&graph, &[&q, &k, &v, mask], &RunOptions::default()).unwrap()
+        };
+        let periodic = run_with(&[g, 1, s, s], &mask);
+        let full = run_with(&[b, 1, s, s], &tiled);
+        assert_eq!(periodic, full);
     }
 
     /// Causal attention: query 0 sees key 0 only, so its output is v's row 0.

@@ -573,6 +573,8 @@ mod tests {
                 min: -0.5,
                 max: 0.75,
             },
+            Activation::Gelu { tanh: false },
+            Activation::Gelu { tanh: true },
         ];
         for (i, case) in cases().iter().enumerate() {
             for layout in [Layout::RowMajor, Layout::ChannelsLast] {

@@ -130,8 +130,10 @@ fn batch_norm_in<T: Scalar>(epsilon: f32, inputs: &[Tensor]) -> OpResult {
     })
 }
 
-/// Applies the epilogue's activation after rounding to f32 (ReLU and Clip
-/// commute with the monotone rounding).
+/// Applies the epilogue's activation to the f32 sum `acc + bias + residual`
+/// (an f64 accumulator is rounded to f32 first, which ReLU and Clip commute
+/// with; GELU then sees the f32 sum the GPU epilogue sees), before the store
+/// rounds the result to the output dtype.
 pub(crate) fn activate(data: &mut [f32], activation: Activation) {
     if activation == Activation::None {
         return;

@@ -355,7 +355,7 @@ fn dense_in<T: Scalar>(
 mod tests {
     use super::super::testing::{run1, Builder, Rng};
     use super::super::{rel_l2, run, Accumulate, RunOptions};
-    use crate::ir::{round_tf32, Activation, Epilogue, Op, Precision};
+    use crate::ir::{round_tf32, Activation, DType, Epilogue, Layout, Op, Precision};
 
     /// Row-major `[m, n]` product of element functions, f64 accumulation.
     fn naive(
@@ -557,6 +557,53 @@ mod tests {
         assert!(rel_l2(&got_tf32, &got) < 2e-3);
         let round = |v: &[f32]| v.iter().map(|&e| round_tf32(e)).collect::<Vec<_>>();
         assert!(rel_l2(&got_tf32, &expect(&round(&xd), &round(&wd))) < 1e-6);
+    }
+
+    /// A GELU epilogue runs on the f32 sum and the store rounds once: an
+    /// f16 output is `round(gelu(acc + bias))`, not the unfused Dense →
+    /// Gelu's `round(gelu(round(acc + bias)))`.
+    #[test]
+    fn gelu_epilogue_runs_before_the_rounding_to_storage() {
+        let (m, k, n) = (4, 24, 16);
+        let mut rng = Rng::new(25);
+        let (xd, wd, bd) = (rng.vec(m * k), rng.vec(n * k), rng.vec(n));
+        for tanh in [false, true] {
+            let gelu = Activation::Gelu { tanh };
+            let mut g = Builder::new();
+            let x = g.input("x", &[m, k]);
+            let w = g.constant("w", &[n, k], wd.clone());
+            let b = g.constant("b", &[n], bd.clone());
+            let epilogue = Epilogue {
+                bias: true,
+                residual: false,
+                activation: gelu,
+            };
+            let y = g.node(Op::Dense { epilogue }, &[x, w, b]);
+            g.set(y, Layout::RowMajor, DType::F16);
+            let graph = g.finish(&[y]);
+            let prod = naive(m, k, n, |i, t| xd[i * k + t], |t, j| wd[j * k + t]);
+            let sum: Vec<f32> = (0..m * n)
+                .map(|e| (prod[e] + f64::from(bd[e % n])) as f32)
+                .collect();
+            let once: Vec<f32> = sum
+                .iter()
+                .map(|&v| DType::F16.round(gelu.apply(v)))
+                .collect();
+            let twice: Vec<f32> = sum
+                .iter()
+                .map(|&v| DType::F16.round(gelu.apply(DType::F16.round(v))))
+                .collect();
+            let opts = RunOptions {
+                accumulate: Accumulate::F64,
+                ..RunOptions::default()
+            };
+            let got = run(&graph, &[&xd], &opts).unwrap().remove(0);
+            assert_eq!(got, once, "tanh {tanh}");
+            assert_ne!(
+                got, twice,
+                "tanh {tanh}: the test should tell the two apart"
+            );
+        }
     }
 
     #[test]

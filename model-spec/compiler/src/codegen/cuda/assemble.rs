@@ -20,7 +20,11 @@ fn generated(t: Template) -> Option<String> {
 pub fn assemble(instances: &[(Instance, String)]) -> String {
     let templates: BTreeSet<Template> = instances
         .iter()
-        .flat_map(|(i, _)| std::iter::once(i.template).chain(i.template.requires().iter().copied()))
+        .flat_map(|(i, _)| {
+            std::iter::once(i.template)
+                .chain(i.template.requires().iter().copied())
+                .chain(i.helpers())
+        })
         .collect();
     let partials = instances
         .iter()

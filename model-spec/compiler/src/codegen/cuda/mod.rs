@@ -63,7 +63,7 @@ mod tests;
 pub use gemm::{
     conv, conv_shape, cost_model, dense, implicit_gemm, matmul, mma_config, wgmma_config,
 };
-pub use ops::{elementwise, global_pool, pool, reduce, space_to_depth, to_nhwc};
+pub use ops::{elementwise, global_pool, norm, pool, reduce, rows, space_to_depth, to_nhwc};
 
 pub use config::{ConfigOverrides, KernelConfig, LinearConfig, LinearShape};
 pub use conv::ConvConfig;
@@ -319,7 +319,7 @@ pub(crate) fn dispatch<V: VisitTask>(
                 pool::instantiate(&shape, c, sym)
             })
         }
-        Op::GlobalAveragePool | Op::GlobalMaxPool | Op::ReduceMean { .. } => {
+        Op::GlobalAveragePool | Op::GlobalMaxPool | Op::ReduceMean { .. } | Op::Reduce { .. } => {
             if let Some(shape) = global_pool::global_pool_shape(graph, id) {
                 return Ok(
                     visitor.visit::<GlobalPoolConfig>(&shape, "gpool", &|c, sym| {
@@ -332,10 +332,19 @@ pub(crate) fn dispatch<V: VisitTask>(
                 reduce::instantiate_reduce(&shape, c, sym)
             })
         }
-        Op::Softmax { .. } => {
+        Op::Softmax { .. } | Op::LogSoftmax { .. } | Op::Hardmax { .. } => {
             let shape = reduce::softmax_shape(graph, id)?;
-            visitor.visit::<LinearConfig>(&shape.items(), "softmax", &|c, sym| {
-                reduce::instantiate_softmax(&shape, c, sym)
+            visitor.visit::<LinearConfig>(&shape.items(), shape.family, &|c, sym| {
+                reduce::instantiate_norm(&shape, c, sym)
+            })
+        }
+        Op::LayerNorm { .. }
+        | Op::GroupNorm { .. }
+        | Op::LpNorm { .. }
+        | Op::MeanVarianceNorm { .. } => {
+            let shape = norm::norm_shape(graph, id)?;
+            visitor.visit::<LinearConfig>(&shape.items(), shape.family, &|c, sym| {
+                reduce::instantiate_norm(&shape, c, sym)
             })
         }
         Op::Convert | Op::PadChannels { .. } => match to_nhwc::to_nhwc_shape(graph, id)? {
@@ -357,7 +366,24 @@ pub(crate) fn dispatch<V: VisitTask>(
                 space_to_depth::instantiate(&shape, c, sym)
             })
         }
-        Op::Where => return Err("no GPU kernel for Where yet".into()),
+        Op::Where => {
+            let shape = ops::movement::select_shape(graph, id)?;
+            visitor.visit::<LinearConfig>(&shape.items(), "where", &|c, sym| {
+                ops::movement::instantiate_select(&shape, c, sym)
+            })
+        }
+        Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Gather { .. }
+        | Op::Expand { .. }
+        | Op::Tile { .. }
+        | Op::Pad { .. } => {
+            let shape = ops::movement::copy_shape(graph, id)?;
+            let family = ops::movement::family(&node.op);
+            visitor.visit::<LinearConfig>(&shape.items(), family, &|c, sym| {
+                ops::movement::instantiate(&shape, c, sym)
+            })
+        }
         Op::Flatten { .. }
         | Op::Reshape { .. }
         | Op::Identity
@@ -367,28 +393,15 @@ pub(crate) fn dispatch<V: VisitTask>(
         | Op::BatchNorm { .. }
         | Op::Concat { .. } => elementwise_task(graph, id, visitor)?,
         Op::Attention { .. } => {
-            return Err(format!(
-                "no GPU kernel for {} yet (the CPU reference runs it)",
-                node.op.kind()
-            ))
+            let shape = ops::attention::attention_shape(graph, id)?;
+            visitor.visit::<ops::attention::AttentionConfig>(&shape, "attention", &|c, sym| {
+                ops::attention::instantiate(&shape, c, sym)
+            })
         }
-        Op::Transpose { .. }
-        | Op::Slice { .. }
-        | Op::Gather { .. }
-        | Op::ScatterNd { .. }
-        | Op::GatherNd { .. }
-        | Op::Expand { .. }
-        | Op::Tile { .. }
-        | Op::Pad { .. }
-        | Op::Resize(_) => return Err(format!("no GPU kernel for {} yet", node.op.kind())),
-        Op::Reduce { .. }
-        | Op::LogSoftmax { .. }
-        | Op::Hardmax { .. }
-        | Op::LayerNorm { .. }
-        | Op::GroupNorm { .. }
-        | Op::LpNorm { .. }
-        | Op::MeanVarianceNorm { .. }
-        | Op::Einsum { .. } => return Err(format!("no GPU kernel for {} yet", node.op.kind())),
+        Op::ScatterNd { .. } | Op::GatherNd { .. } | Op::Resize(_) => {
+            return Err(format!("no GPU kernel for {} yet", node.op.kind()))
+        }
+        Op::Einsum { .. } => return Err(format!("no GPU kernel for {} yet", node.op.kind())),
         Op::Gemm { .. } | Op::MatMul => {
             let shape = matmul::matmul_shape(graph, id)?;
             visitor.visit::<MatmulConfig>(&shape, "matmul", &|c, sym| {

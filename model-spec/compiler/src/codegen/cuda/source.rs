@@ -15,6 +15,9 @@ use std::fmt::Write;
 /// The `.cu` template files, embedded; each is included at most once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Template {
+    /// `activate` specializations for the GELU epilogues: included only by
+    /// the modules whose instantiations use them ([`Instance::helpers`]).
+    EpilogueGelu,
     ConvSimt,
     ConvMma,
     ConvWgmma,
@@ -24,11 +27,15 @@ pub enum Template {
     Reduce,
     Elementwise,
     Matmul,
+    Attention,
+    Rows,
+    Movement,
 }
 
 impl Template {
     pub fn file_name(self) -> &'static str {
         match self {
+            Template::EpilogueGelu => "epilogue_gelu.cuh",
             Template::ConvSimt => "conv_simt.cu",
             Template::ConvMma => "conv_mma.cu",
             Template::ConvWgmma => "conv_wgmma.cu",
@@ -38,11 +45,15 @@ impl Template {
             Template::Reduce => "reduce.cu",
             Template::Elementwise => "elementwise.cu",
             Template::Matmul => "matmul.cu",
+            Template::Attention => "attention.cu",
+            Template::Rows => "rows.cu",
+            Template::Movement => "movement.cu",
         }
     }
 
     pub fn source(self) -> &'static str {
         match self {
+            Template::EpilogueGelu => include_str!("templates/epilogue_gelu.cuh"),
             Template::ConvSimt => include_str!("templates/conv_simt.cu"),
             Template::ConvMma => include_str!("templates/conv_mma.cu"),
             Template::ConvWgmma => include_str!("templates/conv_wgmma.cu"),
@@ -52,6 +63,9 @@ impl Template {
             Template::Reduce => include_str!("templates/reduce.cu"),
             Template::Elementwise => include_str!("templates/elementwise.cu"),
             Template::Matmul => include_str!("templates/matmul.cu"),
+            Template::Attention => include_str!("templates/attention.cu"),
+            Template::Rows => include_str!("templates/rows.cu"),
+            Template::Movement => include_str!("templates/movement.cu"),
         }
     }
 }
@@ -61,6 +75,7 @@ impl Template {
     pub fn requires(self) -> &'static [Template] {
         match self {
             Template::ConvWgmma => &[Template::ConvMma],
+            Template::Rows => &[Template::Reduce],
             _ => &[],
         }
     }
@@ -136,6 +151,14 @@ impl Params {
         let body: Vec<String> = items.iter().map(|(n, v)| format!("{n} = {v}")).collect();
         self.lines
             .push(format!("static constexpr int {};", body.join(", ")));
+        self
+    }
+
+    /// `static constexpr int name = expr;` for a constant named by a
+    /// template (e.g. `aotune::ACT_GELU`).
+    pub fn int_expr(&mut self, name: &str, expr: &str) -> &mut Self {
+        self.lines
+            .push(format!("static constexpr int {name} = {expr};"));
         self
     }
 
@@ -327,6 +350,24 @@ pub struct Instance {
     pub code: String,
     pub geometry: Geometry,
     pub workspace: Workspace,
+}
+
+/// What an instantiation's parameter struct sets its `ACT` to for the
+/// exact and the tanh GELU epilogue (constants of `epilogue_gelu.cuh`).
+pub const GELU_ACTIVATIONS: [&str; 2] = ["aotune::ACT_GELU", "aotune::ACT_GELU_TANH"];
+
+impl Instance {
+    /// Templates the instantiation needs besides its own (and what that
+    /// one requires): [`Template::EpilogueGelu`] when its epilogue is a
+    /// GELU. They are left out of every other module, so a model without
+    /// GELU compiles to the same `kernels.cu` as before they existed.
+    pub fn helpers(&self) -> impl Iterator<Item = Template> {
+        GELU_ACTIVATIONS
+            .iter()
+            .any(|act| self.code.contains(act))
+            .then_some(Template::EpilogueGelu)
+            .into_iter()
+    }
 }
 
 #[cfg(test)]

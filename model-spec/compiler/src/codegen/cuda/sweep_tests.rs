@@ -246,6 +246,12 @@ pub(crate) fn conv_cases(precision: Precision) -> Vec<(String, Graph)> {
         residual: true,
         activation: Activation::Relu,
     };
+    // GELU epilogues (`epilogue_gelu.cuh`): erf on the tiled templates,
+    // tanh on the direct one.
+    let gelu = |tanh| Epilogue {
+        activation: Activation::Gelu { tanh },
+        ..full
+    };
     let clip = Epilogue {
         bias: false,
         residual: false,
@@ -297,8 +303,8 @@ pub(crate) fn conv_cases(precision: Precision) -> Vec<(String, Graph)> {
                 DType::F32,
             ),
         ),
-        // 1×1 with a residual, M and N both ragged against every tile
-        // (M = 105, N = 72, a multiple of 8: 16-byte epilogue chunks).
+        // 1×1 with a residual and GELU, M and N both ragged against every
+        // tile (M = 105, N = 72, a multiple of 8: 16-byte epilogue chunks).
         (
             "1x1res".into(),
             conv_graph(
@@ -307,7 +313,7 @@ pub(crate) fn conv_cases(precision: Precision) -> Vec<(String, Graph)> {
                 [5, 7],
                 72,
                 geometry(1, 1, [0; 4], 1, 1),
-                full,
+                gelu(false),
                 precision,
                 s,
             ),
@@ -337,7 +343,7 @@ pub(crate) fn conv_cases(precision: Precision) -> Vec<(String, Graph)> {
             "shortcut_odd".into(),
             shortcut_graph(1, [12, 5], 6, 1, 24, precision),
         ),
-        // Grouped and depthwise: the direct template.
+        // Grouped (with a tanh GELU) and depthwise: the direct template.
         (
             "grouped".into(),
             conv_graph(
@@ -346,7 +352,7 @@ pub(crate) fn conv_cases(precision: Precision) -> Vec<(String, Graph)> {
                 [9, 9],
                 64,
                 geometry(3, 1, [1; 4], 1, 4),
-                full,
+                gelu(true),
                 precision,
                 s,
             ),
@@ -579,20 +585,20 @@ fn conv_templates_compile_without_spills() {
 pub(crate) fn dense_cases(precision: Precision) -> Vec<(String, Graph)> {
     let s = precision.storage();
     let mut out = Vec::new();
-    for (m, n, k, residual) in [
-        (1, 1000, 2048, false),
-        (4, 37, 100, true),
-        (16, 64, 256, false),
-        (40, 130, 96, true),
+    let gelu = |tanh| Activation::Gelu { tanh };
+    for (m, n, k, residual, activation) in [
+        (1, 1000, 2048, false, Activation::None),
+        (4, 37, 100, true, Activation::Relu),
+        (8, 96, 64, false, gelu(true)),
+        (16, 64, 256, false, gelu(false)),
+        (40, 130, 96, true, Activation::Relu),
+        // A ViT-like MLP row count: the tiled templates, ragged M.
+        (197, 72, 48, true, gelu(false)),
     ] {
         let epilogue = Epilogue {
             bias: true,
             residual,
-            activation: if residual {
-                Activation::Relu
-            } else {
-                Activation::None
-            },
+            activation,
         };
         let mut inputs = vec![
             In::act(&[m, k], s, Layout::RowMajor),

@@ -443,10 +443,11 @@ fn print_resnet50_geometry() {
     }
 }
 
-/// The data-movement ops have no GPU kernel yet: a typed error naming the
-/// op, never a panic.
+/// The data-movement copies each get one `movement.cu` kernel named after
+/// the op; GatherND, ScatterND and Resize have none yet: a typed error
+/// naming the op, never a panic.
 #[test]
-fn data_movement_ops_are_unsupported_by_name() {
+fn data_movement_ops_get_movement_kernels() {
     let ops = [
         Op::Transpose { perm: vec![1, 0] },
         Op::Slice {
@@ -479,15 +480,32 @@ fn data_movement_ops_are_unsupported_by_name() {
             Layout::RowMajor,
             Precision::Fp32,
         );
-        let err = generate_cuda(&graph, &plan, &ConfigOverrides::new()).unwrap_err();
-        let text = err.to_string();
-        assert!(
-            matches!(err, CodegenError::Unsupported { op, .. } if op == kind),
-            "{text}"
-        );
-        assert!(
-            text.contains(&format!("no GPU kernel for {kind} yet")),
-            "{text}"
-        );
+        let module = generate_cuda(&graph, &plan, &ConfigOverrides::new()).unwrap();
+        assert_eq!(module.launches.len(), 1, "{kind}");
+        let family = crate::codegen::cuda::ops::movement::family(&graph.nodes[0].op);
+        assert!(module.kernels[0].starts_with(family), "{kind}");
+        assert!(module.source.contains("---- movement.cu ----"), "{kind}");
     }
+    let op = Op::GatherNd {
+        indices: vec![1],
+        indices_shape: vec![1, 1],
+    };
+    let kind = op.kind();
+    let (graph, plan) = one_op(
+        op,
+        &[In::act(&[2, 3], DType::F32, Layout::RowMajor)],
+        DType::F32,
+        Layout::RowMajor,
+        Precision::Fp32,
+    );
+    let err = generate_cuda(&graph, &plan, &ConfigOverrides::new()).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        matches!(err, CodegenError::Unsupported { op, .. } if op == kind),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("no GPU kernel for {kind} yet")),
+        "{text}"
+    );
 }

@@ -7,7 +7,7 @@
 //! `wgmma_config.rs`) build on this file; it imports none of them.
 
 use super::cost_model;
-use super::source::{Params, Workspace};
+use super::source::{Params, Workspace, GELU_ACTIVATIONS};
 use crate::ir::{Activation, DType, Precision};
 
 /// Largest shared memory one CTA may use on sm_90 (227 KiB).
@@ -178,10 +178,13 @@ impl ConvShape {
     /// Renders the shape, dtypes and epilogue constants every conv template
     /// reads.
     pub fn render(&self, p: &mut Params) {
+        // GELU is named, not numbered: its `activate` specializations come
+        // with `epilogue_gelu.cuh`, which only modules naming it include.
         let (act, lo, hi) = match self.activation {
-            Activation::None => (0, 0.0, 0.0),
-            Activation::Relu => (1, 0.0, 0.0),
-            Activation::Clip { min, max } => (2, min, max),
+            Activation::None => ("0", 0.0, 0.0),
+            Activation::Relu => ("1", 0.0, 0.0),
+            Activation::Clip { min, max } => ("2", min, max),
+            Activation::Gelu { tanh } => (GELU_ACTIVATIONS[usize::from(tanh)], 0.0, 0.0),
         };
         p.ty("TIn", self.x_dtype)
             .ty("TW", self.w_dtype)
@@ -217,7 +220,7 @@ impl ConvShape {
             ])
             .boolean("HAS_BIAS", self.bias.is_some())
             .boolean("HAS_RES", self.residual.is_some())
-            .int("ACT", act)
+            .int_expr("ACT", act)
             .float("CLIP_LO", lo)
             .float("CLIP_HI", hi)
             .boolean("TF32", self.precision == Precision::Tf32)

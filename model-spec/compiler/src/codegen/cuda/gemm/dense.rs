@@ -387,6 +387,43 @@ mod tests {
         }
     }
 
+    /// A GELU epilogue names its `activate` specialization, and only a
+    /// module with one includes `epilogue_gelu.cuh`: a module without GELU
+    /// keeps its text.
+    #[test]
+    fn gelu_epilogues_bring_their_helper_file() {
+        use super::super::assemble::assemble;
+        let module = |m: usize, activation: Activation| {
+            let shape = ConvShape::dense(
+                m,
+                64,
+                128,
+                DType::F16,
+                DType::F16,
+                None,
+                DType::F16,
+                Some(DType::F32),
+                activation,
+                Precision::Fp16,
+            );
+            let config = DenseConfig::default_for(&shape);
+            let instance = instantiate(&shape, &config, "k");
+            assemble(&[(instance, "k".into())])
+        };
+        for m in [1, 64] {
+            let relu = module(m, Activation::Relu);
+            assert!(relu.contains("static constexpr int ACT = 1;"), "{relu}");
+            assert!(!relu.contains("epilogue_gelu.cuh") && !relu.contains("ACT_GELU"));
+            for (tanh, name) in [(false, "ACT_GELU;"), (true, "ACT_GELU_TANH;")] {
+                let gelu = module(m, Activation::Gelu { tanh });
+                assert!(gelu.contains(&format!("ACT = aotune::{name}")), "M = {m}");
+                let helper = gelu.find("// ---- epilogue_gelu.cuh ----");
+                let use_ = gelu.find("// ---- instantiations ----");
+                assert!(helper.is_some() && helper < use_, "M = {m}");
+            }
+        }
+    }
+
     #[test]
     fn unroll_is_bounded_by_steps_and_registers() {
         let shape = classifier(16, Precision::Fp32);
