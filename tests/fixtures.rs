@@ -31,27 +31,6 @@ fn check_fixture(
     check_dir(&dir, precision, tolerance, raw_too)
 }
 
-/// The input of one case: its `input` file, or the fixture's `input_fill`
-/// rule over the case's `input_shape`.
-fn case_input(dir: &Path, meta: &Json, case: &Json) -> Vec<f32> {
-    if let Some(file) = case["input"].as_str() {
-        return common::read_f32(&dir.join(file));
-    }
-    let rule = &meta["input_fill"];
-    let numel: u64 = case["input_shape"]
-        .as_array()
-        .expect("a case without `input` gives `input_shape`")
-        .iter()
-        .map(|d| d.as_u64().unwrap())
-        .product();
-    aotune_compiler::zoo::fill(
-        rule["seed"].as_u64().expect("input_fill.seed"),
-        rule["center"].as_f64().unwrap() as f32,
-        rule["half_width"].as_f64().unwrap() as f32,
-        numel as usize,
-    )
-}
-
 /// Runs every case of the fixture in `dir`; returns (batch, rel. L2) per case.
 fn check_dir(dir: &Path, precision: Precision, tolerance: f64, raw_too: bool) -> Vec<(usize, f64)> {
     let name = &*dir.file_name().unwrap().to_string_lossy();
@@ -69,7 +48,7 @@ fn check_dir(dir: &Path, precision: Precision, tolerance: f64, raw_too: bool) ->
         };
         let compiled = compile_bytes(&model, name, &options)
             .unwrap_or_else(|e| panic!("{name} b{batch}: {e}"));
-        let input = case_input(dir, &meta, case);
+        let input = common::fixture::case_input(dir, &meta, case);
         let want = common::read_f32(&dir.join(case["output"].as_str().unwrap()));
         let got = run_planned(
             &compiled.graph,
@@ -290,7 +269,7 @@ fn vit_b_16_blocks_fuse_to_attention_layernorm_and_gelu() {
         if name.ends_with("dynamo") {
             let meta: Json =
                 serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
-            let input = case_input(&dir, &meta, &meta["cases"][0]);
+            let input = common::fixture::case_input(&dir, &meta, &meta["cases"][0]);
             let start = std::time::Instant::now();
             run_planned(
                 &compiled.graph,

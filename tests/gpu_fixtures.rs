@@ -23,7 +23,19 @@ use serde_json::Value as Json;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-const FIXTURES: [&str; 3] = ["resnet50_seedstyle", "resnet50_dynamo", "resnet18_legacy"];
+const FIXTURES: [&str; 11] = [
+    "resnet50_seedstyle",
+    "resnet50_dynamo",
+    "resnet18_legacy",
+    "tiny_vit_dynamo",
+    "tiny_convnext_legacy",
+    "vit_b_16_dynamo",
+    "vit_b_16_legacy",
+    "convnext_tiny_dynamo",
+    "convnext_tiny_legacy",
+    "swin_t_dynamo",
+    "swin_t_legacy",
+];
 
 /// One build to check: a fixture case at one precision.
 struct Case {
@@ -33,8 +45,9 @@ struct Case {
     precision: Precision,
     batch: usize,
     symbolic: bool,
-    input: String,
-    output: String,
+    /// The case's record in `meta.json` (its input file or shape, its output).
+    case: Json,
+    meta: Json,
 }
 
 /// A build with its input, ONNX Runtime's output and the CPU emulation's.
@@ -70,8 +83,8 @@ fn cases(fixture: &'static str, tmp: &Path) -> Result<Vec<Case>, String> {
                 precision,
                 batch: case["batch"].as_u64().unwrap_or(1) as usize,
                 symbolic,
-                input: case["input"].as_str().unwrap_or_default().to_string(),
-                output: case["output"].as_str().unwrap_or_default().to_string(),
+                case: case.clone(),
+                meta: meta.clone(),
             });
         }
     }
@@ -97,8 +110,11 @@ fn build(case: &Case, tmp: &Path) -> Result<Ready, String> {
         .into_iter()
         .next()
         .ok_or("the build returned nothing")?;
-    let input = common::read_f32(&case.dir.join(&case.input));
-    let want = common::read_f32(&case.dir.join(&case.output));
+    let input = common::fixture::case_input(&case.dir, &case.meta, &case.case);
+    let output = case.case["output"]
+        .as_str()
+        .ok_or("a case without an `output` file")?;
+    let want = common::read_f32(&case.dir.join(output));
     let emulated = run(&built.compiled.graph, &[&input], &RunOptions::default())
         .map_err(|e| format!("CPU emulation: {e}"))?
         .swap_remove(0);
@@ -260,6 +276,32 @@ fn resnet18_legacy_on_gpu_matches_onnx_runtime() {
     check_fixtures("resnet18_legacy", &["resnet18_legacy"]);
 }
 
+#[test]
+fn tiny_transformers_on_gpu_match_onnx_runtime() {
+    check_fixtures(
+        "tiny_transformers",
+        &["tiny_vit_dynamo", "tiny_convnext_legacy"],
+    );
+}
+
+#[test]
+fn vit_b_16_on_gpu_matches_onnx_runtime() {
+    check_fixtures("vit_b_16", &["vit_b_16_dynamo", "vit_b_16_legacy"]);
+}
+
+#[test]
+fn convnext_tiny_on_gpu_matches_onnx_runtime() {
+    check_fixtures(
+        "convnext_tiny",
+        &["convnext_tiny_dynamo", "convnext_tiny_legacy"],
+    );
+}
+
+#[test]
+fn swin_t_on_gpu_matches_onnx_runtime() {
+    check_fixtures("swin_t", &["swin_t_dynamo", "swin_t_legacy"]);
+}
+
 /// Writes the fixtures' small files (graph without weights, fill rule,
 /// meta, inputs, outputs) to `$AOTUNE_FIXTURE_PACK` or
 /// `target/gpu-fixture-pack`, to carry to a GPU machine that lacks
@@ -277,6 +319,9 @@ fn pack_fixtures_for_gpu() {
     let mut bytes = 0u64;
     for fixture in FIXTURES {
         let from = shared.join("fixtures").join(fixture);
+        if !from.is_dir() {
+            continue; // committed in tests/fixtures, which travels with the tree
+        }
         let to = pack.join(fixture);
         std::fs::create_dir_all(&to).unwrap_or_else(|e| panic!("{}: {e}", to.display()));
         for file in gpu::fixture_files(&from) {

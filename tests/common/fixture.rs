@@ -54,3 +54,24 @@ pub fn refilled_model(dir: &Path) -> Vec<u8> {
     fill_initializers(&bytes, &dir.display().to_string(), &fill_rule(dir))
         .unwrap_or_else(|e| panic!("refilling {}: {e}", dir.display()))
 }
+
+/// The input of one case: its `input` file, or the fixture's `input_fill`
+/// rule over the case's `input_shape`.
+pub fn case_input(dir: &Path, meta: &Json, case: &Json) -> Vec<f32> {
+    if let Some(file) = case["input"].as_str() {
+        return super::read_f32(&dir.join(file));
+    }
+    let rule = &meta["input_fill"];
+    let numel: u64 = case["input_shape"]
+        .as_array()
+        .expect("a case without `input` gives `input_shape`")
+        .iter()
+        .map(|d| d.as_u64().unwrap())
+        .product();
+    aotune_compiler::zoo::fill(
+        rule["seed"].as_u64().expect("input_fill.seed"),
+        rule["center"].as_f64().unwrap() as f32,
+        rule["half_width"].as_f64().unwrap() as f32,
+        numel as usize,
+    )
+}

@@ -278,9 +278,19 @@ pub fn top1(output: &[f32], classes: usize) -> Vec<usize> {
 
 // ---- fixtures ------------------------------------------------------------------
 
-/// A fixture's directory: `$AOTUNE_FIXTURE_PACK/<name>` when that variable is
-/// set, else `<shared>/fixtures/<name>` (`$AOTUNE_SHARED` or `../shared`).
+/// A fixture's directory: the committed `tests/fixtures/<name>` (under the
+/// working directory, where the GPU machine runs carried test binaries, or
+/// under this crate), else `$AOTUNE_FIXTURE_PACK/<name>` when that variable
+/// is set, else `<shared>/fixtures/<name>` (`$AOTUNE_SHARED` or `../shared`).
 pub fn fixture_dir(name: &str) -> Result<PathBuf, String> {
+    for root in [
+        PathBuf::from("tests/fixtures"),
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"),
+    ] {
+        if root.join(name).join("meta.json").is_file() {
+            return Ok(root.join(name));
+        }
+    }
     if let Some(pack) = std::env::var_os("AOTUNE_FIXTURE_PACK") {
         let dir = PathBuf::from(pack).join(name);
         return if dir.is_dir() {
