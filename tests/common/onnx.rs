@@ -94,7 +94,8 @@ pub fn tensor_i64(name: &str, dims: &[usize], values: &[i64]) -> Vec<u8> {
     tensor_raw(name, dims, 7, &raw)
 }
 
-fn tensor_raw(name: &str, dims: &[usize], data_type: i64, raw: &[u8]) -> Vec<u8> {
+/// A `TensorProto` with `raw_data` of ONNX type `data_type` (1 FLOAT, 7 INT64).
+pub fn tensor_raw(name: &str, dims: &[usize], data_type: i64, raw: &[u8]) -> Vec<u8> {
     let mut t = Vec::new();
     for &d in dims {
         int(&mut t, 1, d as i64);
