@@ -37,114 +37,10 @@ use std::path::Path;
 
 // ---- a minimal ONNX writer ---------------------------------------------------
 
-/// Protobuf encoding of the ONNX messages the cases need.
+/// The shared test ONNX writer (`common::onnx`) at these cases' opset, 19.
 mod proto {
-    fn varint(buf: &mut Vec<u8>, mut v: u64) {
-        while v >= 0x80 {
-            buf.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        buf.push(v as u8);
-    }
-
-    fn key(buf: &mut Vec<u8>, field: u32, wire: u32) {
-        varint(buf, u64::from(field << 3 | wire));
-    }
-
-    pub fn int(buf: &mut Vec<u8>, field: u32, v: i64) {
-        key(buf, field, 0);
-        varint(buf, v as u64);
-    }
-
-    pub fn bytes(buf: &mut Vec<u8>, field: u32, v: &[u8]) {
-        key(buf, field, 2);
-        varint(buf, v.len() as u64);
-        buf.extend_from_slice(v);
-    }
-
-    pub fn string(buf: &mut Vec<u8>, field: u32, v: &str) {
-        bytes(buf, field, v.as_bytes());
-    }
-
-    /// `AttributeProto` values.
-    pub enum Attr {
-        Int(i64),
-        Ints(Vec<i64>),
-        Str(&'static str),
-    }
-
-    fn attribute(name: &str, value: &Attr) -> Vec<u8> {
-        let mut a = Vec::new();
-        string(&mut a, 1, name);
-        match value {
-            Attr::Int(i) => {
-                int(&mut a, 3, *i);
-                int(&mut a, 20, 2);
-            }
-            Attr::Ints(v) => {
-                for &i in v {
-                    int(&mut a, 8, i);
-                }
-                int(&mut a, 20, 7);
-            }
-            Attr::Str(s) => {
-                bytes(&mut a, 4, s.as_bytes());
-                int(&mut a, 20, 3);
-            }
-        }
-        a
-    }
-
-    pub fn node(
-        op: &str,
-        name: &str,
-        inputs: &[&str],
-        output: &str,
-        attrs: &[(&str, Attr)],
-    ) -> Vec<u8> {
-        let mut n = Vec::new();
-        for i in inputs {
-            string(&mut n, 1, i);
-        }
-        string(&mut n, 2, output);
-        string(&mut n, 3, name);
-        string(&mut n, 4, op);
-        for (k, v) in attrs {
-            bytes(&mut n, 5, &attribute(k, v));
-        }
-        n
-    }
-
-    /// A `TensorProto` with `raw_data`: FLOAT (1) or INT64 (7).
-    pub fn tensor(name: &str, dims: &[usize], data_type: i64, raw: &[u8]) -> Vec<u8> {
-        let mut t = Vec::new();
-        for &d in dims {
-            int(&mut t, 1, d as i64);
-        }
-        int(&mut t, 2, data_type);
-        string(&mut t, 8, name);
-        bytes(&mut t, 9, raw);
-        t
-    }
-
-    /// A float `ValueInfoProto` of fixed dims.
-    pub fn value_info(name: &str, dims: &[usize]) -> Vec<u8> {
-        let mut shape = Vec::new();
-        for &d in dims {
-            let mut dim = Vec::new();
-            int(&mut dim, 1, d as i64);
-            bytes(&mut shape, 1, &dim);
-        }
-        let mut tensor = Vec::new();
-        int(&mut tensor, 1, 1);
-        bytes(&mut tensor, 2, &shape);
-        let mut ty = Vec::new();
-        bytes(&mut ty, 1, &tensor);
-        let mut v = Vec::new();
-        string(&mut v, 1, name);
-        bytes(&mut v, 2, &ty);
-        v
-    }
+    use crate::common::onnx;
+    pub use onnx::{node, tensor_raw as tensor, value_info_fixed as value_info, Attr};
 
     /// A `ModelProto` (IR 9, opset 19) around one graph.
     pub fn model(
@@ -154,25 +50,7 @@ mod proto {
         input: &[u8],
         output: &[u8],
     ) -> Vec<u8> {
-        let mut g = Vec::new();
-        for n in nodes {
-            bytes(&mut g, 1, n);
-        }
-        string(&mut g, 2, name);
-        for t in inits {
-            bytes(&mut g, 5, t);
-        }
-        bytes(&mut g, 11, input);
-        bytes(&mut g, 12, output);
-        let mut opset = Vec::new();
-        string(&mut opset, 1, "");
-        int(&mut opset, 2, 19);
-        let mut m = Vec::new();
-        int(&mut m, 1, 9);
-        string(&mut m, 2, "aotune-gpu-movement-test");
-        bytes(&mut m, 7, &g);
-        bytes(&mut m, 8, &opset);
-        m
+        onnx::model(name, 19, nodes, inits, input, output)
     }
 }
 

@@ -1,6 +1,6 @@
 //! A minimal ONNX writer for test models: the protobuf encoding of the few
 //! messages a one-input, one-output float graph needs (nodes with int,
-//! float and ints attributes; float and int64 initializers; value infos
+//! float, ints and string attributes; float and int64 initializers; value infos
 //! whose first dimension is the symbolic `batch`), at a chosen opset.
 
 fn varint(buf: &mut Vec<u8>, mut v: u64) {
@@ -36,6 +36,7 @@ pub enum Attr {
     Int(i64),
     Float(f32),
     Ints(Vec<i64>),
+    Str(&'static str),
 }
 
 fn attribute(name: &str, value: &Attr) -> Vec<u8> {
@@ -56,6 +57,10 @@ fn attribute(name: &str, value: &Attr) -> Vec<u8> {
                 int(&mut a, 8, i);
             }
             int(&mut a, 20, 7);
+        }
+        Attr::Str(text) => {
+            bytes(&mut a, 4, text.as_bytes());
+            int(&mut a, 20, 3);
         }
     }
     a
@@ -108,11 +113,23 @@ pub fn tensor_raw(name: &str, dims: &[usize], data_type: i64, raw: &[u8]) -> Vec
 
 /// A float `ValueInfoProto`; dimension 0 is the symbolic `batch`.
 pub fn value_info(name: &str, dims_after_batch: &[usize]) -> Vec<u8> {
+    float_value_info(name, Some("batch"), dims_after_batch)
+}
+
+/// A float `ValueInfoProto` of fixed dimensions.
+pub fn value_info_fixed(name: &str, dims: &[usize]) -> Vec<u8> {
+    float_value_info(name, None, dims)
+}
+
+/// A float `ValueInfoProto`: the symbolic dimension `batch` (when given), then `dims`.
+fn float_value_info(name: &str, batch: Option<&str>, dims: &[usize]) -> Vec<u8> {
     let mut shape = Vec::new();
-    let mut batch = Vec::new();
-    string(&mut batch, 2, "batch");
-    bytes(&mut shape, 1, &batch);
-    for &d in dims_after_batch {
+    if let Some(symbol) = batch {
+        let mut dim = Vec::new();
+        string(&mut dim, 2, symbol);
+        bytes(&mut shape, 1, &dim);
+    }
+    for &d in dims {
         let mut dim = Vec::new();
         int(&mut dim, 1, d as i64);
         bytes(&mut shape, 1, &dim);
