@@ -7,22 +7,40 @@
 # vit_b_16_dynamo:1 vit_b_16_dynamo:64 convnext_tiny_dynamo:1 swin_t_dynamo:1),
 # PT_IMPLS (default "graph"; add "compile" for torch.compile max-autotune, minutes
 # per model and batch), NO_PYTORCH=1, PER_LAYER=--per-layer (verify names the first
-# layer that disagrees). Logs under $OUT; a table last.
+# layer that disagrees), TESTS (GPU test binaries of .device/ run in the background
+# while the verifies run, each `binary` or `binary:filter`; they finish before any
+# timing starts). Logs under $OUT; a table last.
 set -u
 . "$(dirname "$0")/device_env.sh"
+export AOTUNE_BIN=$PWD/.device/aotune AOTUNE_FIXTURE_PACK=$PWD/.device/fixture-pack
+test_pids=""
+for t in ${TESTS:-}; do
+  bin=${t%%:*}; filter=""; [ "$bin" = "$t" ] || filter=${t#*:}
+  log="$OUT/test_${bin}${filter:+_$filter}.log"
+  ( timeout "${TEST_TIMEOUT:-400}" .device/$bin $filter --test-threads=1 > "$log" 2>&1
+    echo "== test $bin ${filter} rc=$? skipped=$(grep -c '^SKIPPED' "$log") $(grep -E '^test result' "$log" | tail -1)"
+    grep -E "^FAIL|FAILED|panicked|SKIPPED" "$log" | head -8 ) &
+  test_pids="$test_pids $!"
+done
 MODELS=${MODELS:-vit_b_16_dynamo vit_b_16_legacy convnext_tiny_dynamo convnext_tiny_legacy swin_t_dynamo swin_t_legacy}
 BENCH=${BENCH:-vit_b_16_dynamo:1 vit_b_16_dynamo:64 convnext_tiny_dynamo:1 swin_t_dynamo:1}
 for m in $MODELS; do
   [ -f /tmp/$m.onnx ] || python3 bench/refill_fixture.py tests/fixtures/$m /tmp/$m.onnx
 done
+# One verify chain per model, the models side by side (the CPU reference and nvcc
+# use the host's cores; correctness does not mind sharing the GPU).
+verify_pids=""
 for m in $MODELS; do
-  for p in ${PRECISIONS:-fp32 fp16}; do
-    timeout 300 $B verify /tmp/$m.onnx --precision $p ${PER_LAYER:-} > "$OUT/verify_${m}_$p.log" 2>&1
-    rc=$?
-    echo "== verify $m $p rc=$rc $(grep -E 'rel|top' "$OUT/verify_${m}_$p.log" | tail -2 | tr '\n' ' ')"
-    [ $rc = 0 ] || grep -iE "error|first|caused" "$OUT/verify_${m}_$p.log" | head -5
-  done
+  ( for p in ${PRECISIONS:-fp32 fp16}; do
+      timeout ${VERIFY_TIMEOUT:-300} $B verify /tmp/$m.onnx --precision $p ${PER_LAYER:-} > "$OUT/verify_${m}_$p.log" 2>&1
+      rc=$?
+      echo "== verify $m $p rc=$rc $(grep -E 'rel|top' "$OUT/verify_${m}_$p.log" | tail -2 | tr '\n' ' ')"
+      [ $rc = 0 ] || grep -iE "error|first|caused" "$OUT/verify_${m}_$p.log" | head -5
+    done ) &
+  verify_pids="$verify_pids $!"
 done
+wait $verify_pids
+[ -z "$test_pids" ] || wait $test_pids
 for mb in $BENCH; do
   m=${mb%%:*}; b=${mb##*:}
   timeout 300 $B bench /tmp/$m.onnx --precision fp16 --batch $b --json ${TUNING:+--tuning $TUNING} \

@@ -266,6 +266,24 @@ fn vit_b_16_blocks_fuse_to_attention_layernorm_and_gelu() {
             "{name}"
         );
         assert_eq!((gelu, residual), (12, 24), "{name}: Dense epilogues");
+        // Heads are split and merged by strided views, not copies: what
+        // moves data is the patch embedding's Transpose and the class
+        // token's Gather.
+        let with_views = compiled
+            .graph
+            .nodes
+            .iter()
+            .filter(|n| {
+                matches!(&n.op, Op::Attention { views: Some(v), .. }
+                    if v.q.is_some() && v.k.is_some() && v.v.is_some() && v.out.is_some())
+            })
+            .count();
+        assert_eq!(with_views, 12, "{name}: attentions reading views");
+        assert_eq!(
+            (count("Transpose"), count("Gather")),
+            (1, 1),
+            "{name}: copies left"
+        );
         if name.ends_with("dynamo") {
             let meta: Json =
                 serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
@@ -319,7 +337,14 @@ fn swin_t_fuses_all_12_window_attentions() {
             // Masks are per window ([nW, H, 49, 49], nW = 64, 16, 4 in the
             // shifted blocks) or per head, never per image.
             for n in graph.nodes.iter().filter(|n| n.op.kind() == "Attention") {
-                let q = &graph.value(n.inputs[0]).shape;
+                // q/k/v are read straight out of the qkv projection.
+                let Op::Attention {
+                    views: Some(views), ..
+                } = &n.op
+                else {
+                    panic!("{name}: attention {} reads copies of q/k/v", n.name);
+                };
+                let q = &views.q.expect("q view").dims;
                 if let Some(&mask) = n.inputs.get(3) {
                     let m = &graph.value(mask).shape;
                     assert!(

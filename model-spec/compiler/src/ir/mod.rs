@@ -8,6 +8,7 @@ mod print;
 mod shape;
 mod types;
 mod verify;
+mod view;
 
 pub use graph::{Graph, Node, NodeId, Patch, Value, ValueId, ValueKind};
 pub use movement::{CoordinateMode, NearestMode, PadMode, Resize, ResizeMode};
@@ -20,6 +21,7 @@ pub(crate) use shape::{arity, rank4};
 pub use shape::{broadcast, infer_shape, MAX_ELEMENTS};
 pub use types::{numel, round_tf32, DType, Layout, Precision};
 pub use verify::{debug_verify, is_row_major_bytes, verify, VerifyError};
+pub use view::{AttentionViews, StridedView};
 
 #[cfg(test)]
 mod verify_tests;

@@ -8,6 +8,7 @@
 //! graph it came from.
 
 use super::movement::{PadMode, Resize};
+use super::view::AttentionViews;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -698,10 +699,14 @@ pub enum Op {
     /// `[B, H, Sq, Dv]` = softmax(q·kᵀ·scale + mask, last axis)·v, with
     /// positions after the query's own masked out when `causal`. 3-D inputs
     /// `[N, S, D]` (heads merged into the leading axis) read as `[1, N, S,
-    /// D]`.
+    /// D]`. With `views`, an operand with a view is read from (the output
+    /// written into) its value through that strided view instead: q, k, v
+    /// straight out of a fused projection, the output with its heads
+    /// interleaved for the next projection (`passes::attention_views`).
     Attention {
         scale: f32,
         causal: bool,
+        views: Option<Box<AttentionViews>>,
     },
 }
 
@@ -844,8 +849,17 @@ impl Op {
             } => format!("alpha={alpha} beta={beta} transA={trans_a} transB={trans_b}"),
             Op::Concat { axis } => format!("axis={axis}"),
             Op::Softmax { axis } => format!("axis={axis}"),
-            Op::Attention { scale, causal } => {
-                format!("scale={scale}{}", if *causal { " causal" } else { "" })
+            Op::Attention {
+                scale,
+                causal,
+                views,
+            } => {
+                let mut s = format!("scale={scale}{}", if *causal { " causal" } else { "" });
+                if let Some(v) = views {
+                    s.push(' ');
+                    s.push_str(&v.describe());
+                }
+                s
             }
             Op::Transpose { perm } => format!("perm={perm:?}"),
             Op::Slice {

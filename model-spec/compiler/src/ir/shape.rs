@@ -139,7 +139,7 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
         Op::MatMul => ops::gemm::infer_matmul_shape(inputs),
         Op::Identity => ops::identity::infer_shape(inputs),
         Op::Concat { axis } => ops::concat::infer_shape(*axis, inputs),
-        Op::Attention { .. } => ops::attention::infer_shape(inputs),
+        Op::Attention { views, .. } => ops::attention::infer_shape(views.as_deref(), inputs),
         Op::Transpose { perm } => ops::transpose::infer_shape(perm, inputs),
         Op::Slice {
             starts,

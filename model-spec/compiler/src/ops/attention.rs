@@ -10,7 +10,7 @@
 //! split), boolean masks, a past key/value cache, `softcap`.
 
 use super::OpDef;
-use crate::ir::{arity, Op, ValueId};
+use crate::ir::{arity, AttentionViews, Op, ValueId};
 use crate::onnx::{ImportError, NodeImport};
 use crate::reference::{self, Ctx, OpResult, Tensor};
 use onnx_ir::{ArgType, DType, Node, NodeType};
@@ -78,6 +78,7 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
         Op::Attention {
             scale,
             causal: n.config.is_causal,
+            views: None,
         },
         inputs,
     )
@@ -93,20 +94,40 @@ pub(crate) fn as_4d(shape: &[usize]) -> Option<[usize; 4]> {
     }
 }
 
+/// The logical `[B, H, S, D]` of q, k and v: each input's view, or its
+/// shape read by [`as_4d`]. Fails for an input of another rank or one its
+/// view reaches past.
+pub(crate) fn operand_dims(
+    views: Option<&AttentionViews>,
+    inputs: &[&[usize]],
+) -> Result<[[usize; 4]; 3], String> {
+    let mut dims = [[0; 4]; 3];
+    for (i, d) in dims.iter_mut().enumerate() {
+        let shape = inputs.get(i).ok_or("attention takes q, k and v")?;
+        *d = match views.and_then(|v| v.input(i)) {
+            Some(view) => {
+                view.check_within(shape.iter().product())?;
+                view.dims
+            }
+            None => as_4d(shape).ok_or_else(|| {
+                format!(
+                    "input {i} {shape:?}: attention takes 4-D [B, H, S, D] (or 3-D [N, S, D]) inputs"
+                )
+            })?,
+        };
+    }
+    Ok(dims)
+}
+
 /// Output shape of [`Op::Attention`]: `[B, H, Sq, Dv]` (`[N, Sq, Dv]` for
-/// 3-D inputs).
-pub(crate) fn infer_shape(inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
+/// 3-D inputs), or the output view's value shape.
+pub(crate) fn infer_shape(
+    views: Option<&AttentionViews>,
+    inputs: &[&[usize]],
+) -> Result<Vec<usize>, String> {
     arity(inputs, 3, 4)?;
-    let rank = inputs[0].len();
-    let same_rank = inputs[..3].iter().all(|s| s.len() == rank);
-    let (Some(q), Some(k), Some(v)) = (as_4d(inputs[0]), as_4d(inputs[1]), as_4d(inputs[2])) else {
-        return Err(format!(
-            "q {:?}, k {:?}, v {:?}: attention takes 4-D [B, H, S, D] (or 3-D [N, S, D]) inputs",
-            inputs[0], inputs[1], inputs[2]
-        ));
-    };
-    let fits = same_rank
-        && k[0] == q[0]
+    let [q, k, v] = operand_dims(views, inputs)?;
+    let fits = k[0] == q[0]
         && v[0] == q[0]
         && k[1] == v[1]
         && k[1] > 0
@@ -124,7 +145,28 @@ pub(crate) fn infer_shape(inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
         mask_4d(mask, scores)?;
     }
     let out = [q[0], q[1], q[2], v[3]];
-    Ok(out[4 - rank..].to_vec())
+    if let Some((view, shape)) = views.and_then(|v| v.out.as_ref()) {
+        if view.dims != out {
+            return Err(format!(
+                "output view {:?} for an attention output {out:?}",
+                view.dims
+            ));
+        }
+        view.check_bijection(shape.iter().product())?;
+        return Ok(shape.clone());
+    }
+    let direct = views.is_none_or(|v| v.q.is_none() && v.k.is_none() && v.v.is_none());
+    let rank = inputs[0].len();
+    if direct && inputs[..3].iter().all(|s| s.len() == rank) && rank == 3 {
+        return Ok(out[1..].to_vec());
+    }
+    if direct && !inputs[..3].iter().all(|s| s.len() == rank) {
+        return Err(format!(
+            "q {:?}, k {:?}, v {:?} have different ranks",
+            inputs[0], inputs[1], inputs[2]
+        ));
+    }
+    Ok(out.to_vec())
 }
 
 /// The mask's shape as the 4-D `[G, Hm, Sqm, Skvm]` it is read as against
@@ -155,8 +197,14 @@ pub(crate) fn mask_4d(mask: &[usize], scores: [usize; 4]) -> Result<[usize; 4], 
 }
 
 /// CPU reference of [`Op::Attention`].
-pub(crate) fn reference(ctx: &Ctx, scale: f32, causal: bool, inputs: &[Tensor]) -> OpResult {
-    reference::attention::attention(ctx, scale, causal, inputs)
+pub(crate) fn reference(
+    ctx: &Ctx,
+    scale: f32,
+    causal: bool,
+    views: Option<&AttentionViews>,
+    inputs: &[Tensor],
+) -> OpResult {
+    reference::attention::attention(ctx, scale, causal, views, inputs)
 }
 
 #[cfg(test)]

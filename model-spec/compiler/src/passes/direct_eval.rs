@@ -308,7 +308,11 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
             batched_matmul(args[0], args[1], shapes[0], shapes[1], out)
         }
         Op::Softmax { axis } => softmax(args[0], shapes[0], *axis),
-        Op::Attention { scale, causal } => attention(args, shapes, *scale, *causal),
+        Op::Attention {
+            scale,
+            causal,
+            views,
+        } => attention_viewed(args, shapes, *scale, *causal, views.as_deref()),
         Op::MatMul => {
             // `[.., K] · [K, N]`: the leading axes are rows.
             assert!(
@@ -514,6 +518,42 @@ fn softmax(x: &[f32], shape: &[usize], axis: usize) -> Vec<f32> {
         }
     }
     y
+}
+
+/// [`attention`] with operands read (and the output written) through
+/// their views.
+fn attention_viewed(
+    args: &[&[f32]],
+    shapes: &[&[usize]],
+    scale: f32,
+    causal: bool,
+    views: Option<&crate::ir::AttentionViews>,
+) -> Vec<f32> {
+    let Some(views) = views else {
+        return attention(args, shapes, scale, causal);
+    };
+    let gathered: Vec<Option<(Vec<f32>, [usize; 4])>> = (0..3)
+        .map(|i| {
+            views
+                .input(i)
+                .map(|v| (v.gather(args[i]).expect("view within its value"), v.dims))
+        })
+        .collect();
+    let mut a: Vec<&[f32]> = args.to_vec();
+    let mut s: Vec<&[usize]> = shapes.to_vec();
+    for (i, g) in gathered.iter().enumerate() {
+        if let Some((data, dims)) = g {
+            a[i] = data;
+            s[i] = dims;
+        }
+    }
+    let y = attention(&a, &s, scale, causal);
+    match &views.out {
+        Some((view, shape)) => view
+            .scatter(&y, shape.iter().product())
+            .expect("output view covers its value"),
+        None => y,
+    }
 }
 
 /// [`Op::Attention`] from its contract: 3-D inputs as `[1, N, S, D]`, the

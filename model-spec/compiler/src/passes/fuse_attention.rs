@@ -87,6 +87,7 @@ pub fn fuse_attention(graph: &mut Graph) -> Result<PassSummary, PassError> {
             let op = Op::Attention {
                 scale: found.scale,
                 causal: false,
+                views: None,
             };
             replace_chain(graph, patch, &found.chain, found.last, op, inputs);
         },
@@ -104,6 +105,7 @@ pub fn fuse_attention(graph: &mut Graph) -> Result<PassSummary, PassError> {
             let op = Op::Attention {
                 scale: fold.scale,
                 causal: fold.causal,
+                views: None,
             };
             replace_chain(graph, patch, &fold.chain, fold.attention, op, inputs);
         },
@@ -544,7 +546,12 @@ struct ScaleFold {
 
 fn scaled_operands_at(m: &Matcher, id: NodeId) -> Option<ScaleFold> {
     let node = m.graph.node(id);
-    let Op::Attention { scale, causal } = node.op else {
+    let Op::Attention {
+        scale,
+        causal,
+        views: None,
+    } = node.op
+    else {
         return None;
     };
     let mut fold = ScaleFold {
@@ -772,6 +779,7 @@ mod tests {
         let attention = Op::Attention {
             scale: 1.0,
             causal: true,
+            views: None,
         };
         let y = b.node("attention", attention, &[q, k2, x, bias]);
         b.output(y);

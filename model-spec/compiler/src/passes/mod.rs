@@ -15,6 +15,7 @@
 //! the padding takes the conversions it left. The global pool joins its
 //! conv last, once layouts and dtypes are final.
 
+mod attention_views;
 mod canonicalize_transpose;
 mod dce;
 mod dense;
@@ -37,6 +38,7 @@ mod space_to_depth;
 #[cfg(test)]
 mod test_graphs;
 
+pub use attention_views::attention_views;
 pub use canonicalize_transpose::canonicalize_transpose;
 pub use dce::dce;
 pub use dense::{canonicalize_global_pool, lower_dense};
@@ -179,6 +181,7 @@ pub fn optimize(graph: &mut Graph, options: &PassOptions) -> Result<PassReport, 
     report.passes.push(fuse_gelu(graph)?);
     report.passes.push(fuse_attention(graph)?);
     report.passes.push(canonicalize_transpose(graph)?);
+    report.passes.push(attention_views(graph)?);
     report.passes.push(fold_batch_norm(graph)?);
     report.passes.push(canonicalize_global_pool(graph)?);
     report.passes.push(fuse_epilogue(graph)?);

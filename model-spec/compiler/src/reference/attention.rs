@@ -8,9 +8,56 @@ use super::broadcast::Broadcast;
 use super::op_io::{input, Ctx, OpError, OpResult, Output, Tensor};
 use super::scalar::Scalar;
 use super::Accumulate;
+use crate::ir::{AttentionViews, Layout};
 use rayon::prelude::*;
+use std::borrow::Cow;
 
-pub(crate) fn attention(ctx: &Ctx, scale: f32, causal: bool, inputs: &[Tensor]) -> OpResult {
+/// Attention of `inputs` (q, k, v, optional mask); operands with a view
+/// are gathered into their logical `[B, H, S, D]` first, and the output
+/// scattered through its view.
+pub(crate) fn attention(
+    ctx: &Ctx,
+    scale: f32,
+    causal: bool,
+    views: Option<&AttentionViews>,
+    inputs: &[Tensor],
+) -> OpResult {
+    let Some(views) = views else {
+        return attention_of(ctx, scale, causal, inputs);
+    };
+    let mut gathered = Vec::with_capacity(3);
+    for (i, t) in inputs.iter().enumerate().take(3) {
+        gathered.push(match views.input(i) {
+            Some(view) => Some((view.gather(&t.row_major())?, view.dims)),
+            None => None,
+        });
+    }
+    let logical: Vec<Tensor> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| match gathered.get(i).and_then(Option::as_ref) {
+            Some((data, dims)) => Tensor {
+                data: Cow::Borrowed(data.as_slice()),
+                shape: dims.as_slice(),
+                layout: Layout::RowMajor,
+            },
+            None => Tensor {
+                data: Cow::Borrowed(&t.data),
+                shape: t.shape,
+                layout: t.layout,
+            },
+        })
+        .collect();
+    let out = attention_of(ctx, scale, causal, &logical)?;
+    match &views.out {
+        Some((view, shape)) => Ok(Output::row_major(
+            view.scatter(&out.data, shape.iter().product())?,
+        )),
+        None => Ok(out),
+    }
+}
+
+fn attention_of(ctx: &Ctx, scale: f32, causal: bool, inputs: &[Tensor]) -> OpResult {
     match ctx.accumulate {
         Accumulate::F32 => attention_in::<f32>(ctx, scale, causal, inputs),
         Accumulate::F64 => attention_in::<f64>(ctx, scale, causal, inputs),
@@ -184,6 +231,7 @@ mod tests {
             Op::Attention {
                 scale,
                 causal: false,
+                views: None,
             },
             &[qi, ki, vi],
         );
@@ -218,6 +266,7 @@ mod tests {
             let op = Op::Attention {
                 scale: 0.5,
                 causal: false,
+                views: None,
             };
             let y = gb.node(op, &[qi, ki, vi, mi]);
             let graph = gb.finish(&[y]);
@@ -244,6 +293,7 @@ mod tests {
             Op::Attention {
                 scale: 1.0,
                 causal: true,
+                views: None,
             },
             &[qi, ki, vi],
         );

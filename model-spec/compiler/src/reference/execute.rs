@@ -247,7 +247,11 @@ fn run_op(ctx: &Ctx, op: &Op, inputs: &[Tensor], out: &OutSpec) -> OpResult {
         Op::Identity => ops::identity::reference(inputs),
         Op::Concat { axis } => ops::concat::reference(*axis, inputs, out),
         Op::Softmax { axis } => ops::softmax::reference(ctx, *axis, inputs),
-        Op::Attention { scale, causal } => ops::attention::reference(ctx, *scale, *causal, inputs),
+        Op::Attention {
+            scale,
+            causal,
+            views,
+        } => ops::attention::reference(ctx, *scale, *causal, views.as_deref(), inputs),
         Op::Transpose { perm } => ops::transpose::reference(perm, inputs),
         Op::Slice {
             starts,

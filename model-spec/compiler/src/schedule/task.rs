@@ -92,13 +92,15 @@ pub fn node_flops(graph: &Graph, node: NodeId) -> u64 {
             let a = in_shape(0);
             2 * out_elems * *a.last().unwrap_or(&1) as u64
         }
-        Op::Attention { .. } => {
+        Op::Attention { views, .. } => {
             // q·kᵀ and p·v: 2·Skv·(D + Dv) per output row of Dv elements.
-            let (q, k, v) = (in_shape(0), in_shape(1), in_shape(2));
-            let dv = (*v.last().unwrap_or(&1)).max(1) as u64;
-            let skv = k[k.len().saturating_sub(2)] as u64;
-            let d = *q.last().unwrap_or(&1) as u64;
-            2 * out_elems / dv * skv * (d + dv)
+            let shapes: Vec<&[usize]> = (0..3).map(|i| in_shape(i).as_slice()).collect();
+            let Ok([q, k, v]) = crate::ops::attention::operand_dims(views.as_deref(), &shapes)
+            else {
+                return out_elems;
+            };
+            let rows = (q[0] * q[1] * q[2]) as u64;
+            rows * 2 * k[2] as u64 * (q[3] + v[3]) as u64
         }
         Op::MaxPool(p) | Op::AveragePool { pool: p, .. } => {
             out_elems * (p.kernel[0] * p.kernel[1]) as u64

@@ -20,7 +20,7 @@
 use super::config::KernelConfig;
 use super::conv_shape::MAX_SMEM_BYTES;
 use super::source::{tiled_wrapper, Arg, DependencyWait, Geometry, Instance, Params, Template};
-use crate::ir::{is_row_major_bytes, DType, Graph, NodeId, Op, Precision};
+use crate::ir::{is_row_major_bytes, DType, Graph, NodeId, Op, Precision, StridedView};
 use crate::ops::attention::{as_4d, mask_4d};
 use serde::{Deserialize, Serialize};
 
@@ -31,11 +31,13 @@ const MAX_REGS: usize = 232;
 /// Largest head size of the tensor-core kernel.
 const MMA_MAX_HEAD: usize = 128;
 
-/// One operand of the kernel: its storage type and its element strides
-/// along batch, head and sequence (the head axis is contiguous).
+/// One operand of the kernel: its storage type, the element offset of its
+/// first element and its element strides along batch, head and sequence
+/// (the head axis is contiguous).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Strided {
     pub dtype: DType,
+    pub offset: usize,
     pub strides: [usize; 3],
 }
 
@@ -103,10 +105,11 @@ impl AttentionShape {
             ("v", self.v),
             ("out", self.out),
         ] {
-            if op.strides.iter().any(|s| s % 8 != 0) {
+            if op.strides.iter().any(|s| s % 8 != 0) || op.offset % 8 != 0 {
                 return Err(format!(
-                    "{what} strides {:?} are not multiples of 8 elements (16-byte rows)",
-                    op.strides
+                    "{what} strides {:?} or offset {} are not multiples of 8 elements \
+                     (16-byte rows)",
+                    op.strides, op.offset
                 ));
             }
         }
@@ -114,21 +117,22 @@ impl AttentionShape {
     }
 }
 
-/// Row-major strides of `[b, h, s, d]` along b, h, s.
-fn contiguous([_, h, s, d]: [usize; 4]) -> [usize; 3] {
-    [h * s * d, s * d, d]
-}
-
 /// The [`AttentionShape`] of an `Attention` node. Fails, saying why, for a
 /// value that is not row-major, an empty sequence, or a head size neither
 /// kernel fits in shared memory.
 pub fn attention_shape(graph: &Graph, node: NodeId) -> Result<AttentionShape, String> {
     let n = graph.node(node);
-    let Op::Attention { scale, causal } = n.op else {
+    let Op::Attention {
+        scale,
+        causal,
+        ref views,
+    } = n.op
+    else {
         return Err(format!("{} is not Attention", n.op.kind()));
     };
-    let mut dims = Vec::new();
-    for &v in n.inputs.iter().take(3).chain([&n.output]) {
+    let views = views.as_deref();
+    let mut operands = Vec::new();
+    for (i, &v) in n.inputs.iter().take(3).chain([&n.output]).enumerate() {
         let value = graph.value(v);
         if !is_row_major_bytes(&value.shape, value.layout) {
             return Err(format!(
@@ -137,11 +141,29 @@ pub fn attention_shape(graph: &Graph, node: NodeId) -> Result<AttentionShape, St
                 value.layout.name()
             ));
         }
-        let four = as_4d(&value.shape)
-            .ok_or_else(|| format!("operand %{} {:?} is not 3-D or 4-D", v.0, value.shape))?;
-        dims.push((four, value.dtype));
+        let view = if i == 3 {
+            views.and_then(|w| w.out.as_ref()).map(|(view, _)| *view)
+        } else {
+            views.and_then(|w| w.input(i)).copied()
+        };
+        let view =
+            match view {
+                Some(view) if view.strides[3] == 1 || view.dims[3] == 1 => view,
+                Some(view) => {
+                    return Err(format!(
+                        "operand %{} is read through {}: the head axis must be contiguous",
+                        v.0,
+                        view.describe()
+                    ))
+                }
+                None => StridedView::contiguous(as_4d(&value.shape).ok_or_else(|| {
+                    format!("operand %{} {:?} is not 3-D or 4-D", v.0, value.shape)
+                })?),
+            };
+        operands.push((view, value.dtype));
     }
-    let ([b, h, sq, d], [_, hkv, skv, _], [.., dv]) = (dims[0].0, dims[1].0, dims[2].0);
+    let dims: Vec<[usize; 4]> = operands.iter().map(|(view, _)| view.dims).collect();
+    let ([b, h, sq, d], [_, hkv, skv, _], [.., dv]) = (dims[0], dims[1], dims[2]);
     if sq == 0 || skv == 0 || d == 0 || dv == 0 || b * h == 0 {
         return Err(format!(
             "empty attention (batch·heads {}, Sq {sq}, Skv {skv}, D {d}, Dv {dv})",
@@ -151,9 +173,13 @@ pub fn attention_shape(graph: &Graph, node: NodeId) -> Result<AttentionShape, St
     if hkv == 0 || h % hkv != 0 {
         return Err(format!("{h} heads do not group over {hkv} key/value heads"));
     }
-    let strided = |i: usize| Strided {
-        dtype: dims[i].1,
-        strides: contiguous(dims[i].0),
+    let strided = |i: usize| {
+        let (view, dtype) = operands[i];
+        Strided {
+            dtype,
+            offset: view.offset,
+            strides: [view.strides[0], view.strides[1], view.strides[2]],
+        }
     };
     let mask = match n.inputs.get(3) {
         Some(&m) => {
@@ -550,6 +576,7 @@ pub fn instantiate(shape: &AttentionShape, config: &AttentionConfig, symbol: &st
     ] {
         let [sb, sh, ss] = op.strides;
         p.ints(&[
+            (&format!("{name}_OFF"), int(op.offset)),
             (&format!("{name}_SB"), int(sb)),
             (&format!("{name}_SH"), int(sh)),
             (&format!("{name}_SS"), int(ss)),

@@ -44,6 +44,7 @@ impl Case {
         let op = Op::Attention {
             scale: (d as f32).powf(-0.5),
             causal: self.causal,
+            views: None,
         };
         one_op(op, &inputs, s, rm, precision).0
     }
@@ -131,6 +132,7 @@ fn three_d_operands_read_as_one_batch_of_heads() {
     let op = Op::Attention {
         scale: 0.25,
         causal: false,
+        views: None,
     };
     let (g, _) = one_op(op, &inputs, DType::F16, rm, Precision::Fp16);
     let shape = attention_shape(&g, NodeId(0)).unwrap();

@@ -1,8 +1,8 @@
 // aotune: fused scaled dot-product attention (Op::Attention): softmax(q·kᵀ·
 // scale + mask)·v per (batch, head), the scores never leaving the SM.
 //
-// Operands are read through P's strides (elements): q[b, h, i, c] at
-// b*Q_SB + h*Q_SH + i*Q_SS + c, likewise k and v at key/value head
+// Operands are read through P's offsets and strides (elements): q[b, h, i,
+// c] at Q_OFF + b*Q_SB + h*Q_SH + i*Q_SS + c, likewise k and v at key/value head
 // h / (H / HKV), the output at O_*; the last axis is contiguous. The mask
 // [G, Hm, Sqm, Skvm] is read at (b % MASK_G)*M_SB + h*M_SH + i*M_SQ +
 // j*M_SK, a broadcast axis having stride 0. CTA x = (b*H + h)*QT + query
@@ -164,9 +164,9 @@ __device__ __forceinline__ void attention_mma(const typename P::TQ* __restrict__
   const int qt = blockIdx.x % QT, bh = blockIdx.x / QT;
   const int head = bh % P::H, batch = bh / P::H, kvh = head / (P::H / P::HKV);
   const int q0 = qt * BQ;
-  const T* qb = q + batch * P::Q_SB + head * P::Q_SH;
-  const T* kb = k + batch * P::K_SB + kvh * P::K_SH;
-  const T* vb = v + batch * P::V_SB + kvh * P::V_SH;
+  const T* qb = q + P::Q_OFF + batch * P::Q_SB + head * P::Q_SH;
+  const T* kb = k + P::K_OFF + batch * P::K_SB + kvh * P::K_SH;
+  const T* vb = v + P::V_OFF + batch * P::V_SB + kvh * P::V_SH;
   const int nt = attn::key_tiles<P, BQ, BKV>(q0);
 
   {
@@ -323,7 +323,7 @@ __device__ __forceinline__ void attention_mma(const typename P::TQ* __restrict__
     inv[r] = 1.0f / row_sum[r];
   }
   if (!live_rows) return;
-  TOut* ob = out + batch * P::O_SB + head * P::O_SH;
+  TOut* ob = out + P::O_OFF + batch * P::O_SB + head * P::O_SH;
   if constexpr (sizeof(TOut) == 2) {
     // Through this warp's own rows of the Q tile (only it read them).
     TOut* so = reinterpret_cast<TOut*>(sq) + warp * 16 * QP;
@@ -375,9 +375,9 @@ __device__ __forceinline__ void attention_simt(const typename P::TQ* __restrict_
   const int qt = blockIdx.x % QT, bh = blockIdx.x / QT;
   const int head = bh % P::H, batch = bh / P::H, kvh = head / (P::H / P::HKV);
   const int q0 = qt * BQ, row = q0 + r;
-  const typename P::TQ* qb = q + batch * P::Q_SB + head * P::Q_SH;
-  const typename P::TK* kb = k + batch * P::K_SB + kvh * P::K_SH;
-  const typename P::TV* vb = v + batch * P::V_SB + kvh * P::V_SH;
+  const typename P::TQ* qb = q + P::Q_OFF + batch * P::Q_SB + head * P::Q_SH;
+  const typename P::TK* kb = k + P::K_OFF + batch * P::K_SB + kvh * P::K_SH;
+  const typename P::TV* vb = v + P::V_OFF + batch * P::V_SB + kvh * P::V_SH;
   const int nt = attn::key_tiles<P, BQ, BKV>(q0);
   const typename P::TMask* mrow = mask;
   if (P::HAS_MASK)
@@ -453,7 +453,7 @@ __device__ __forceinline__ void attention_simt(const typename P::TQ* __restrict_
     row_sum += __shfl_xor_sync(0xffffffffu, row_sum, off);
   if (row >= P::SQ) return;
   const float inv = 1.0f / row_sum;
-  typename P::TOut* ob = out + batch * P::O_SB + head * P::O_SH + row * P::O_SS;
+  typename P::TOut* ob = out + P::O_OFF + batch * P::O_SB + head * P::O_SH + row * P::O_SS;
 #pragma unroll
   for (int i = 0; i < VPT; ++i) {
     const int c = u + i * TPR;
