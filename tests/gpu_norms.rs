@@ -675,6 +675,10 @@ fn compare(v: &Variant, c: Checked, mode: Mode) -> (Vec<String>, (f64, String)) 
             "{what}: output vs CPU emulation rel. L2 {err:.3e} > {tol:e}"
         ));
     }
+    // Against fp32, the precision's own rounding may already exceed the
+    // model-level bar on these synthetic nets (bf16 stores 8 significand
+    // bits): the GPU may be at most 1.5× as far from fp32 as the emulation.
+    let tol_ref = tol_ref.max(1.5 * rel_l2(&emulated, &reference));
     let err = rel_l2(&out, &reference);
     if gpu::exceeds(err, tol_ref) {
         fails.push(format!(

@@ -128,7 +128,11 @@ impl Precision {
         match self {
             Precision::Fp32 => 1e-5,
             Precision::Tf32 => 2e-3,
-            Precision::Fp16 | Precision::Bf16 => 1e-2,
+            Precision::Fp16 => 1e-2,
+            // bf16 keeps 8 significand bits: its rounding unit (2^-9) is 8×
+            // fp16's, and the exact CPU emulation of the tiny ViT fixture
+            // is already 1.16e-2 from ONNX Runtime.
+            Precision::Bf16 => 3e-2,
         }
     }
 

@@ -1,14 +1,17 @@
 //! Scaled dot-product attention ([`crate::ir::Op::Attention`]) on the CPU:
 //! per (batch, head), scores = q·kᵀ·scale (+ mask, batch `b` reading mask
 //! batch `b mod G`), softmax along the key axis (stable: `exp(s − max)`),
-//! times v. Products and sums accumulate in the accumulation type; tf32
+//! times v. With 16-bit operands the probabilities `exp(s − max)` are
+//! rounded to the operands' type before the product with v and their sum,
+//! as the tensor-core kernel rounds them for its second product (it rounds
+//! against the running maximum of its key tiles, this against the row's). Products and sums accumulate in the accumulation type; tf32
 //! rounding applies to the operands of both products as it does for MatMul.
 
 use super::broadcast::Broadcast;
 use super::op_io::{input, Ctx, OpError, OpResult, Output, Tensor};
 use super::scalar::Scalar;
 use super::Accumulate;
-use crate::ir::{AttentionViews, Layout};
+use crate::ir::{AttentionViews, DType, Layout};
 use rayon::prelude::*;
 use std::borrow::Cow;
 
@@ -22,8 +25,12 @@ pub(crate) fn attention(
     views: Option<&AttentionViews>,
     inputs: &[Tensor],
 ) -> OpResult {
+    let probabilities = match ctx.operands {
+        DType::F16 | DType::BF16 => Some(ctx.operands),
+        _ => None,
+    };
     let Some(views) = views else {
-        return attention_of(ctx, scale, causal, inputs);
+        return attention_of(ctx, scale, causal, probabilities, inputs);
     };
     let mut gathered = Vec::with_capacity(3);
     for (i, t) in inputs.iter().enumerate().take(3) {
@@ -48,7 +55,7 @@ pub(crate) fn attention(
             },
         })
         .collect();
-    let out = attention_of(ctx, scale, causal, &logical)?;
+    let out = attention_of(ctx, scale, causal, probabilities, &logical)?;
     match &views.out {
         Some((view, shape)) => Ok(Output::row_major(
             view.scatter(&out.data, shape.iter().product())?,
@@ -57,10 +64,18 @@ pub(crate) fn attention(
     }
 }
 
-fn attention_of(ctx: &Ctx, scale: f32, causal: bool, inputs: &[Tensor]) -> OpResult {
+/// Attention of row-major or laid-out operands; `probabilities`: the type
+/// the probabilities are rounded to before the product with v.
+fn attention_of(
+    ctx: &Ctx,
+    scale: f32,
+    causal: bool,
+    probabilities: Option<DType>,
+    inputs: &[Tensor],
+) -> OpResult {
     match ctx.accumulate {
-        Accumulate::F32 => attention_in::<f32>(ctx, scale, causal, inputs),
-        Accumulate::F64 => attention_in::<f64>(ctx, scale, causal, inputs),
+        Accumulate::F32 => attention_in::<f32>(ctx, scale, causal, probabilities, inputs),
+        Accumulate::F64 => attention_in::<f64>(ctx, scale, causal, probabilities, inputs),
     }
 }
 
@@ -106,7 +121,13 @@ fn dims(inputs: &[Tensor]) -> Result<Dims, OpError> {
     })
 }
 
-fn attention_in<T: Scalar>(ctx: &Ctx, scale: f32, causal: bool, inputs: &[Tensor]) -> OpResult {
+fn attention_in<T: Scalar>(
+    ctx: &Ctx,
+    scale: f32,
+    causal: bool,
+    probabilities: Option<DType>,
+    inputs: &[Tensor],
+) -> OpResult {
     let n = dims(inputs)?;
     let q = T::operand(inputs[0].row_major(), ctx.tf32);
     let k = T::operand(inputs[1].row_major(), ctx.tf32);
@@ -162,6 +183,9 @@ fn attention_in<T: Scalar>(ctx: &Ctx, scale: f32, causal: bool, inputs: &[Tensor
                 let mut sum = T::ZERO;
                 for s in &mut scores[..visible] {
                     *s = (*s - T::of(max)).exp();
+                    if let Some(dtype) = probabilities {
+                        *s = T::of(dtype.round(s.to_f32()));
+                    }
                     sum += *s;
                 }
                 row.iter_mut().for_each(|r| *r = T::ZERO);

@@ -13,7 +13,9 @@ use super::op_io::{Ctx, OpResult, OutSpec, Tensor};
 use super::storage::Storage;
 use super::{conv, pool, shape_ops};
 use super::{RunError, RunOptions};
-use crate::ir::{infer_shape, verify, Epilogue, GlobalPool, Graph, Layout, Op, Precision, ValueId};
+use crate::ir::{
+    infer_shape, verify, DType, Epilogue, GlobalPool, Graph, Layout, Op, Precision, ValueId,
+};
 use crate::ops;
 use std::borrow::Cow;
 
@@ -109,6 +111,7 @@ fn execute_verified<S: Storage>(
     let ctx = Ctx {
         accumulate: opts.accumulate,
         tf32: graph.precision == Precision::Tf32,
+        operands: DType::F32,
     };
     let internal = RunError::Internal;
     for (&id, data) in graph.inputs.iter().zip(inputs) {
@@ -145,6 +148,13 @@ fn execute_verified<S: Storage>(
             let out = OutSpec {
                 shape: &out_value.shape,
                 dtype: out_value.dtype,
+            };
+            let ctx = Ctx {
+                operands: node
+                    .inputs
+                    .first()
+                    .map_or(DType::F32, |&v| graph.value(v).dtype),
+                ..ctx
             };
             let result = run_op(&ctx, &node.op, &tensors, &out).map_err(|e| fail(e.0))?;
             drop(tensors);

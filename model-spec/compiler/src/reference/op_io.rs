@@ -14,6 +14,9 @@ pub(crate) struct Ctx {
     pub accumulate: Accumulate,
     /// Round matrix-product operands to tf32 (`Precision::Tf32`).
     pub tf32: bool,
+    /// Storage type of the node's first input (f32 for a node without
+    /// inputs): the type a fused kernel rounds its own intermediates to.
+    pub operands: DType,
 }
 
 /// An op input: f32 elements in the physical order of `layout`.
