@@ -24,7 +24,7 @@ for t in ${TESTS:-}; do
 done
 MODELS=${MODELS:-vit_b_16_dynamo vit_b_16_legacy convnext_tiny_dynamo convnext_tiny_legacy swin_t_dynamo swin_t_legacy}
 BENCH=${BENCH:-vit_b_16_dynamo:1 vit_b_16_dynamo:64 convnext_tiny_dynamo:1 swin_t_dynamo:1}
-for m in $MODELS; do
+for m in $MODELS $(for mb in $BENCH; do echo ${mb%%:*}; done); do
   [ -f /tmp/$m.onnx ] || python3 bench/refill_fixture.py tests/fixtures/$m /tmp/$m.onnx
 done
 # One verify chain per model, the models side by side (the CPU reference and nvcc
