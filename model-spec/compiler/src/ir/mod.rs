@@ -20,7 +20,7 @@ pub use print::print_graph;
 pub(crate) use shape::{arity, rank4};
 pub use shape::{broadcast, infer_shape, MAX_ELEMENTS};
 pub use types::{numel, round_tf32, DType, Layout, Precision};
-pub use verify::{debug_verify, is_row_major_bytes, verify, VerifyError};
+pub use verify::{debug_verify, is_byte_view, is_row_major_bytes, verify, VerifyError};
 pub use view::{AttentionViews, StridedView};
 
 #[cfg(test)]

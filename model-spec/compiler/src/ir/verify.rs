@@ -3,7 +3,7 @@
 //! producer per activation, shapes equal to what inference derives, layouts
 //! only where ops understand them, constant payloads of the right size.
 
-use super::graph::{Graph, ValueId, ValueKind};
+use super::graph::{Graph, Value, ValueId, ValueKind};
 use super::op::Op;
 use super::shape::infer_shape;
 use super::types::Layout;
@@ -39,7 +39,31 @@ fn layout_aware(op: &Op) -> bool {
             | Op::SpaceToDepth { .. }
             | Op::BatchNorm { .. }
             | Op::Unary(_)
+            | Op::Binary(_)
+            | Op::Sum
     )
+}
+
+/// True when `op`'s output holds exactly the bytes of its input `x`, so the
+/// memory plan may alias the two and no kernel runs: a view op (Reshape,
+/// Flatten, Identity) between values with row-major bytes, or a Transpose
+/// that only renames the layout — a channels-last `[N, C, H, W]` read as
+/// the row-major `[N, H, W, C]` (perm `[0, 2, 3, 1]`) or back (perm `[0, 3,
+/// 1, 2]`).
+pub fn is_byte_view(op: &Op, x: &Value, out: &Value) -> bool {
+    if x.dtype != out.dtype || x.numel() != out.numel() {
+        return false;
+    }
+    let row_major = |v: &Value| is_row_major_bytes(&v.shape, v.layout);
+    match op {
+        op if op.is_view() => row_major(x) && row_major(out),
+        Op::Transpose { perm } if x.shape.len() == 4 => match perm.as_slice() {
+            [0, 2, 3, 1] => x.layout == Layout::ChannelsLast && row_major(out),
+            [0, 3, 1, 2] => row_major(x) && out.layout == Layout::ChannelsLast,
+            _ => false,
+        },
+        _ => false,
+    }
 }
 
 /// True when the value's bytes are in logical row-major order.
@@ -142,7 +166,9 @@ pub fn verify(graph: &Graph) -> Result<(), VerifyError> {
                 ),
             ));
         }
-        if !layout_aware(&node.op) {
+        let byte_view =
+            node.inputs.len() == 1 && is_byte_view(&node.op, graph.value(node.inputs[0]), out);
+        if !layout_aware(&node.op) && !byte_view {
             for &input in &node.inputs {
                 let v = graph.value(input);
                 if !is_row_major_bytes(&v.shape, v.layout) {

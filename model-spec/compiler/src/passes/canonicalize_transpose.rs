@@ -14,9 +14,11 @@
 //! - (c) an identity Transpose is removed (its readers read its input); one
 //!   whose output is a graph output becomes a same-shape Reshape instead, so
 //!   the graph never returns one of its inputs or a value twice;
-//! - (d) a Slice, Pad, Expand or Tile that copies its input unchanged (full
-//!   range, zero pads, same shape, repeats of 1: the TorchScript Swin export
-//!   has such Pads and Slices in every block) goes the way of (c).
+//! - (d) a Slice, Pad, Expand, Tile or Gather that copies its input
+//!   unchanged (full range, zero pads, same shape, repeats of 1, every
+//!   index in order: the TorchScript Swin export has such Pads and Slices in
+//!   every block, the dynamo ConvNeXt such a Gather in its head) goes the
+//!   way of (c), or becomes a Reshape where its output has another shape.
 //!
 //! Only row-major values of one dtype are rewritten (the pass runs before
 //! layouts and precisions are assigned, where every value is such). Each
@@ -62,9 +64,10 @@ fn keeps_order(perm: &[usize], shape: &[usize]) -> bool {
     moved.windows(2).all(|w| w[0] < w[1])
 }
 
-/// True when `op` (a Slice, Pad, Expand or Tile) on an input of `shape`
-/// copies it unchanged: a full-range step-1 slice, zero padding, an
-/// expansion or tiling to the same shape.
+/// True when `op` (a Slice, Pad, Expand, Tile or Gather) on an input of
+/// `shape` copies it unchanged: a full-range step-1 slice, zero padding,
+/// an expansion or tiling to the same shape, a gather of every index in
+/// order along its axis (ConvNeXt's TorchScript head).
 fn copies_unchanged(op: &Op, shape: &[usize]) -> bool {
     match op {
         Op::Slice {
@@ -84,6 +87,15 @@ fn copies_unchanged(op: &Op, shape: &[usize]) -> bool {
         Op::Pad { pads, .. } => pads.len() == shape.len() && pads.iter().all(|&p| p == (0, 0)),
         Op::Expand { shape: to } => to == shape,
         Op::Tile { repeats } => repeats.len() == shape.len() && repeats.iter().all(|&r| r == 1),
+        Op::Gather {
+            axis,
+            indices,
+            indices_shape,
+        } => {
+            shape.get(*axis) == Some(&indices.len())
+                && indices_shape.iter().product::<usize>() == indices.len()
+                && indices.iter().enumerate().all(|(i, &x)| x == i as i64)
+        }
         _ => false,
     }
 }
@@ -153,7 +165,9 @@ fn round(graph: &mut Graph, counts: &mut Counts) -> bool {
                 }
                 perm.iter().enumerate().all(|(i, &p)| i == p)
             }
-            op if copies_unchanged(op, x_shape) => true,
+            // A copy into another shape (a Gather of every index with its
+            // indices `[1, n]`) becomes a Reshape.
+            op if copies_unchanged(op, x_shape) => graph.value(node.output).shape == *x_shape,
             _ => continue,
         };
         taken.insert(id);

@@ -13,6 +13,14 @@
 //! - `Unary` and `BatchNorm` read any layout and write their input's.
 //! - `Conv`, `Convert`, `PadChannels` and `SpaceToDepth` read their inputs
 //!   through the declared layouts and keep their output's.
+//! - A Transpose `[0, 2, 3, 1]` of a channels-last value writes the
+//!   row-major NHWC value of the same bytes; a Transpose `[0, 3, 1, 2]` of a
+//!   row-major `[N, H, W, C]` writes a channels-last value of its bytes.
+//!   Both are free views in the plan (`ir::is_byte_view`): ConvNeXt's
+//!   per-block NCHW ⇄ NHWC permutes around its LayerNorm and MLP.
+//! - `Binary` and `Sum` whose inputs are all activations of the output's
+//!   shape in one layout keep that layout (a residual Add between
+//!   channels-last values stays channels-last).
 //! - Every other op needs row-major bytes ([`crate::ir::is_row_major_bytes`]):
 //!   a channels-last input whose bytes differ from row-major order goes
 //!   through a shared `Convert` back to row-major. A `[N,C,1,1]` value needs
@@ -149,6 +157,19 @@ impl Walk<'_> {
         copy
     }
 
+    /// True when every input is an activation of `shape` (no broadcast) and
+    /// all share one layout: elementwise over their bytes in that layout.
+    fn same_layout_operands(&self, inputs: &[ValueId], shape: &[usize]) -> bool {
+        let Some(&first) = inputs.first() else {
+            return false;
+        };
+        let layout = self.layout_of(first);
+        inputs.iter().all(|&v| {
+            let value = self.graph.value(v);
+            !value.is_constant() && value.shape == shape && self.layout_of(v) == layout
+        })
+    }
+
     /// The OHWI form of FusedConv weight `w`.
     fn packed_weight(&mut self, w: ValueId) -> ValueId {
         let value = self.graph.value(w);
@@ -198,6 +219,17 @@ impl Walk<'_> {
                 }
             }
             Op::Conv(_) | Op::Convert | Op::PadChannels { .. } | Op::SpaceToDepth { .. } => {}
+            // NCHW channels-last read as NHWC row-major, and back: the same
+            // bytes, so the plan aliases them (`ir::is_byte_view`).
+            Op::Transpose { perm }
+                if perm == &[0, 2, 3, 1] && self.layout_of(inputs[0]) == Layout::ChannelsLast => {}
+            Op::Transpose { perm } if perm == &[0, 3, 1, 2] && output.shape.len() == 4 => {
+                inputs[0] = self.row_major(inputs[0]);
+                out_layout = Layout::ChannelsLast;
+            }
+            Op::Binary(_) | Op::Sum if self.same_layout_operands(&inputs, &output.shape) => {
+                out_layout = self.layout_of(inputs[0]);
+            }
             _ => {
                 for input in &mut inputs {
                     *input = self.row_major(*input);
@@ -275,7 +307,7 @@ fn oihw_to_ohwi(data: &[f32], shape: &[usize]) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{print_graph, BinaryOp, Conv2d, Epilogue, UnaryOp};
+    use crate::ir::{is_byte_view, print_graph, BinaryOp, Conv2d, Epilogue, UnaryOp};
     use crate::passes::test_graphs::{rel_l2, Builder};
     use crate::passes::{direct_eval, fuse_epilogue, lower_dense};
 
@@ -414,5 +446,71 @@ mod tests {
         // A second run finds nothing to do.
         let again = to_channels_last(&mut g).unwrap();
         assert!(again.is_noop(), "{again}");
+    }
+
+    /// ConvNeXt's block: conv → Transpose to NHWC → LayerNorm → Transpose
+    /// back → residual Add → conv. Channels-last, both Transposes are free
+    /// views of the convs' bytes and the Add stays channels-last: no
+    /// Convert, and the plan aliases each Transpose's output to its input.
+    #[test]
+    fn nhwc_permutes_around_a_layer_norm_are_free_views() {
+        let mut b = Builder::new();
+        let x = b.input("x", &[1, 8, 4, 4]);
+        let conv = b.conv("dw", x, 8, 3, 1, true);
+        let nhwc = b.node(
+            "to_nhwc",
+            Op::Transpose {
+                perm: vec![0, 2, 3, 1],
+            },
+            &[conv],
+        );
+        let (scale, bias) = (
+            b.random("ln.scale", &[8], 0.5, 1.5),
+            b.random("ln.bias", &[8], -0.5, 0.5),
+        );
+        let ln = Op::LayerNorm {
+            axis: 3,
+            epsilon: 1e-6,
+        };
+        let normed = b.node("ln", ln, &[nhwc, scale, bias]);
+        let nchw = b.node(
+            "to_nchw",
+            Op::Transpose {
+                perm: vec![0, 3, 1, 2],
+            },
+            &[normed],
+        );
+        let sum = b.node("add", Op::Binary(BinaryOp::Add), &[nchw, conv]);
+        let out = b.conv("next", sum, 8, 3, 1, true);
+        b.output(out);
+        let input = b.data_for(x);
+        let mut g = b.finish();
+        fuse_epilogue(&mut g).unwrap();
+        let opts = crate::reference::RunOptions::default();
+        let before = crate::reference::run(&g, &[&input], &opts).unwrap();
+        let summary = to_channels_last(&mut g).unwrap();
+        // Only the graph's input and output are converted.
+        assert_eq!(summary.count("Convert to NCHW"), 1, "{summary}");
+        assert_eq!(summary.count("Convert to NHWC"), 1, "{summary}");
+        let views: Vec<&Node> = g
+            .nodes
+            .iter()
+            .filter(|n| matches!(n.op, Op::Transpose { .. }))
+            .collect();
+        assert_eq!(views.len(), 2);
+        for n in &views {
+            let (x, y) = (g.value(n.inputs[0]), g.value(n.output));
+            assert!(is_byte_view(&n.op, x, y), "{}", print_graph(&g));
+        }
+        let plan = crate::plan::plan_memory(&g).unwrap();
+        for n in &views {
+            assert!(
+                plan.buffer(n.output).is_some_and(|b| b.alias_of.is_some()),
+                "{} is not aliased",
+                n.name
+            );
+        }
+        let after = crate::reference::run_planned(&g, &plan, &[&input], &opts).unwrap();
+        assert!(rel_l2(&after[0], &before[0]) < 1e-6);
     }
 }

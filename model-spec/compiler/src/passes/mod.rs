@@ -401,6 +401,7 @@ mod tests {
         fuse_gelu: no change
         fuse_attention: no change
         canonicalize_transpose: no change
+        attention_views: no change
         fold_batch_norm: 8 BatchNormalization folded
         canonicalize_global_pool: no change
         fuse_epilogue: 8 Conv fused, 8 with bias, 2 with residual Add, 7 with activation
@@ -496,6 +497,7 @@ mod tests {
         fuse_gelu: no change
         fuse_attention: no change
         canonicalize_transpose: no change
+        attention_views: no change
         fold_batch_norm: 53 BatchNormalization folded
         canonicalize_global_pool: no change
         fuse_epilogue: 53 Conv fused, 53 with bias, 16 with residual Add, 49 with activation

@@ -16,7 +16,7 @@
 
 use super::error::PlanError;
 use super::MemoryPlan;
-use crate::ir::{is_row_major_bytes, Graph, ValueId, ValueKind};
+use crate::ir::{is_byte_view, Graph, ValueId, ValueKind};
 
 fn name(graph: &Graph, id: ValueId) -> String {
     graph
@@ -178,9 +178,6 @@ pub fn check_plan(graph: &Graph, plan: &MemoryPlan) -> Result<(), PlanError> {
         let [x] = node.inputs.as_slice() else {
             return Err(illegal("the producer does not have exactly one input"));
         };
-        if !node.op.is_view() {
-            return Err(illegal("the producer is not a view op"));
-        }
         let via = plan
             .buffer(*x)
             .ok_or_else(|| illegal("the view's input has no buffer"))?;
@@ -188,13 +185,12 @@ pub fn check_plan(graph: &Graph, plan: &MemoryPlan) -> Result<(), PlanError> {
             return Err(illegal("the view's input is not in the root's group"));
         }
         let (xv, out) = (graph.value(*x), graph.value(buf.value));
-        if xv.dtype != out.dtype || via.bytes != buf.bytes {
-            return Err(illegal("the view changes dtype or size"));
+        if via.bytes != buf.bytes {
+            return Err(illegal("the view changes size"));
         }
-        if !is_row_major_bytes(&xv.shape, xv.layout) || !is_row_major_bytes(&out.shape, out.layout)
-        {
+        if !is_byte_view(&node.op, xv, out) {
             return Err(illegal(
-                "the bytes are not row-major, the view needs a copy",
+                "the producer is not a view of its input's bytes, it needs a copy",
             ));
         }
     }

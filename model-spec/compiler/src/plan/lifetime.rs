@@ -19,7 +19,7 @@
 //! written twice) are errors, never panics.
 
 use super::error::PlanError;
-use crate::ir::{is_row_major_bytes, Graph, Value, ValueId, ValueKind};
+use crate::ir::{is_byte_view, Graph, Op, Value, ValueId, ValueKind};
 
 /// A planned value: one per graph input and per node output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,12 +70,10 @@ pub(crate) fn align_up(x: usize, alignment: usize) -> Option<usize> {
     x.checked_add(alignment - 1).map(|y| y & !(alignment - 1))
 }
 
-/// True when `out`, produced by a view op from `x`, may share `x`'s bytes.
-pub(crate) fn may_alias(x: &Value, out: &Value) -> bool {
-    x.dtype == out.dtype
-        && checked_bytes(x) == checked_bytes(out)
-        && is_row_major_bytes(&x.shape, x.layout)
-        && is_row_major_bytes(&out.shape, out.layout)
+/// True when `out`, produced by `op` from `x`, may share `x`'s bytes
+/// ([`is_byte_view`]).
+pub(crate) fn may_alias(op: &Op, x: &Value, out: &Value) -> bool {
+    checked_bytes(x) == checked_bytes(out) && is_byte_view(op, x, out)
 }
 
 fn too_large(graph: &Graph, id: ValueId) -> PlanError {
@@ -218,9 +216,7 @@ pub(crate) fn analyze(graph: &Graph, alignment: usize) -> Result<Liveness, PlanE
             ));
         }
         let alias = match node.inputs.as_slice() {
-            [x] if node.op.is_view() && may_alias(graph.value(*x), graph.value(out)) => {
-                a.slot[x.index()]
-            }
+            [x] if may_alias(&node.op, graph.value(*x), graph.value(out)) => a.slot[x.index()],
             _ => None,
         };
         a.add(out, step, alias)?;

@@ -6,7 +6,7 @@
 //! Its hash is FNV-1a 64 of that text: stable across runs and machines,
 //! usable as a key in tuning logs. A task's weight counts its occurrences.
 
-use crate::ir::{is_row_major_bytes, Graph, NodeId, Op};
+use crate::ir::{is_byte_view, Graph, NodeId, Op};
 use crate::zoo::fnv1a64;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -45,18 +45,15 @@ pub struct Task {
     pub nodes: Vec<NodeId>,
 }
 
-/// True when the node needs no kernel: a view whose bytes are already in place.
+/// True when the node needs no kernel: a view whose bytes are already in
+/// place ([`is_byte_view`]).
 pub fn is_free(graph: &Graph, node: NodeId) -> bool {
     let n = graph.node(node);
-    if !n.op.is_view() {
+    let [x] = n.inputs.as_slice() else {
         return false;
-    }
-    let x = graph.value(n.inputs[0]);
-    let y = graph.value(n.output);
-    x.dtype == y.dtype
-        && is_row_major_bytes(&x.shape, x.layout)
-        && is_row_major_bytes(&y.shape, y.layout)
-        && !x.is_constant()
+    };
+    let x = graph.value(*x);
+    is_byte_view(&n.op, x, graph.value(n.output)) && !x.is_constant()
 }
 
 /// Floating-point operations of one node.

@@ -143,7 +143,7 @@ pub fn generate_cuda(
             message,
         };
         let output_buffer = plan.buffer(node.output);
-        if node.op.is_view() && output_buffer.is_some_and(|b| b.alias_of.is_some()) {
+        if output_buffer.is_some_and(|b| b.alias_of.is_some()) {
             continue;
         }
         let mut args = node.inputs.clone();
