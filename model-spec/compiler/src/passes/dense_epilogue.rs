@@ -19,9 +19,13 @@
 //!   scale or shift of `act(·)` is none of the weights); the scale also a
 //!   constant weight and no residual yet (nor is a scale of the residual);
 //! - an `Add`/`Sum` of another value of the same shape, dtype and layout
-//!   becomes the residual, when no Transpose lies between the Dense and the
-//!   Add (the residual is read in the Dense's `[M,N]` order through a
-//!   Reshape view) and the epilogue has no activation yet;
+//!   becomes the residual when the epilogue has no activation yet. The
+//!   residual is read in the Dense's `[M,N]` order: through a Reshape view
+//!   where no Transpose lies between the Dense and the Add, and through the
+//!   inverse of the moves where each Transpose among them is the NHWC →
+//!   NCHW permute `[0, 3, 1, 2]` (ConvNeXt's block output): the inverse
+//!   permute `[0, 2, 3, 1]` of a channels-last residual is a free view of
+//!   its bytes once the layout pass has run (`ir::is_byte_view`);
 //! - a `Relu`, `Clip` or `Gelu` becomes the activation, when there is none.
 //!
 //! The epilogue adds the residual *before* its activation, so of ViT's
@@ -115,6 +119,8 @@ struct Fusion {
     /// `y = scale[n]·(x·wᵀ)[n] + shift[n]` replaces the bias, per feature.
     affine: Option<Affine>,
     residual: Option<ValueId>,
+    /// The moves between the Dense and the residual's Add, in order.
+    residual_moves: Vec<NodeId>,
 }
 
 struct Affine {
@@ -163,10 +169,12 @@ fn plan(graph: &Graph, uses: &Uses, claimed: &HashSet<NodeId>, id: NodeId) -> Op
         epilogue,
         affine: None,
         residual: None,
+        residual_moves: Vec::new(),
     };
     // Per element of the chain's current value, the Dense output column it
     // holds (computed once a constant needs it, then kept up to date).
     let mut columns: Option<Vec<u32>> = None;
+    // Some move is a Transpose whose inverse is not a free view.
     let mut transposed = false;
     let mut value = dense.output;
     while let Some(user) = uses.sole_user(value).filter(|u| !claimed.contains(u)) {
@@ -225,6 +233,14 @@ fn plan(graph: &Graph, uses: &Uses, claimed: &HashSet<NodeId>, id: NodeId) -> Op
                 {
                     fusion.epilogue.residual = true;
                     fusion.residual = Some(other);
+                    fusion.residual_moves = fusion
+                        .steps
+                        .iter()
+                        .filter_map(|s| match *s {
+                            Step::Move(id) => Some(id),
+                            Step::Absorb(..) => None,
+                        })
+                        .collect();
                     Next::Absorb(Absorb::Residual)
                 } else {
                     Next::Stop
@@ -256,7 +272,10 @@ fn plan(graph: &Graph, uses: &Uses, claimed: &HashSet<NodeId>, id: NodeId) -> Op
         };
         match next {
             Next::Move => {
-                transposed |= matches!(node.op, Op::Transpose { .. });
+                transposed |= match &node.op {
+                    Op::Transpose { perm } => perm != &[0, 3, 1, 2],
+                    _ => false,
+                };
                 fusion.steps.push(Step::Move(user));
             }
             Next::Absorb(kind) => fusion.steps.push(Step::Absorb(user, kind)),
@@ -270,6 +289,14 @@ fn plan(graph: &Graph, uses: &Uses, claimed: &HashSet<NodeId>, id: NodeId) -> Op
         .rposition(|s| matches!(s, Step::Absorb(..)))?;
     fusion.steps.truncate(last + 1);
     Some(fusion)
+}
+
+/// A Reshape to `shape`.
+fn reshape_to(shape: &[usize]) -> Op {
+    Op::Reshape {
+        shape: shape.iter().map(|&d| d as i64).collect(),
+        allowzero: false,
+    }
 }
 
 /// For each element of the chain's value after `fusion`'s moves so far, in
@@ -427,29 +454,59 @@ impl Fusion {
             }
         }
         inputs.extend(old_residual);
-        let mut residual_view = None;
+        let mut residual_view = Vec::new();
         if let Some(r) = self.residual {
             let value = graph.value(r);
-            if value.shape == [m, n] {
-                inputs.push(r);
-            } else {
-                let r2 = patch.add_value(Value {
-                    name: format!("{}.residual2d", dense.name),
-                    shape: vec![m, n],
+            // The moves between the Dense and the Add, undone last first:
+            // each Transpose by its inverse, each run of views by one
+            // Reshape (to the shape before the run).
+            let (mut at, mut shape) = (r, value.shape.clone());
+            let mut pending: Option<Vec<usize>> = None;
+            let mut step = |patch: &mut Patch, at: &mut ValueId, op: Op, to: Vec<usize>, tag| {
+                let next = patch.add_value(Value {
+                    name: format!("{}.{tag}", dense.name),
+                    shape: to,
                     kind: ValueKind::Activation,
                     ..value.clone()
                 });
-                inputs.push(r2);
-                residual_view = Some(Node {
-                    name: format!("{}/residual2d", dense.name),
-                    op: Op::Reshape {
-                        shape: vec![m as i64, n as i64],
-                        allowzero: false,
-                    },
-                    inputs: vec![r],
-                    output: r2,
+                residual_view.push(Node {
+                    name: format!("{}/{tag}", dense.name),
+                    op,
+                    inputs: vec![*at],
+                    output: next,
                 });
+                *at = next;
+            };
+            for (i, &id) in self.residual_moves.iter().enumerate().rev() {
+                let node = graph.node(id);
+                let before = graph.value(node.inputs[0]).shape.clone();
+                let Op::Transpose { perm } = &node.op else {
+                    pending = Some(before);
+                    continue;
+                };
+                if let Some(to) = pending.take() {
+                    let op = reshape_to(&to);
+                    step(patch, &mut at, op, to, format!("residual{i}v"));
+                }
+                let mut inverse = vec![0; perm.len()];
+                for (a, &p) in perm.iter().enumerate() {
+                    inverse[p] = a;
+                }
+                let op = Op::Transpose { perm: inverse };
+                step(patch, &mut at, op, before.clone(), format!("residual{i}"));
+                shape = before;
             }
+            if shape != [m, n] {
+                let to = vec![m, n];
+                step(
+                    patch,
+                    &mut at,
+                    reshape_to(&to),
+                    to,
+                    "residual2d".to_string(),
+                );
+            }
+            inputs.push(at);
         }
         let moves: Vec<NodeId> = self
             .steps
@@ -489,7 +546,7 @@ impl Fusion {
             patch.remove_node(step.node());
         }
         patch.remove_node(self.dense);
-        if let Some(view) = residual_view {
+        for view in residual_view {
             patch.insert_before(anchor, view);
         }
         for node in chain {
@@ -694,7 +751,9 @@ mod tests {
     /// ConvNeXt's block tail: `Dense → view → Transpose → Mul(gamma[C,1,1])
     /// → Add(residual)`. gamma is one value per output feature after the
     /// Transpose, so it goes into the weight rows and bias; the Transpose
-    /// stays (it writes the Mul's output) and so does the Add after it.
+    /// stays (it writes the Add's output), and the Add becomes the Dense's
+    /// residual, read through the inverse permute (free on a channels-last
+    /// residual once the layout pass has run).
     #[test]
     fn layer_scale_after_a_transpose_folds_into_the_weights() {
         let mut b = Builder::new();
@@ -715,19 +774,20 @@ mod tests {
         let inputs = inputs_of(&mut b);
         let mut g = b.finish();
         let summary = lower_and_check(&mut g, &inputs);
-        insta::assert_snapshot!(summary, @"dense: 1 MatMul → Dense, 1 bias Add absorbed, 1 per-feature Mul folded");
+        insta::assert_snapshot!(summary, @"dense: 1 MatMul → Dense, 1 bias Add absorbed, 1 per-feature Mul folded, 1 residual Add absorbed");
         insta::assert_snapshot!(print_graph(&g), @r"
         graph precision=fp32
           input %0: f32[1,3,3,8]  # x
           input %1: f32[1,6,3,3]  # shortcut
-          const %7: f32[6,8]  # sum=-3.980491e-1
-          const %8: f32[6]  # sum=-3.874235e-1
-          %5: f32[9,8] = Reshape(%0) shape=[9, 8]  # pwconv2/x2d
-          %6: f32[9,6] = Dense(%5, %7, %8) epilogue=bias  # pwconv2
-          %2: f32[1,3,3,6] = Reshape(%6) shape=[1, 3, 3, 6]  # pwconv2/y
+          const %6: f32[6,8]  # sum=-3.980491e-1
+          const %7: f32[6]  # sum=-3.874235e-1
+          %4: f32[9,8] = Reshape(%0) shape=[9, 8]  # pwconv2/x2d
+          %8: f32[1,3,3,6] = Transpose(%1) perm=[0, 2, 3, 1]  # pwconv2/residual1
+          %9: f32[9,6] = Reshape(%8) shape=[9, 6]  # pwconv2/residual2d
+          %5: f32[9,6] = Dense(%4, %6, %7, %9) epilogue=bias+residual  # pwconv2
+          %2: f32[1,3,3,6] = Reshape(%5) shape=[1, 3, 3, 6]  # pwconv2/y
           %3: f32[1,6,3,3] = Transpose(%2) perm=[0, 3, 1, 2]  # permute
-          %4: f32[1,6,3,3] = Add(%1, %3)  # residual
-          return %4
+          return %3
         ");
     }
 
