@@ -15,11 +15,11 @@ use super::sweep_tests::{
     conv_cases, dense_cases, misc_cases, mma_coverage, node_instance, pooled_cases, sample,
     spread_variants, stem_head_cases,
 };
-use super::test_graphs::values;
 use super::*;
 use crate::ir::{Graph, NodeId, Op, Precision, ValueId};
 use crate::plan::{plan_memory, MemoryPlan};
 use crate::reference::{rel_l2, run, run_traced, RunOptions};
+use crate::test_graphs::values;
 use crate::zoo::ResNetDepth;
 
 /// Against the CPU emulation of the same precision.
@@ -477,8 +477,8 @@ fn gpu_stem_space_to_depth_timing() {
 #[test]
 #[ignore]
 fn gpu_space_to_depth_configs_timing() {
-    use super::test_graphs::{one_op, In};
     use crate::ir::{DType, Layout};
+    use crate::test_graphs::{one_op, In};
     let Some((gpu, _guard)) = gpu_or_skip() else {
         return;
     };

@@ -56,8 +56,6 @@ mod nvcc;
 #[cfg(test)]
 mod sweep_tests;
 #[cfg(test)]
-mod test_graphs;
-#[cfg(test)]
 mod tests;
 
 pub use gemm::{

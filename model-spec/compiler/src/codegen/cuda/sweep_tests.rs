@@ -9,12 +9,12 @@ use super::assemble::assemble;
 use super::config::TaskRef;
 use super::nvcc::{self, KernelReport, Nvcc};
 use super::source::Instance;
-use super::test_graphs::{one_op, In};
 use super::*;
 use crate::ir::{
     Activation, BinaryOp, Conv2d, DType, Epilogue, GlobalPool, Graph, Layout, NodeId, Op, Pool2d,
     Precision, Shortcut, UnaryOp,
 };
+use crate::test_graphs::{one_op, In};
 use serde::Serialize;
 
 /// Every `n`-th element so that about `n` remain, first and last included.
