@@ -2,8 +2,7 @@
 //! tuned-config overrides, snapshots of rendered instantiations, and the
 //! complete modules through nvcc.
 
-use super::nvcc;
-use super::sweep_tests::node_instance;
+use super::test_support::{node_instance, nvcc};
 use super::*;
 use crate::ir::{BinaryOp, DType, Layout, Op, Precision};
 use crate::schedule::extract_tasks;
