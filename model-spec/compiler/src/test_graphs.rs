@@ -1,7 +1,8 @@
 //! Graphs for tests, built by hand: one [`Builder`] that adds inputs,
 //! constants and nodes (inferring each output's shape with [`infer_shape`])
 //! and runs the IR verifier on the result, so tests only see graphs the rest
-//! of the compiler would accept. On top of it:
+//! of the compiler would accept. The reference executor's, the passes', the
+//! planner's and the code generator's tests all build with it. On top of it:
 //!
 //! - one-op graphs over inputs of any storage type and layout ([`one_op`],
 //!   [`In`]), planned, for the code generator's tests and the template
@@ -160,6 +161,12 @@ impl Builder {
         self.node_as(name, op, inputs, self.dtype, Layout::RowMajor)
     }
 
+    /// [`Builder::node`] named after its op kind and position (`relu3`).
+    pub fn op(&mut self, op: Op, inputs: &[ValueId]) -> ValueId {
+        let name = format!("{}{}", op.kind().to_lowercase(), self.graph.nodes.len());
+        self.node(&name, op, inputs)
+    }
+
     /// [`Builder::node`] with an output of `dtype` stored in `layout`.
     pub fn node_as(
         &mut self,
@@ -183,6 +190,13 @@ impl Builder {
             output,
         });
         output
+    }
+
+    /// Sets a value's layout and dtype.
+    pub fn set(&mut self, id: ValueId, layout: Layout, dtype: DType) {
+        let value = self.graph.value_mut(id);
+        value.layout = layout;
+        value.dtype = dtype;
     }
 
     /// Marks `value` as the next graph output.
