@@ -16,10 +16,9 @@ for MODE in "${@:-check}"; do
 case $MODE in
 tests)
   export AOTUNE_BIN=$PWD/.device/aotune   # the tuner-fault test starts its worker from it
-  for t in ${TEST_BINARIES:-aotune-lib-tests gpu_runtime gpu_tuner_faults gpu_kernels gpu_movement gpu_norms gpu_attention gpu_fixtures spec-lib-tests}; do
+  for t in ${TEST_BINARIES:-aotune-lib-tests gpu_runtime gpu_tuner_faults gpu_kernels gpu_movement gpu_norms gpu_attention gpu_fixtures gpu_templates}; do
     [ -x .device/$t ] || continue
-    filter=""; [ $t = spec-lib-tests ] && filter=gpu_
-    timeout "${TEST_TIMEOUT:-300}" .device/$t $filter --test-threads=1 > "$OUT/test_$t.log" 2>&1
+    timeout "${TEST_TIMEOUT:-300}" .device/$t --test-threads=1 > "$OUT/test_$t.log" 2>&1
     rc=$?
     [ $rc = 124 ] && echo "== $t: TIMED OUT after ${TEST_TIMEOUT:-300} s (TEST_TIMEOUT)"
     # AOTUNE_REQUIRE_GPU=1 (device_env.sh) makes every skip a failure, so

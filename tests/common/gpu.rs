@@ -1,7 +1,9 @@
 //! Helpers of the GPU integration tests (`gpu_kernels`, `gpu_fixtures`,
-//! `gpu_runtime`): whether to run or skip, build directories, a process-wide
-//! limit on concurrent builds (nvcc), decoding GPU tensors, and where the
-//! fixtures are (their weight refill is `super::fixture`).
+//! `gpu_runtime`, `gpu_templates`, …): whether to run or skip, build
+//! directories, a process-wide limit on concurrent builds (nvcc), decoding
+//! GPU tensors, and where the fixtures are (their weight refill is
+//! `super::fixture`; running a generated module without a build directory
+//! is `super::kernels`).
 //!
 //! Without an NVIDIA driver or without nvcc every GPU test prints one
 //! `SKIPPED <test>: <reason>` line and passes. `AOTUNE_GPU_TESTS_DRY_RUN=1`
@@ -106,13 +108,22 @@ pub fn load(dir: &Path, mode: Mode) -> Result<Option<Model>, String> {
 #[allow(dead_code)] // not every test binary loads with options
 pub fn load_with(dir: &Path, mode: Mode, options: &LoadOptions) -> Result<Option<Model>, String> {
     let files = ModelFiles::read_dir(dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
-    match (files.load(options), mode) {
+    loaded(files.load(options), mode, &dir.display().to_string())
+}
+
+/// What a load (of `what`) must give in `mode`: the model on a GPU; in a
+/// dry run `None`, after checking that it failed with `NoDriver`.
+pub fn loaded(
+    load: Result<Model, RuntimeError>,
+    mode: Mode,
+    what: &str,
+) -> Result<Option<Model>, String> {
+    match (load, mode) {
         (Ok(model), Mode::Gpu) => Ok(Some(model)),
-        (Err(e), Mode::Gpu) => Err(format!("loading {}: {e}", dir.display())),
+        (Err(e), Mode::Gpu) => Err(format!("loading {what}: {e}")),
         (Err(RuntimeError::NoDriver), Mode::DryRun) => Ok(None),
         (Err(e), Mode::DryRun) => Err(format!(
-            "dry run: loading {} should fail with NoDriver, got: {e}",
-            dir.display()
+            "dry run: loading {what} should fail with NoDriver, got: {e}"
         )),
         (Ok(_), Mode::DryRun) => Err("dry run: a model loaded without a driver".into()),
     }

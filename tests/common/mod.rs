@@ -7,7 +7,9 @@ use std::path::PathBuf;
 
 pub mod fixture;
 pub mod gpu;
+pub mod kernels;
 pub mod onnx;
+pub mod template_cases;
 
 /// The shared test data (`../shared` beside the checkout, or `$AOTUNE_SHARED`).
 /// `None` when absent: tests that need it print why and return.

@@ -19,6 +19,9 @@ pub mod plan;
 pub mod reference;
 pub mod schedule;
 pub mod skip;
+#[cfg(any(test, feature = "test-support"))]
+#[doc(hidden)]
+pub mod test_graphs;
 pub mod toolchain;
 pub mod tune;
 pub mod zoo;

@@ -71,7 +71,8 @@ pub(crate) fn reference(perm: &[usize], inputs: &[Tensor]) -> OpResult {
 pub(crate) mod tests {
     use super::*;
     use crate::ops::example::{Attr::*, Example, Input::*};
-    use crate::reference::testing::{run1, Builder};
+    use crate::reference::testing::run1;
+    use crate::test_graphs::Builder;
 
     pub(crate) const EXAMPLES: &[Example] = &[
         Example {
@@ -105,13 +106,14 @@ pub(crate) mod tests {
     fn transposes_nchw_to_nhwc() {
         let mut b = Builder::new();
         let x = b.input("x", &[1, 2, 2, 3]);
-        let y = b.node(
+        let y = b.op(
             Op::Transpose {
                 perm: vec![0, 2, 3, 1],
             },
             &[x],
         );
-        let graph = b.finish(&[y]);
+        b.output(y);
+        let graph = b.finish();
         let data: Vec<f32> = (0..12).map(|i| i as f32).collect();
         // Element (h, w, c) of the output is x[c, h, w] = c·6 + h·3 + w.
         let want: Vec<f32> = (0..12)

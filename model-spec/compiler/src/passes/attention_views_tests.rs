@@ -1,10 +1,10 @@
 //! The head-splitting chains of ViT (both exporters) and Swin read through
 //! strided views: the copies go, the results stay the same.
 
-use super::super::test_graphs::{op_counts, Builder};
 use super::super::{attention_views, dce};
 use crate::ir::{Graph, Op, ValueId};
 use crate::reference::{rel_l2, run, RunOptions};
+use crate::test_graphs::{op_counts, Builder};
 
 const S: usize = 5;
 const H: usize = 2;

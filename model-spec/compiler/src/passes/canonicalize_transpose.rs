@@ -339,7 +339,7 @@ mod tests {
     use super::*;
     use crate::ir::{print_graph, UnaryOp};
     use crate::passes::direct_eval;
-    use crate::passes::test_graphs::{op_counts, Builder};
+    use crate::test_graphs::{op_counts, Builder};
 
     fn transpose(b: &mut Builder, name: &str, x: ValueId, perm: &[usize]) -> ValueId {
         b.node(

@@ -101,7 +101,7 @@ pub fn dce(graph: &mut Graph) -> Result<PassSummary, PassError> {
 mod tests {
     use super::*;
     use crate::ir::{print_graph, BinaryOp, UnaryOp};
-    use crate::passes::test_graphs::Builder;
+    use crate::test_graphs::Builder;
 
     #[test]
     fn removes_identities_and_dead_nodes() {

@@ -358,7 +358,7 @@ mod tests {
     use super::*;
     use crate::ir::{print_graph, UnaryOp};
     use crate::passes::direct_eval;
-    use crate::passes::test_graphs::{rel_l2, Builder};
+    use crate::test_graphs::{rel_l2, Builder};
 
     #[test]
     fn reduce_mean_becomes_global_average_pool() {

@@ -560,7 +560,7 @@ mod tests {
     use super::super::lower_dense;
     use crate::ir::{print_graph, BinaryOp, Graph, Op, UnaryOp, ValueId};
     use crate::passes::direct_eval;
-    use crate::passes::test_graphs::{op_counts, rel_l2, Builder};
+    use crate::test_graphs::{op_counts, rel_l2, Builder};
 
     fn reshape(shape: &[i64]) -> Op {
         Op::Reshape {

@@ -151,7 +151,7 @@ fn fold(graph: &Graph, conv: &Node, bn: &Node, epsilon: f32) -> Result<(Value, V
 mod tests {
     use super::*;
     use crate::ir::print_graph;
-    use crate::passes::test_graphs::Builder;
+    use crate::test_graphs::Builder;
 
     /// A 1x1 conv over 2 channels, by direct loops.
     fn conv1x1(x: &[f32], w: &[f32], b: &[f32]) -> Vec<f32> {

@@ -580,8 +580,8 @@ mod tests {
     use super::*;
     use crate::ir::{print_graph, UnaryOp};
     use crate::passes::direct_eval;
-    use crate::passes::test_graphs::{rel_l2, Builder};
     use crate::reference::{run, RunOptions};
+    use crate::test_graphs::{rel_l2, Builder};
 
     fn reshape(shape: &[i64]) -> Op {
         Op::Reshape {

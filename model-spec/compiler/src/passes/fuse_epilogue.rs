@@ -138,7 +138,7 @@ mod tests {
     use super::*;
     use crate::ir::{print_graph, UnaryOp};
     use crate::passes::direct_eval;
-    use crate::passes::test_graphs::{rel_l2, Builder};
+    use crate::test_graphs::{rel_l2, Builder};
 
     #[test]
     fn downsample_block_fuses_add_into_later_conv() {

@@ -249,8 +249,8 @@ mod tests {
     use crate::ir::BinaryOp;
     use crate::passes::direct_eval;
     use crate::passes::fuse_epilogue;
-    use crate::passes::test_graphs::{rel_l2, Builder};
     use crate::reference::{self, RunOptions};
+    use crate::test_graphs::{rel_l2, Builder};
 
     /// A downsample block's tail: `relu(conv1x1(h) + proj(x))`, the
     /// projection 1×1 at `stride` over `x` (`cs` channels, `size`² pixels).

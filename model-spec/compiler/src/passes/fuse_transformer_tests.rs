@@ -2,10 +2,10 @@
 //! each is found in every operand order, replaced by one node, and the
 //! graph computes the same as before.
 
-use super::test_graphs::{op_counts, Builder};
 use super::{fuse_gelu, fuse_layer_norm};
 use crate::ir::{BinaryOp, Graph, Op, UnaryOp};
 use crate::reference::{rel_l2, run, RunOptions};
+use crate::test_graphs::{op_counts, Builder};
 
 fn same_result(before: &Graph, after: &Graph, input: &[f32]) {
     let opts = RunOptions::default();

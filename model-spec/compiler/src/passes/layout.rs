@@ -308,8 +308,8 @@ fn oihw_to_ohwi(data: &[f32], shape: &[usize]) -> Vec<f32> {
 mod tests {
     use super::*;
     use crate::ir::{is_byte_view, print_graph, BinaryOp, Conv2d, Epilogue, UnaryOp};
-    use crate::passes::test_graphs::{rel_l2, Builder};
     use crate::passes::{direct_eval, fuse_epilogue, lower_dense};
+    use crate::test_graphs::{rel_l2, Builder};
 
     #[test]
     fn ohwi_packing_moves_input_channels_last() {

@@ -35,8 +35,6 @@ mod layout;
 mod pad_channels;
 mod precision;
 mod space_to_depth;
-#[cfg(test)]
-mod test_graphs;
 
 pub use attention_views::attention_views;
 pub use canonicalize_transpose::canonicalize_transpose;
@@ -236,10 +234,10 @@ impl Uses {
 
 #[cfg(test)]
 mod tests {
-    use super::test_graphs::{op_counts, rel_l2, Builder};
     use super::*;
     use crate::ir::{DType, Layout, Node, Op, ValueKind};
     use crate::reference::{self, RunOptions};
+    use crate::test_graphs::{op_counts, rel_l2, Builder};
 
     /// The optimized graph's output against the original's, both on the CPU
     /// reference (which reads every value through its layout and dtype).

@@ -158,8 +158,8 @@ mod tests {
     use super::*;
     use crate::ir::{print_graph, Precision};
     use crate::passes::direct_eval;
-    use crate::passes::test_graphs::{prepared, Builder};
     use crate::reference::{self, Accumulate, RunOptions};
+    use crate::test_graphs::{prepared, Builder};
 
     /// Two convolutions read the RGB input (the second one then adds the
     /// first's output as its residual): both read the padded image.

@@ -282,8 +282,8 @@ impl Walk<'_> {
 mod tests {
     use super::*;
     use crate::ir::{print_graph, BinaryOp, UnaryOp};
-    use crate::passes::test_graphs::{rel_l2, Builder};
     use crate::passes::{direct_eval, fuse_epilogue, lower_dense, to_channels_last};
+    use crate::test_graphs::{rel_l2, Builder};
 
     /// conv → relu → GAP → flatten → fc, fused and channels-last.
     fn small_net() -> (Graph, Vec<f32>) {

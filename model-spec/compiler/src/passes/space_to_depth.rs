@@ -262,9 +262,9 @@ fn rearranged_weight(w: &Value, block: usize, channels: usize) -> Value {
 mod tests {
     use super::*;
     use crate::ir::{print_graph, BinaryOp, Epilogue, Precision};
-    use crate::passes::test_graphs::{prepared, Builder};
     use crate::passes::{direct_eval, pad_input_channels};
     use crate::reference::{self, Accumulate, RunOptions};
+    use crate::test_graphs::{prepared, Builder};
 
     fn f64_sums() -> RunOptions {
         RunOptions {

@@ -228,10 +228,10 @@ pub fn check_plan(graph: &Graph, plan: &MemoryPlan) -> Result<(), PlanError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_graphs::{chain, diamond, Builder};
     use super::super::{plan_memory, Buffer};
     use super::*;
-    use crate::ir::{Op, Precision, UnaryOp};
+    use crate::ir::{Op, UnaryOp};
+    use crate::test_graphs::{chain, diamond, Builder};
 
     fn planned(graph: &Graph) -> MemoryPlan {
         let plan = plan_memory(graph).unwrap();
@@ -249,7 +249,7 @@ mod tests {
     #[test]
     fn catches_overlapping_offsets() {
         // Diamond: a (%1) lives [1, 4], c (%3) lives [3, 4]. Put c on a.
-        let graph = diamond(vec![1, 1000]);
+        let graph = diamond(&[1, 1000]);
         let mut plan = planned(&graph);
         let a_offset = plan.buffer(ValueId(1)).unwrap().offset;
         buffer_mut(&mut plan, 3).offset = a_offset;
@@ -263,7 +263,7 @@ mod tests {
 
     #[test]
     fn catches_partial_overlap() {
-        let graph = chain(3, vec![1, 1000]);
+        let graph = chain(3, &[1, 1000]);
         let mut plan = planned(&graph);
         // %1 and %2 are live together at step 2; shift %2 half onto %1.
         let b1 = plan.buffer(ValueId(1)).unwrap().clone();
@@ -277,7 +277,7 @@ mod tests {
 
     #[test]
     fn catches_misalignment_and_arena_overflow() {
-        let graph = chain(3, vec![1, 1000]);
+        let graph = chain(3, &[1, 1000]);
         let mut plan = planned(&graph);
         buffer_mut(&mut plan, 0).offset += 4;
         assert!(matches!(
@@ -295,7 +295,7 @@ mod tests {
 
     #[test]
     fn catches_shortened_lifetime() {
-        let graph = diamond(vec![1, 1000]);
+        let graph = diamond(&[1, 1000]);
         let mut plan = planned(&graph);
         buffer_mut(&mut plan, 1).last = 2; // the Add at step 4 still reads a
         let err = check_plan(&graph, &plan).unwrap_err();
@@ -307,7 +307,7 @@ mod tests {
 
     #[test]
     fn catches_missing_extra_unsorted_and_resized_buffers() {
-        let graph = chain(3, vec![1, 1000]);
+        let graph = chain(3, &[1, 1000]);
         let plan = planned(&graph);
 
         let mut missing = plan.clone();
@@ -347,7 +347,7 @@ mod tests {
     #[test]
     fn catches_an_alias_that_is_not_a_view() {
         // chain: %2 = relu(%1) at step 2 may not share %1's bytes.
-        let graph = chain(3, vec![1, 1000]);
+        let graph = chain(3, &[1, 1000]);
         let mut plan = planned(&graph);
         let offset = plan.buffer(ValueId(1)).unwrap().offset;
         let b2 = buffer_mut(&mut plan, 2);
@@ -360,11 +360,12 @@ mod tests {
     #[test]
     fn accepts_a_view_that_is_not_aliased() {
         // A plan may give a view its own buffer (a copy): still valid.
-        let mut b = Builder::new(Precision::Fp32);
-        let x = b.input("x", vec![1, 2, 2, 2]);
-        let a = b.op("a", Op::Unary(UnaryOp::Relu), &[x]);
-        let f = b.op("f", Op::Flatten { axis: 1 }, &[a]);
-        let graph = b.finish(&[f]);
+        let mut b = Builder::new().outputs_named_as_nodes();
+        let x = b.input("x", &[1, 2, 2, 2]);
+        let a = b.node("a", Op::Unary(UnaryOp::Relu), &[x]);
+        let f = b.node("f", Op::Flatten { axis: 1 }, &[a]);
+        b.output(f);
+        let graph = b.finish();
         let mut plan = planned(&graph);
         let fb = buffer_mut(&mut plan, f.0);
         fb.alias_of = None;
@@ -376,11 +377,12 @@ mod tests {
 
     #[test]
     fn constants_may_not_be_planned() {
-        let mut b = Builder::new(Precision::Fp32);
-        let x = b.input("x", vec![1, 8]);
-        let c = b.constant("c", vec![1, 8]);
-        let y = b.op("y", Op::Binary(crate::ir::BinaryOp::Add), &[x, c]);
-        let graph = b.finish(&[y]);
+        let mut b = Builder::new().outputs_named_as_nodes();
+        let x = b.input("x", &[1, 8]);
+        let c = b.zeros("c", &[1, 8]);
+        let y = b.node("y", Op::Binary(crate::ir::BinaryOp::Add), &[x, c]);
+        b.output(y);
+        let graph = b.finish();
         let mut plan = planned(&graph);
         plan.buffers.insert(
             1,

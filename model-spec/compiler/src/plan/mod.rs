@@ -22,8 +22,6 @@ mod error;
 mod lifetime;
 mod place;
 mod render;
-#[cfg(test)]
-mod test_graphs;
 
 pub use check::check_plan;
 pub use error::PlanError;
@@ -159,11 +157,11 @@ pub fn plan_memory_with(graph: &Graph, options: &PlanOptions) -> Result<MemoryPl
 
 #[cfg(test)]
 mod tests {
-    use super::test_graphs::{
-        chain, convnext_stage, diamond, random_dag, resnet50, Builder, RandomStep,
-    };
     use super::*;
     use crate::ir::{verify, Op, Precision, UnaryOp, ValueKind};
+    use crate::test_graphs::{
+        chain, convnext_stage, diamond, random_dag, resnet50_grouped, Builder, RandomStep,
+    };
     use proptest::prelude::*;
 
     fn id(i: u32) -> ValueId {
@@ -178,7 +176,7 @@ mod tests {
     #[test]
     fn chain_reuses_two_buffers() {
         // 1000 f32 = 4000 bytes, 4096 aligned; 10 relus, 11 values.
-        let graph = chain(10, vec![1, 1000]);
+        let graph = chain(10, &[1, 1000]);
         let plan = plan_memory(&graph).unwrap();
         check_plan(&graph, &plan).unwrap();
         assert_eq!(plan.buffers.len(), 11);
@@ -191,7 +189,7 @@ mod tests {
 
     #[test]
     fn diamond_keeps_the_branch_alive() {
-        let graph = diamond(vec![1, 1000]);
+        let graph = diamond(&[1, 1000]);
         let plan = plan_memory(&graph).unwrap();
         check_plan(&graph, &plan).unwrap();
         // %1 = a, read by the Add at step 4.
@@ -208,14 +206,15 @@ mod tests {
     #[test]
     fn views_alias_and_extend_the_lifetime() {
         // a = relu(x); f = flatten(a); r = relu(f); y = r + f; id = identity(y)
-        let mut b = Builder::new(Precision::Fp32);
-        let x = b.input("x", vec![1, 4, 4, 4]);
-        let a = b.op("a", Op::Unary(UnaryOp::Relu), &[x]);
-        let f = b.op("f", Op::Flatten { axis: 1 }, &[a]);
-        let r = b.op("r", Op::Unary(UnaryOp::Relu), &[f]);
-        let y = b.op("y", Op::Binary(crate::ir::BinaryOp::Add), &[r, f]);
-        let out = b.op("out", Op::Identity, &[y]);
-        let graph = b.finish(&[out]);
+        let mut b = Builder::new().outputs_named_as_nodes();
+        let x = b.input("x", &[1, 4, 4, 4]);
+        let a = b.node("a", Op::Unary(UnaryOp::Relu), &[x]);
+        let f = b.node("f", Op::Flatten { axis: 1 }, &[a]);
+        let r = b.node("r", Op::Unary(UnaryOp::Relu), &[f]);
+        let y = b.node("y", Op::Binary(crate::ir::BinaryOp::Add), &[r, f]);
+        let out = b.node("out", Op::Identity, &[y]);
+        b.output(out);
+        let graph = b.finish();
         let plan = plan_memory(&graph).unwrap();
         check_plan(&graph, &plan).unwrap();
 
@@ -238,11 +237,12 @@ mod tests {
 
     #[test]
     fn view_of_a_graph_input_aliases_it() {
-        let mut b = Builder::new(Precision::Fp32);
-        let x = b.input("x", vec![1, 2, 3, 4]);
-        let f = b.op("f", Op::Flatten { axis: 1 }, &[x]);
-        let y = b.op("y", Op::Unary(UnaryOp::Relu), &[f]);
-        let graph = b.finish(&[y]);
+        let mut b = Builder::new().outputs_named_as_nodes();
+        let x = b.input("x", &[1, 2, 3, 4]);
+        let f = b.node("f", Op::Flatten { axis: 1 }, &[x]);
+        let y = b.node("y", Op::Unary(UnaryOp::Relu), &[f]);
+        b.output(y);
+        let graph = b.finish();
         let plan = plan_memory(&graph).unwrap();
         check_plan(&graph, &plan).unwrap();
         assert_eq!(plan.buffer(f).unwrap().alias_of, Some(x));
@@ -256,14 +256,16 @@ mod tests {
     #[test]
     fn graph_outputs_are_never_overwritten() {
         // early = relu(x) is an output at step 1; a chain of 8 relus follows.
-        let mut b = Builder::new(Precision::Fp32);
-        let x = b.input("x", vec![1, 100]);
-        let early = b.op("early", Op::Unary(UnaryOp::Relu), &[x]);
+        let mut b = Builder::new().outputs_named_as_nodes();
+        let x = b.input("x", &[1, 100]);
+        let early = b.node("early", Op::Unary(UnaryOp::Relu), &[x]);
         let mut h = early;
         for i in 0..8 {
-            h = b.op(&format!("r{i}"), Op::Unary(UnaryOp::Relu), &[h]);
+            h = b.node(&format!("r{i}"), Op::Unary(UnaryOp::Relu), &[h]);
         }
-        let graph = b.finish(&[early, h]);
+        b.output(early);
+        b.output(h);
+        let graph = b.finish();
         let plan = plan_memory(&graph).unwrap();
         check_plan(&graph, &plan).unwrap();
         let end = graph.nodes.len() + 1;
@@ -285,15 +287,18 @@ mod tests {
     #[test]
     fn alignment_is_respected() {
         // 3, 5, 7, … elements of f32: sizes never multiples of the alignment.
-        let mut b = Builder::new(Precision::Fp32);
-        let x = b.input("x", vec![3]);
+        let mut b = Builder::new().outputs_named_as_nodes();
+        let x = b.input("x", &[3]);
         let mut h = x;
         let mut keep = vec![];
         for i in 0..6 {
-            h = b.op(&format!("r{i}"), Op::Unary(UnaryOp::Relu), &[h]);
+            h = b.node(&format!("r{i}"), Op::Unary(UnaryOp::Relu), &[h]);
             keep.push(h);
         }
-        let graph = b.finish(&keep);
+        for &v in &keep {
+            b.output(v);
+        }
+        let graph = b.finish();
         for alignment in [1, 4, 64, 512] {
             let plan = plan_memory_with(&graph, &PlanOptions { alignment }).unwrap();
             check_plan(&graph, &plan).unwrap();
@@ -313,7 +318,7 @@ mod tests {
 
     #[test]
     fn constants_are_not_planned() {
-        let graph = resnet50(Precision::Fp32, true);
+        let graph = resnet50_grouped(Precision::Fp32, true);
         let plan = plan_memory(&graph).unwrap();
         for (i, v) in graph.values.iter().enumerate() {
             let planned = plan.buffer(id(i as u32)).is_some();
@@ -323,8 +328,8 @@ mod tests {
 
     #[test]
     fn unaddressable_value_is_an_error_naming_it() {
-        let mut b = Builder::new(Precision::Fp32);
-        let x = b.input("too_big", vec![1 << 31, 1 << 31]);
+        let mut b = Builder::new().outputs_named_as_nodes();
+        let x = b.input("too_big", &[1 << 31, 1 << 31]);
         b.graph.outputs = vec![x];
         let err = plan_memory(&b.graph).unwrap_err();
         assert!(matches!(err, PlanError::TooLarge { .. }), "{err}");
@@ -333,7 +338,7 @@ mod tests {
 
     #[test]
     fn empty_graph_has_an_empty_arena() {
-        let graph = Builder::new(Precision::Fp32).finish(&[]);
+        let graph = Builder::new().finish();
         let plan = plan_memory(&graph).unwrap();
         assert_eq!(
             (plan.arena_bytes, plan.lower_bound, plan.buffers.len()),
@@ -348,7 +353,7 @@ mod tests {
     fn resnet50_arena_equals_the_lower_bound() {
         for fused in [false, true] {
             for precision in [Precision::Fp32, Precision::Fp16] {
-                let graph = resnet50(precision, fused);
+                let graph = resnet50_grouped(precision, fused);
                 verify(&graph).unwrap();
                 let plan = plan_memory(&graph).unwrap();
                 check_plan(&graph, &plan).unwrap();

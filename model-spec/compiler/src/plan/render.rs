@@ -143,26 +143,28 @@ pub fn render_plan(graph: &Graph, plan: &MemoryPlan) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::plan_memory;
-    use super::super::test_graphs::Builder;
     use super::*;
-    use crate::ir::{BinaryOp, Op, Precision, UnaryOp};
+    use crate::ir::{BinaryOp, Op, UnaryOp};
+    use crate::test_graphs::Builder;
 
     /// x → relu → flatten (view) → gemm, with a side output kept to the end.
     fn small_graph() -> Graph {
-        let mut b = Builder::new(Precision::Fp32);
-        let x = b.input("image", vec![1, 4, 8, 8]);
-        let a = b.op("relu", Op::Unary(UnaryOp::Relu), &[x]);
-        let s = b.op("skip", Op::Binary(BinaryOp::Add), &[a, x]);
-        let f = b.op("flatten", Op::Flatten { axis: 1 }, &[s]);
-        let w = b.constant("fc.weight", vec![10, 256]);
+        let mut b = Builder::new().outputs_named_as_nodes();
+        let x = b.input("image", &[1, 4, 8, 8]);
+        let a = b.node("relu", Op::Unary(UnaryOp::Relu), &[x]);
+        let s = b.node("skip", Op::Binary(BinaryOp::Add), &[a, x]);
+        let f = b.node("flatten", Op::Flatten { axis: 1 }, &[s]);
+        let w = b.zeros("fc.weight", &[10, 256]);
         let gemm = Op::Gemm {
             alpha: 1.0,
             beta: 0.0,
             trans_a: false,
             trans_b: true,
         };
-        let y = b.op("fc", gemm, &[f, w]);
-        b.finish(&[y, a])
+        let y = b.node("fc", gemm, &[f, w]);
+        b.output(y);
+        b.output(a);
+        b.finish()
     }
 
     #[test]

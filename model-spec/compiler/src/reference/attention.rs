@@ -205,9 +205,10 @@ fn attention_in<T: Scalar>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{Builder, Rng};
+    use super::super::testing::Rng;
     use super::super::{rel_l2, run, RunOptions};
     use crate::ir::{BinaryOp, Op};
+    use crate::test_graphs::Builder;
 
     /// Attention against the same computation written as the decomposed
     /// graph exporters emit: MatMul(q, kᵀ) → Mul(scale) → Softmax → MatMul(v).
@@ -228,12 +229,13 @@ mod tests {
             g.input("k", &[b, h, d, s]),
             g.input("v", &[b, h, s, d]),
         );
-        let qk = g.node(Op::MatMul, &[qi, ki]);
+        let qk = g.op(Op::MatMul, &[qi, ki]);
         let c = g.constant("scale", &[1], vec![scale]);
-        let scaled = g.node(Op::Binary(BinaryOp::Mul), &[qk, c]);
-        let p = g.node(Op::Softmax { axis: 3 }, &[scaled]);
-        let y = g.node(Op::MatMul, &[p, vi]);
-        let decomposed = g.finish(&[y]);
+        let scaled = g.op(Op::Binary(BinaryOp::Mul), &[qk, c]);
+        let p = g.op(Op::Softmax { axis: 3 }, &[scaled]);
+        let y = g.op(Op::MatMul, &[p, vi]);
+        g.output(y);
+        let decomposed = g.finish();
         // kᵀ for the decomposed graph: [b, h, d, s].
         let mut kt = vec![0.0; k.len()];
         for bh in 0..b * h {
@@ -251,7 +253,7 @@ mod tests {
             g.input("k", &[b, h, s, d]),
             g.input("v", &[b, h, s, d]),
         );
-        let y = g.node(
+        let y = g.op(
             Op::Attention {
                 scale,
                 causal: false,
@@ -259,7 +261,8 @@ mod tests {
             },
             &[qi, ki, vi],
         );
-        let fused = g.finish(&[y]);
+        g.output(y);
+        let fused = g.finish();
         let got = run(&fused, &[&q, &k, &v], &RunOptions::default()).unwrap();
         assert!(rel_l2(&got[0], &want[0]) < 1e-6);
     }
@@ -292,8 +295,9 @@ mod tests {
                 causal: false,
                 views: None,
             };
-            let y = gb.node(op, &[qi, ki, vi, mi]);
-            let graph = gb.finish(&[y]);
+            let y = gb.op(op, &[qi, ki, vi, mi]);
+            gb.output(y);
+            let graph = gb.finish();
             run(&graph, &[&q, &k, &v, mask], &RunOptions::default()).unwrap()
         };
         let periodic = run_with(&[g, 1, s, s], &mask);
@@ -313,7 +317,7 @@ mod tests {
             g.input("k", &[1, 1, s, d]),
             g.input("v", &[1, 1, s, d]),
         );
-        let y = g.node(
+        let y = g.op(
             Op::Attention {
                 scale: 1.0,
                 causal: true,
@@ -321,7 +325,8 @@ mod tests {
             },
             &[qi, ki, vi],
         );
-        let graph = g.finish(&[y]);
+        g.output(y);
+        let graph = g.finish();
         let got = run(&graph, &[&q, &k, &v], &RunOptions::default()).unwrap();
         assert_eq!(&got[0][..d], &v[..d]);
     }

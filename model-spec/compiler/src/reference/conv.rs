@@ -413,9 +413,10 @@ fn depthwise_nchw<T: Scalar>(d: &Dims, x: &[T], w: &[T], acc: &mut [T]) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{conv2d, naive_conv, run1, Builder, Rng};
+    use super::super::testing::{conv2d, naive_conv, physical, run1, Rng};
     use super::super::{rel_l2, run, Accumulate, RunOptions};
     use crate::ir::{Activation, Conv2d, DType, Epilogue, Graph, Layout, Op, Precision};
+    use crate::test_graphs::Builder;
 
     /// `x [N,C,H,W]`, K output channels, geometry.
     struct Case {
@@ -464,10 +465,11 @@ mod tests {
         let x = b.input("x", &case.x);
         let mut xin = x;
         if layout == Layout::ChannelsLast {
-            xin = b.node(Op::Convert, &[x]);
+            xin = b.op(Op::Convert, &[x]);
             b.set(xin, Layout::ChannelsLast, DType::F32);
         }
-        let w = b.constant_as("w", &ws, rng.vec(ws.iter().product()), layout, DType::F32);
+        let wdata = physical(rng.vec(ws.iter().product()), &ws, layout);
+        let w = b.constant_as("w", &ws, wdata, DType::F32, layout);
         let mut inputs = vec![xin, w];
         if bias {
             inputs.push(b.constant("b", &[case.k], rng.vec(case.k)));
@@ -478,13 +480,9 @@ mod tests {
                 if e.residual {
                     let [n, _, h, wd] = case.x;
                     let [p, q] = case.geometry.output_hw(h, wd).unwrap();
-                    let res = b.constant_as(
-                        "res",
-                        &[n, case.k, p, q],
-                        rng.vec(n * case.k * p * q),
-                        layout,
-                        DType::F32,
-                    );
+                    let shape = [n, case.k, p, q];
+                    let data = physical(rng.vec(n * case.k * p * q), &shape, layout);
+                    let res = b.constant_as("res", &shape, data, DType::F32, layout);
                     inputs.push(res);
                 }
                 Op::FusedConv {
@@ -495,9 +493,10 @@ mod tests {
                 }
             }
         };
-        let y = b.node(op, &inputs);
+        let y = b.op(op, &inputs);
         b.set(y, layout, DType::F32);
-        let graph = b.finish(&[y]);
+        b.output(y);
+        let graph = b.finish();
         let xdata = rng.vec(case.x.iter().product());
         (graph, xdata)
     }

@@ -194,9 +194,10 @@ fn einsum_in<T: Scalar>(equation: &str, inputs: &[Tensor], out: &OutSpec) -> OpR
 #[cfg(test)]
 mod tests {
     use super::super::rel_l2;
-    use super::super::testing::{run1, Builder, Rng};
+    use super::super::testing::{run1, Rng};
     use super::Equation;
     use crate::ir::Op;
+    use crate::test_graphs::Builder;
 
     fn einsum(equation: &str, shapes: &[&[usize]], data: &[&[f32]]) -> Vec<f32> {
         let mut b = Builder::new();
@@ -205,13 +206,14 @@ mod tests {
             .enumerate()
             .map(|(i, s)| b.input(&format!("x{i}"), s))
             .collect();
-        let y = b.node(
+        let y = b.op(
             Op::Einsum {
                 equation: equation.into(),
             },
             &ins,
         );
-        let graph = b.finish(&[y]);
+        b.output(y);
+        let graph = b.finish();
         run1(&graph, data)
     }
 

@@ -144,9 +144,10 @@ pub(crate) fn activate(data: &mut [f32], activation: Activation) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{run1, Builder, Rng};
+    use super::super::testing::{run1, Rng};
     use super::super::{run, Accumulate, RunOptions};
     use crate::ir::{broadcast, BinaryOp, DType, Layout, Op, UnaryOp};
+    use crate::test_graphs::Builder;
 
     /// Value of a row-major tensor of `shape` at output index `idx` under numpy broadcasting.
     fn at(data: &[f32], shape: &[usize], out_shape: &[usize], idx: usize) -> f32 {
@@ -182,8 +183,9 @@ mod tests {
                 for (sa, sb) in [(a_shape, b_shape), (b_shape, a_shape)] {
                     let mut b = Builder::new();
                     let (x, y) = (b.input("a", sa), b.input("b", sb));
-                    let z = b.node(Op::Binary(op), &[x, y]);
-                    let graph = b.finish(&[z]);
+                    let z = b.op(Op::Binary(op), &[x, y]);
+                    b.output(z);
+                    let graph = b.finish();
                     let out_shape = broadcast(sa, sb).unwrap();
                     let da = rng.vec(sa.iter().product());
                     let db: Vec<f32> = rng
@@ -212,8 +214,9 @@ mod tests {
             .enumerate()
             .map(|(i, s)| b.input(&format!("x{i}"), s))
             .collect();
-        let y = b.node(Op::Sum, &ids);
-        let graph = b.finish(&[y]);
+        let y = b.op(Op::Sum, &ids);
+        b.output(y);
+        let graph = b.finish();
         let data: Vec<Vec<f32>> = shapes.iter().map(|s| rng.vec(s.iter().product())).collect();
         let feeds: Vec<&[f32]> = data.iter().map(Vec::as_slice).collect();
         let got = run1(&graph, &feeds);
@@ -252,9 +255,10 @@ mod tests {
                 let mut b = Builder::new();
                 let input = b.input("x", &shape);
                 b.set(input, layout, DType::F32);
-                let y = b.node(Op::Unary(op), &[input]);
+                let y = b.op(Op::Unary(op), &[input]);
                 b.set(y, layout, DType::F32);
-                let graph = b.finish(&[y]);
+                b.output(y);
+                let graph = b.finish();
                 let want: Vec<f32> = x.iter().map(|&v| op.apply(v)).collect();
                 assert_eq!(run1(&graph, &[&x]), want, "{op:?} {layout:?}");
             }
@@ -282,12 +286,13 @@ mod tests {
                     .map(|(i, n)| b.constant(n, &[c], params[i].clone()))
                     .collect();
                 ids.push(b.constant("var", &[c], var.clone()));
-                let y = b.node(
+                let y = b.op(
                     Op::BatchNorm { epsilon: 1e-5 },
                     &[input, ids[0], ids[1], ids[2], ids[3]],
                 );
                 b.set(y, layout, DType::F32);
-                let graph = b.finish(&[y]);
+                b.output(y);
+                let graph = b.finish();
                 let inner: usize = shape[2..].iter().product();
                 let want: Vec<f32> = x
                     .iter()

@@ -49,7 +49,8 @@ pub(crate) fn gather_nd(indices: &[i64], indices_shape: &[usize], inputs: &[Tens
 #[cfg(test)]
 mod tests {
     use crate::ir::Op;
-    use crate::reference::testing::{run1, Builder};
+    use crate::reference::testing::run1;
+    use crate::test_graphs::Builder;
 
     #[test]
     fn gathers_rows_of_the_middle_axis() {
@@ -60,8 +61,9 @@ mod tests {
             indices: vec![2, -3],
             indices_shape: vec![2],
         };
-        let y = b.node(op, &[x]);
-        let graph = b.finish(&[y]);
+        let y = b.op(op, &[x]);
+        b.output(y);
+        let graph = b.finish();
         let data: Vec<f32> = (0..12).map(|i| i as f32).collect();
         let want = [4.0, 5.0, 0.0, 1.0, 10.0, 11.0, 6.0, 7.0];
         assert_eq!(run1(&graph, &[&data]), want);

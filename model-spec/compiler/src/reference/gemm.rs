@@ -353,9 +353,10 @@ fn dense_in<T: Scalar>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{run1, Builder, Rng};
+    use super::super::testing::{run1, Rng};
     use super::super::{rel_l2, run, Accumulate, RunOptions};
     use crate::ir::{round_tf32, Activation, DType, Epilogue, Layout, Op, Precision};
+    use crate::test_graphs::Builder;
 
     /// Row-major `[m, n]` product of element functions, f64 accumulation.
     fn naive(
@@ -412,8 +413,9 @@ mod tests {
                         trans_a,
                         trans_b,
                     };
-                    let y = g.node(op, &inputs);
-                    let graph = g.finish(&[y]);
+                    let y = g.op(op, &inputs);
+                    g.output(y);
+                    let graph = g.finish();
                     let av = |i, t| {
                         if trans_a {
                             a_data[t * m + i]
@@ -470,8 +472,9 @@ mod tests {
         for (sa, sb) in cases {
             let mut g = Builder::new();
             let (a, b) = (g.input("a", sa), g.input("b", sb));
-            let y = g.node(Op::MatMul, &[a, b]);
-            let graph = g.finish(&[y]);
+            let y = g.op(Op::MatMul, &[a, b]);
+            g.output(y);
+            let graph = g.finish();
             let (da, db) = (rng.vec(sa.iter().product()), rng.vec(sb.iter().product()));
             // numpy semantics spelled out: promote, broadcast batch, multiply.
             let pa: Vec<usize> = if sa.len() == 1 {
@@ -534,8 +537,9 @@ mod tests {
             residual: true,
             activation: Activation::Relu,
         };
-        let y = g.node(Op::Dense { epilogue }, &[x, w, b, r]);
-        let graph = g.finish(&[y]);
+        let y = g.op(Op::Dense { epilogue }, &[x, w, b, r]);
+        g.output(y);
+        let graph = g.finish();
         let expect = |x: &[f32], w: &[f32]| -> Vec<f32> {
             let prod = naive(m, k, n, |i, t| x[i * k + t], |t, j| w[j * k + t]);
             (0..m * n)
@@ -578,9 +582,10 @@ mod tests {
                 residual: false,
                 activation: gelu,
             };
-            let y = g.node(Op::Dense { epilogue }, &[x, w, b]);
+            let y = g.op(Op::Dense { epilogue }, &[x, w, b]);
             g.set(y, Layout::RowMajor, DType::F16);
-            let graph = g.finish(&[y]);
+            g.output(y);
+            let graph = g.finish();
             let prod = naive(m, k, n, |i, t| xd[i * k + t], |t, j| wd[j * k + t]);
             let sum: Vec<f32> = (0..m * n)
                 .map(|e| (prod[e] + f64::from(bd[e % n])) as f32)
@@ -615,8 +620,9 @@ mod tests {
         let b: Vec<f32> = rng.vec(k);
         let mut g = Builder::new();
         let (x, w) = (g.input("a", &[1, k]), g.input("b", &[k, 1]));
-        let y = g.node(Op::MatMul, &[x, w]);
-        let graph = g.finish(&[y]);
+        let y = g.op(Op::MatMul, &[x, w]);
+        g.output(y);
+        let graph = g.finish();
         let exact: f64 = a
             .iter()
             .zip(&b)

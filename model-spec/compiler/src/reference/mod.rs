@@ -145,22 +145,24 @@ pub use aotune_spec::stats::{l2_sums, rel_l2, rel_l2_of_sums};
 
 #[cfg(test)]
 mod tests {
-    use super::testing::{run1, Builder, Rng};
+    use super::testing::{run1, Rng};
     use super::*;
     use crate::ir::{DType, Layout, Op, UnaryOp, ValueId};
     use crate::plan::Buffer;
+    use crate::test_graphs::Builder;
 
     /// `x → relu → a;  a → sigmoid → b;  c = a + b`: values x=%0, a=%1, b=%2, c=%3.
     fn diamond(dtype: DType) -> Graph {
         let mut g = Builder::new();
         let x = g.input("x", &[1, 4, 4, 4]);
-        let a = g.node(Op::Unary(UnaryOp::Relu), &[x]);
-        let b = g.node(Op::Unary(UnaryOp::Sigmoid), &[a]);
-        let c = g.node(Op::Binary(crate::ir::BinaryOp::Add), &[a, b]);
+        let a = g.op(Op::Unary(UnaryOp::Relu), &[x]);
+        let b = g.op(Op::Unary(UnaryOp::Sigmoid), &[a]);
+        let c = g.op(Op::Binary(crate::ir::BinaryOp::Add), &[a, b]);
         for v in [a, b] {
             g.set(v, Layout::RowMajor, dtype);
         }
-        g.finish(&[c])
+        g.output(c);
+        g.finish()
     }
 
     fn buffer(value: u32, offset: usize, bytes: usize, first: usize, last: usize) -> Buffer {
@@ -219,9 +221,10 @@ mod tests {
     fn view_aliases_read_the_bytes_of_their_root() {
         let mut g = Builder::new();
         let x = g.input("x", &[1, 2, 2, 2]);
-        let a = g.node(Op::Unary(UnaryOp::Relu), &[x]);
-        let f = g.node(Op::Flatten { axis: 1 }, &[a]);
-        let graph = g.finish(&[f]);
+        let a = g.op(Op::Unary(UnaryOp::Relu), &[x]);
+        let f = g.op(Op::Flatten { axis: 1 }, &[a]);
+        g.output(f);
+        let graph = g.finish();
         let x = Rng::new(63).vec(8);
         let want = run(&graph, &[&x], &RunOptions::default()).unwrap();
         let plan = |f_offset| MemoryPlan {
@@ -324,11 +327,12 @@ mod tests {
     fn trace_returns_every_node_output_in_logical_order() {
         let mut g = Builder::new();
         let x = g.input("x", &[1, 3, 2, 2]);
-        let cl = g.node(Op::Convert, &[x]);
+        let cl = g.op(Op::Convert, &[x]);
         g.set(cl, Layout::ChannelsLast, DType::F16);
-        let r = g.node(Op::Unary(UnaryOp::Relu), &[cl]);
+        let r = g.op(Op::Unary(UnaryOp::Relu), &[cl]);
         g.set(r, Layout::ChannelsLast, DType::F32);
-        let graph = g.finish(&[r]);
+        g.output(r);
+        let graph = g.finish();
         let x = Rng::new(64).vec(12);
         let trace = run_traced(&graph, &[&x], &RunOptions::default()).unwrap();
         let rounded: Vec<f32> = x.iter().map(|&v| DType::F16.round(v)).collect();
@@ -360,8 +364,11 @@ mod tests {
         let mut g = Builder::new();
         let x = g.input("x", &[2]);
         let c = g.constant("c", &[2], vec![1.0, 2.0]);
-        let y = g.node(Op::Binary(crate::ir::BinaryOp::Add), &[x, c]);
-        let graph = g.finish(&[x, c, y]);
+        let y = g.op(Op::Binary(crate::ir::BinaryOp::Add), &[x, c]);
+        g.output(x);
+        g.output(c);
+        g.output(y);
+        let graph = g.finish();
         let out = run(&graph, &[&[3.0, 4.0]], &RunOptions::default()).unwrap();
         assert_eq!(out, vec![vec![3.0, 4.0], vec![1.0, 2.0], vec![4.0, 6.0]]);
     }

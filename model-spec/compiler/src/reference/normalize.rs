@@ -199,8 +199,9 @@ fn lp_in<T: Scalar>(axis: usize, p: u8, inputs: &[Tensor]) -> OpResult {
 #[cfg(test)]
 mod tests {
     use super::super::rel_l2;
-    use super::super::testing::{run1, Builder, Rng};
+    use super::super::testing::{run1, Rng};
     use crate::ir::Op;
+    use crate::test_graphs::Builder;
 
     /// `(x − mean) / sqrt(var + eps)` of each chunk of `len`, in f64.
     fn standardize(x: &[f32], len: usize, eps: f64) -> Vec<f64> {
@@ -228,14 +229,15 @@ mod tests {
         let xi = b.input("x", &[2, 3, 4]);
         let s = b.constant("scale", &[4], scale.clone());
         let bi = b.constant("bias", &[3, 4], bias.clone());
-        let y = b.node(
+        let y = b.op(
             Op::LayerNorm {
                 axis: 1,
                 epsilon: 1e-3,
             },
             &[xi, s, bi],
         );
-        let graph = b.finish(&[y]);
+        b.output(y);
+        let graph = b.finish();
         let want: Vec<f32> = standardize(&x, 12, 1e-3)
             .iter()
             .enumerate()
@@ -257,14 +259,15 @@ mod tests {
             let xi = b.input("x", &[2, 4, 3]);
             let s = b.constant("scale", &[len], scale.clone());
             let bi = b.constant("bias", &[len], bias.clone());
-            let y = b.node(
+            let y = b.op(
                 Op::GroupNorm {
                     groups: 2,
                     epsilon: 1e-5,
                 },
                 &[xi, s, bi],
             );
-            let graph = b.finish(&[y]);
+            b.output(y);
+            let graph = b.finish();
             let want: Vec<f32> = (0..24)
                 .map(|i| {
                     let channel = (i / 3) % 4;
@@ -283,8 +286,9 @@ mod tests {
         let at = |i: usize, j: usize, k: usize| f64::from(x[(i * 3 + j) * 2 + k]);
         let mut b = Builder::new();
         let xi = b.input("x", &[2, 3, 2]);
-        let y = b.node(Op::MeanVarianceNorm { axes: vec![0, 2] }, &[xi]);
-        let graph = b.finish(&[y]);
+        let y = b.op(Op::MeanVarianceNorm { axes: vec![0, 2] }, &[xi]);
+        b.output(y);
+        let graph = b.finish();
         let want: Vec<f32> = (0..12)
             .map(|e| {
                 let j = (e / 2) % 3;
@@ -301,8 +305,9 @@ mod tests {
         for p in [1u8, 2] {
             let mut b = Builder::new();
             let xi = b.input("x", &[2, 3, 2]);
-            let y = b.node(Op::LpNorm { axis: 1, p }, &[xi]);
-            let graph = b.finish(&[y]);
+            let y = b.op(Op::LpNorm { axis: 1, p }, &[xi]);
+            b.output(y);
+            let graph = b.finish();
             let want: Vec<f32> = (0..12)
                 .map(|e| {
                     let (i, k) = (e / 6, e % 2);

@@ -89,7 +89,8 @@ pub(crate) fn pad(pads: &[(usize, usize)], mode: PadMode, inputs: &[Tensor]) -> 
 mod tests {
     use super::*;
     use crate::ir::Op;
-    use crate::reference::testing::{run1, Builder};
+    use crate::reference::testing::run1;
+    use crate::test_graphs::Builder;
 
     #[test]
     fn sources_of_each_mode() {
@@ -111,8 +112,9 @@ mod tests {
             pads: vec![(1, 0), (0, 1)],
             mode: PadMode::Constant { value: 9.0 },
         };
-        let y = b.node(op, &[x]);
-        let graph = b.finish(&[y]);
+        let y = b.op(op, &[x]);
+        b.output(y);
+        let graph = b.finish();
         let got = run1(&graph, &[&[1.0, 2.0, 3.0, 4.0]]);
         assert_eq!(got, [9.0, 9.0, 9.0, 1.0, 2.0, 9.0, 3.0, 4.0, 9.0]);
     }

@@ -7,9 +7,10 @@
 //! the executor (`cargo test --release -p aotune-compiler reference::perf --
 //! --ignored --nocapture`).
 
-use super::testing::{conv2d, disjoint_plan, Builder, Rng};
+use super::testing::{conv2d, disjoint_plan, physical, Rng};
 use super::{rel_l2, run, run_planned, Accumulate, RunOptions};
 use crate::ir::{Activation, DType, Epilogue, Graph, Layout, Op, Pool2d, ValueId};
+use crate::test_graphs::Builder;
 use std::time::Instant;
 
 struct Net {
@@ -40,9 +41,11 @@ impl Net {
             .into_iter()
             .map(|v| v * bound)
             .collect();
+        let shape = [k, c, kernel, kernel];
+        let wdata = physical(wdata, &shape, self.layout);
         let w = self
             .b
-            .constant_as("w", &[k, c, kernel, kernel], wdata, self.layout, DType::F32);
+            .constant_as("w", &shape, wdata, DType::F32, self.layout);
         let bdata: Vec<f32> = self.rng.vec(k).into_iter().map(|v| v * 0.01).collect();
         let bias = self.b.constant("b", &[k], bdata);
         let mut inputs = vec![x, w, bias];
@@ -62,7 +65,7 @@ impl Net {
             shortcut: None,
             pool: None,
         };
-        let y = self.b.node(op, &inputs);
+        let y = self.b.op(op, &inputs);
         self.b.set(y, self.layout, DType::F32);
         let out = &self.b.graph.value(y).shape;
         self.macs += out.iter().product::<usize>() * fan_in;
@@ -87,7 +90,7 @@ pub(crate) fn resnet50(
     let x = net.b.input("image", &[batch, 3, image, image]);
     let mut y = x;
     if layout == Layout::ChannelsLast {
-        y = net.b.node(Op::Convert, &[x]);
+        y = net.b.op(Op::Convert, &[x]);
         net.b.set(y, layout, DType::F32);
     }
     y = net.conv(y, 64 / width_div, 7, 2, None, true);
@@ -98,7 +101,7 @@ pub(crate) fn resnet50(
         dilations: [1, 1],
         ceil_mode: false,
     };
-    y = net.b.node(Op::MaxPool(pool), &[y]);
+    y = net.b.op(Op::MaxPool(pool), &[y]);
     net.b.set(y, layout, DType::F32);
     for (blocks, width, stride) in [(3, 64, 1), (4, 128, 2), (6, 256, 2), (3, 512, 2)] {
         let width = width / width_div;
@@ -114,8 +117,8 @@ pub(crate) fn resnet50(
             y = net.conv(a, width * 4, 1, 1, Some(shortcut), true);
         }
     }
-    y = net.b.node(Op::GlobalAveragePool, &[y]);
-    y = net.b.node(Op::Flatten { axis: 1 }, &[y]);
+    y = net.b.op(Op::GlobalAveragePool, &[y]);
+    y = net.b.op(Op::Flatten { axis: 1 }, &[y]);
     let features = 2048 / width_div;
     let w = net
         .rng
@@ -125,7 +128,7 @@ pub(crate) fn resnet50(
         .collect();
     let w = net.b.constant("fc_w", &[1000, features], w);
     let bias = net.b.constant("fc_b", &[1000], net.rng.vec(1000));
-    y = net.b.node(
+    y = net.b.op(
         Op::Dense {
             epilogue: Epilogue {
                 bias: true,
@@ -135,7 +138,8 @@ pub(crate) fn resnet50(
         &[y, w, bias],
     );
     net.macs += batch * 1000 * features;
-    (net.b.finish(&[y]), net.macs)
+    net.b.output(y);
+    (net.b.finish(), net.macs)
 }
 
 #[test]

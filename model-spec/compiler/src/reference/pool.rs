@@ -273,9 +273,10 @@ fn global_pool_in<T: Scalar>(kind: Global, inputs: &[Tensor]) -> OpResult {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{run1, Builder, Rng};
+    use super::super::testing::{run1, Rng};
     use super::super::{rel_l2, run, Accumulate, RunOptions};
     use crate::ir::{DType, Graph, Layout, Op, Pool2d};
+    use crate::test_graphs::Builder;
 
     fn pool2d(
         kernel: [usize; 2],
@@ -359,12 +360,13 @@ mod tests {
         let input = b.input("x", x);
         let mut y = input;
         if layout == Layout::ChannelsLast {
-            y = b.node(Op::Convert, &[input]);
+            y = b.op(Op::Convert, &[input]);
             b.set(y, layout, DType::F32);
         }
-        let out = b.node(op, &[y]);
+        let out = b.op(op, &[y]);
         b.set(out, layout, DType::F32);
-        b.finish(&[out])
+        b.output(out);
+        b.finish()
     }
 
     #[test]
@@ -439,8 +441,9 @@ mod tests {
         // Rank 3.
         let mut b = Builder::new();
         let input = b.input("x", &[2, 3, 4]);
-        let y = b.node(Op::GlobalAveragePool, &[input]);
-        let graph = b.finish(&[y]);
+        let y = b.op(Op::GlobalAveragePool, &[input]);
+        b.output(y);
+        let graph = b.finish();
         let x: Vec<f32> = (0..24).map(|i| i as f32).collect();
         assert_eq!(run1(&graph, &[&x]), vec![1.5, 5.5, 9.5, 13.5, 17.5, 21.5]);
     }

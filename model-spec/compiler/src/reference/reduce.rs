@@ -185,8 +185,9 @@ fn reduce_in<T: Scalar>(
 #[cfg(test)]
 mod tests {
     use super::super::rel_l2;
-    use super::super::testing::{run1, Builder, Rng};
+    use super::super::testing::{run1, Rng};
     use crate::ir::{Op, ReduceKind};
+    use crate::test_graphs::Builder;
 
     /// `f` over the elements of `x [2, 3, 4]` reducing into each output
     /// element, for `axes`, in f64.
@@ -211,8 +212,9 @@ mod tests {
     fn run_reduce(op: Op, x: &[f32]) -> Vec<f32> {
         let mut b = Builder::new();
         let input = b.input("x", &[2, 3, 4]);
-        let y = b.node(op, &[input]);
-        let graph = b.finish(&[y]);
+        let y = b.op(op, &[input]);
+        b.output(y);
+        let graph = b.finish();
         run1(&graph, &[x])
     }
 

@@ -76,13 +76,15 @@ pub(crate) fn resize(resize: &Resize, inputs: &[Tensor]) -> OpResult {
 mod tests {
     use super::*;
     use crate::ir::{CoordinateMode, NearestMode, Op};
-    use crate::reference::testing::{run1, Builder};
+    use crate::reference::testing::run1;
+    use crate::test_graphs::Builder;
 
     fn run(resize: Resize, shape: &[usize], data: &[f32]) -> Vec<f32> {
         let mut b = Builder::new();
         let x = b.input("x", shape);
-        let y = b.node(Op::Resize(resize), &[x]);
-        let graph = b.finish(&[y]);
+        let y = b.op(Op::Resize(resize), &[x]);
+        b.output(y);
+        let graph = b.finish();
         run1(&graph, &[data])
     }
 

@@ -30,7 +30,7 @@ pub(crate) fn scatter_nd(
 #[cfg(test)]
 mod tests {
     use crate::ir::{Op, ScatterReduction};
-    use crate::reference::testing::Builder;
+    use crate::test_graphs::Builder;
 
     #[test]
     fn rows_are_replaced_or_added_in_index_order() {
@@ -42,9 +42,11 @@ mod tests {
             indices_shape: vec![2, 1],
             reduction,
         };
-        let y = b.node(op(ScatterReduction::None), &[data, updates]);
-        let z = b.node(op(ScatterReduction::Add), &[data, updates]);
-        let graph = b.finish(&[y, z]);
+        let y = b.op(op(ScatterReduction::None), &[data, updates]);
+        let z = b.op(op(ScatterReduction::Add), &[data, updates]);
+        b.output(y);
+        b.output(z);
+        let graph = b.finish();
         let (d, u) = ([0.0, 1.0, 2.0, 3.0, 4.0, 5.0], [10.0, 20.0, 30.0, 40.0]);
         let out = crate::reference::run(&graph, &[&d, &u], &Default::default()).unwrap();
         assert_eq!(out[0], [0.0, 1.0, 2.0, 3.0, 30.0, 40.0]);

@@ -24,8 +24,9 @@ pub(crate) fn select(inputs: &[Tensor], out: &OutSpec) -> OpResult {
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{run1, Builder};
+    use super::super::testing::run1;
     use crate::ir::Op;
+    use crate::test_graphs::Builder;
 
     #[test]
     fn picks_x_where_the_condition_holds_with_broadcasting() {
@@ -33,8 +34,9 @@ mod tests {
         let cond = b.input("cond", &[2, 1]);
         let x = b.input("x", &[3]);
         let y = b.input("y", &[2, 3]);
-        let out = b.node(Op::Where, &[cond, x, y]);
-        let graph = b.finish(&[out]);
+        let out = b.op(Op::Where, &[cond, x, y]);
+        b.output(out);
+        let graph = b.finish();
         let got = run1(
             &graph,
             &[
@@ -52,8 +54,9 @@ mod tests {
         let cond = b.input("cond", &[3]);
         let x = b.input("x", &[1]);
         let y = b.input("y", &[1]);
-        let out = b.node(Op::Where, &[cond, x, y]);
-        let graph = b.finish(&[out]);
+        let out = b.op(Op::Where, &[cond, x, y]);
+        b.output(out);
+        let graph = b.finish();
         let got = run1(&graph, &[&[f32::NAN, -1.0, 0.0], &[7.0], &[9.0]]);
         assert_eq!(got, [7.0, 7.0, 9.0]);
     }

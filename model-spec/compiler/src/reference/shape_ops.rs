@@ -119,8 +119,9 @@ pub(crate) fn concat(axis: usize, inputs: &[Tensor], out: &OutSpec) -> OpResult 
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{run1, Builder};
+    use super::super::testing::run1;
     use crate::ir::{DType, Layout, Op};
+    use crate::test_graphs::Builder;
 
     fn iota(n: usize) -> Vec<f32> {
         (0..n).map(|i| i as f32).collect()
@@ -132,8 +133,9 @@ mod tests {
         let x0 = b.input("a", &[2, 1, 3]);
         let x1 = b.input("b", &[2, 2, 3]);
         let x2 = b.input("c", &[2, 1, 3]);
-        let y = b.node(Op::Concat { axis: 1 }, &[x0, x1, x2]);
-        let graph = b.finish(&[y]);
+        let y = b.op(Op::Concat { axis: 1 }, &[x0, x1, x2]);
+        b.output(y);
+        let graph = b.finish();
         let (a, bb, c) = (
             iota(6),
             iota(12).iter().map(|v| v + 100.0).collect::<Vec<_>>(),
@@ -153,16 +155,19 @@ mod tests {
     fn views_keep_the_row_major_order() {
         let mut b = Builder::new();
         let x = b.input("x", &[2, 3, 2, 2]);
-        let f = b.node(Op::Flatten { axis: 1 }, &[x]);
-        let r = b.node(
+        let f = b.op(Op::Flatten { axis: 1 }, &[x]);
+        let r = b.op(
             Op::Reshape {
                 shape: vec![4, -1],
                 allowzero: false,
             },
             &[f],
         );
-        let i = b.node(Op::Identity, &[r]);
-        let graph = b.finish(&[f, r, i]);
+        let i = b.op(Op::Identity, &[r]);
+        b.output(f);
+        b.output(r);
+        b.output(i);
+        let graph = b.finish();
         let x = iota(24);
         let outs = super::super::run(&graph, &[&x], &Default::default()).unwrap();
         assert!(outs.iter().all(|o| *o == x));
@@ -172,10 +177,11 @@ mod tests {
     fn pad_channels_appends_zero_channels_through_the_layout() {
         let mut b = Builder::new();
         let x = b.input("x", &[2, 3, 1, 2]);
-        let y = b.node(Op::PadChannels { channels: 4 }, &[x]);
+        let y = b.op(Op::PadChannels { channels: 4 }, &[x]);
         b.set(y, Layout::ChannelsLast, DType::F16);
-        let z = b.node(Op::Convert, &[y]);
-        let graph = b.finish(&[z]);
+        let z = b.op(Op::Convert, &[y]);
+        b.output(z);
+        let graph = b.finish();
         let data = iota(12);
         let mut want = Vec::new();
         for n in 0..2 {
@@ -200,10 +206,11 @@ mod tests {
             height: 2,
             width: 2,
         };
-        let y = b.node(op, &[x]);
+        let y = b.op(op, &[x]);
         b.set(y, Layout::ChannelsLast, DType::F16);
-        let z = b.node(Op::Convert, &[y]);
-        let graph = b.finish(&[z]);
+        let z = b.op(Op::Convert, &[y]);
+        b.output(z);
+        let graph = b.finish();
         // x[c, h, w] = 100·c + 10·h + w + 1 (0 marks a zero of the output).
         let data: Vec<f32> = (0..2)
             .flat_map(|c| {
@@ -249,10 +256,11 @@ mod tests {
     fn convert_changes_layout_and_dtype() {
         let mut b = Builder::new();
         let x = b.input("x", &[1, 3, 2, 2]);
-        let y = b.node(Op::Convert, &[x]);
+        let y = b.op(Op::Convert, &[x]);
         b.set(y, Layout::ChannelsLast, DType::F16);
-        let z = b.node(Op::Convert, &[y]);
-        let graph = b.finish(&[z]);
+        let z = b.op(Op::Convert, &[y]);
+        b.output(z);
+        let graph = b.finish();
         let data: Vec<f32> = (0..12).map(|i| 1.0 + i as f32 / 3000.0).collect();
         let want: Vec<f32> = data.iter().map(|&v| DType::F16.round(v)).collect();
         assert_ne!(want, data);

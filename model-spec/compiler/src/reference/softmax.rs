@@ -88,9 +88,10 @@ fn softmax_in<T: Scalar>(axis: usize, log: bool, inputs: &[Tensor]) -> OpResult 
 
 #[cfg(test)]
 mod tests {
-    use super::super::testing::{run1, Builder, Rng};
+    use super::super::testing::{run1, Rng};
     use super::super::{rel_l2, run, Accumulate, RunOptions};
     use crate::ir::Op;
+    use crate::test_graphs::Builder;
 
     #[test]
     fn softmax_normalizes_each_slice_along_the_axis() {
@@ -99,8 +100,9 @@ mod tests {
         for axis in 0..3 {
             let mut b = Builder::new();
             let input = b.input("x", &shape);
-            let y = b.node(Op::Softmax { axis }, &[input]);
-            let graph = b.finish(&[y]);
+            let y = b.op(Op::Softmax { axis }, &[input]);
+            b.output(y);
+            let graph = b.finish();
             let stride: usize = shape[axis + 1..].iter().product();
             let dim = shape[axis];
             let want: Vec<f32> = (0..24)
@@ -154,8 +156,9 @@ mod tests {
             ] {
                 let mut b = Builder::new();
                 let input = b.input("x", &shape);
-                let y = b.node(op.clone(), &[input]);
-                let graph = b.finish(&[y]);
+                let y = b.op(op.clone(), &[input]);
+                b.output(y);
+                let graph = b.finish();
                 let got = run1(&graph, &[&x]);
                 assert!(rel_l2(&got, &want) < 1e-6, "{op:?}: {got:?} vs {want:?}");
             }
@@ -166,8 +169,9 @@ mod tests {
     fn softmax_is_stable_for_large_inputs() {
         let mut b = Builder::new();
         let input = b.input("x", &[1, 3]);
-        let y = b.node(Op::Softmax { axis: 1 }, &[input]);
-        let graph = b.finish(&[y]);
+        let y = b.op(Op::Softmax { axis: 1 }, &[input]);
+        b.output(y);
+        let graph = b.finish();
         let got = run1(&graph, &[&[1000.0, 1000.0, -1000.0]]);
         assert_eq!(got, vec![0.5, 0.5, 0.0]);
     }

@@ -1,13 +1,10 @@
-//! Test support: a deterministic RNG (splitmix64), a small graph builder
-//! that infers shapes and verifies the result, and naive logical-NCHW
-//! reference loops shared by several test modules.
+//! Test support: a deterministic RNG (splitmix64), constants in a layout's
+//! physical order, and naive logical-NCHW reference loops shared by several
+//! test modules. Graphs are built with [`crate::test_graphs::Builder`].
 
 use super::layout::relayout_vec;
 use super::{run, RunOptions};
-use crate::ir::{
-    infer_shape, verify, Conv2d, DType, Graph, Layout, Node, Op, Precision, Value, ValueId,
-    ValueKind,
-};
+use crate::ir::{Conv2d, Graph, Layout, ValueId};
 
 /// splitmix64.
 pub(crate) struct Rng(u64);
@@ -35,88 +32,10 @@ impl Rng {
     }
 }
 
-/// Builds a graph node by node, inferring every output shape.
-pub(crate) struct Builder {
-    pub graph: Graph,
-}
-
-impl Builder {
-    pub(crate) fn new() -> Self {
-        Builder {
-            graph: Graph {
-                values: Vec::new(),
-                nodes: Vec::new(),
-                inputs: Vec::new(),
-                outputs: Vec::new(),
-                precision: Precision::Fp32,
-            },
-        }
-    }
-
-    pub(crate) fn input(&mut self, name: &str, shape: &[usize]) -> ValueId {
-        let mut value = Value::activation(name, shape.to_vec());
-        value.kind = ValueKind::Input;
-        let id = self.graph.add_value(value);
-        self.graph.inputs.push(id);
-        id
-    }
-
-    /// A constant from logical row-major data.
-    pub(crate) fn constant(&mut self, name: &str, shape: &[usize], data: Vec<f32>) -> ValueId {
-        self.graph
-            .add_value(Value::constant(name, shape.to_vec(), data))
-    }
-
-    /// A constant from logical row-major data, stored in `layout` and `dtype`.
-    pub(crate) fn constant_as(
-        &mut self,
-        name: &str,
-        shape: &[usize],
-        data: Vec<f32>,
-        layout: Layout,
-        dtype: DType,
-    ) -> ValueId {
-        let physical: Vec<f32> = relayout_vec(data, shape, Layout::RowMajor, layout)
-            .into_iter()
-            .map(|x| dtype.round(x))
-            .collect();
-        let mut value = Value::constant(name, shape.to_vec(), physical);
-        value.layout = layout;
-        value.dtype = dtype;
-        self.graph.add_value(value)
-    }
-
-    pub(crate) fn node(&mut self, op: Op, inputs: &[ValueId]) -> ValueId {
-        let shapes: Vec<&[usize]> = inputs
-            .iter()
-            .map(|&v| self.graph.value(v).shape.as_slice())
-            .collect();
-        let shape = infer_shape(&op, &shapes).unwrap_or_else(|e| panic!("{}: {e}", op.kind()));
-        let name = format!("{}{}", op.kind().to_lowercase(), self.graph.nodes.len());
-        let output = self
-            .graph
-            .add_value(Value::activation(format!("{name}_out"), shape));
-        self.graph.nodes.push(Node {
-            name,
-            op,
-            inputs: inputs.to_vec(),
-            output,
-        });
-        output
-    }
-
-    /// Sets a value's layout and dtype.
-    pub(crate) fn set(&mut self, id: ValueId, layout: Layout, dtype: DType) {
-        let value = self.graph.value_mut(id);
-        value.layout = layout;
-        value.dtype = dtype;
-    }
-
-    pub(crate) fn finish(mut self, outputs: &[ValueId]) -> Graph {
-        self.graph.outputs = outputs.to_vec();
-        verify(&self.graph).unwrap_or_else(|e| panic!("{e}"));
-        self.graph
-    }
+/// Logical row-major `data` of `shape` in `layout`'s physical order (for
+/// `Builder::constant_as`).
+pub(crate) fn physical(data: Vec<f32>, shape: &[usize], layout: Layout) -> Vec<f32> {
+    relayout_vec(data, shape, Layout::RowMajor, layout)
 }
 
 /// Runs with default options and returns the first output.

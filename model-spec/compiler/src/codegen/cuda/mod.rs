@@ -47,16 +47,9 @@ pub mod index_map;
 pub mod ops;
 pub mod source;
 
-#[cfg(test)]
-mod gpu;
-#[cfg(test)]
-mod gpu_tests;
-#[cfg(test)]
-mod nvcc;
-#[cfg(test)]
-mod sweep_tests;
-#[cfg(test)]
-mod test_graphs;
+#[cfg(any(test, feature = "test-support"))]
+#[doc(hidden)]
+pub mod test_support;
 #[cfg(test)]
 mod tests;
 

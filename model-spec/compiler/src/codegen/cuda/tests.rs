@@ -2,12 +2,11 @@
 //! tuned-config overrides, snapshots of rendered instantiations, and the
 //! complete modules through nvcc.
 
-use super::nvcc;
-use super::sweep_tests::node_instance;
-use super::test_graphs::{one_op, In};
+use super::test_support::{node_instance, nvcc};
 use super::*;
 use crate::ir::{BinaryOp, DType, Layout, Op, Precision};
 use crate::schedule::extract_tasks;
+use crate::test_graphs::{one_op, In};
 use crate::zoo::{resnet_onnx, ResNetDepth};
 use crate::{compile_bytes, CompileOptions, Compiled};
 use std::collections::HashMap;

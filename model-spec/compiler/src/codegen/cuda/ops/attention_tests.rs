@@ -6,11 +6,10 @@
 
 use super::attention::{attention_shape, AttentionConfig, AttentionShape};
 use crate::codegen::cuda::config::KernelConfig;
-use crate::codegen::cuda::nvcc;
 use crate::codegen::cuda::source::Instance;
-use crate::codegen::cuda::sweep_tests::{compile_all, node_instance, sample};
-use crate::codegen::cuda::test_graphs::{one_op, In};
+use crate::codegen::cuda::test_support::{compile_all, node_instance, nvcc, sample};
 use crate::ir::{DType, Graph, Layout, NodeId, Op, Precision};
+use crate::test_graphs::{one_op, In};
 use std::collections::HashSet;
 use std::fmt::Write;
 

@@ -7,11 +7,11 @@
 //! The instances also compile with nvcc without spills.
 
 use super::*;
-use crate::codegen::cuda::sweep_tests::{compile_all, node_instance};
-use crate::codegen::cuda::test_graphs::{one_op, In};
-use crate::codegen::cuda::{nvcc, KernelConfig};
+use crate::codegen::cuda::test_support::{compile_all, node_instance, nvcc};
+use crate::codegen::cuda::KernelConfig;
 use crate::ir::{Graph, NodeId, PadMode, Precision};
 use crate::reference::{run, RunOptions};
+use crate::test_graphs::{one_op, In};
 
 /// One test case: a label, the op and its input shape.
 fn cases() -> Vec<(&'static str, Op, Vec<usize>)> {

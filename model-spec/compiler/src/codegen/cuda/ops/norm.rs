@@ -138,8 +138,8 @@ pub fn norm_shape(graph: &Graph, node: NodeId) -> Result<NormShape, String> {
 mod tests {
     use super::*;
     use crate::codegen::cuda::index_map::tests::eval;
-    use crate::codegen::cuda::test_graphs::{one_op, In};
     use crate::ir::{DType, Precision};
+    use crate::test_graphs::{one_op, In};
 
     fn shape_of(op: Op, inputs: &[In]) -> Result<NormShape, String> {
         let (graph, _) = one_op(op, inputs, DType::F16, Layout::RowMajor, Precision::Fp16);

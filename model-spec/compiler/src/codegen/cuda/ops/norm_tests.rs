@@ -7,10 +7,9 @@
 //! without nvcc.
 
 use crate::codegen::cuda::config::{KernelConfig, LinearConfig, LinearShape};
-use crate::codegen::cuda::nvcc;
-use crate::codegen::cuda::sweep_tests::{compile_all, node_instance, sample};
-use crate::codegen::cuda::test_graphs::{one_op, In};
+use crate::codegen::cuda::test_support::{compile_all, node_instance, nvcc, sample};
 use crate::ir::{DType, Graph, Layout, Op, Precision, ReduceKind};
+use crate::test_graphs::{one_op, In};
 
 /// One-op graphs of every reduction and normalization kernel shape.
 pub(crate) fn norm_cases(precision: Precision) -> Vec<(String, Graph)> {

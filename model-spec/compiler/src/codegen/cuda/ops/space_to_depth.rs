@@ -259,8 +259,8 @@ pub fn instantiate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codegen::cuda::test_graphs::{one_op, In};
     use crate::ir::Precision;
+    use crate::test_graphs::{one_op, In};
 
     /// ResNet-50's stem image at `n` images.
     fn stem(n: usize) -> SpaceToDepthShape {

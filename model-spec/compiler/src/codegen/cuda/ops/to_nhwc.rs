@@ -288,8 +288,8 @@ mod tests {
 
     #[test]
     fn only_nchw_to_nhwc_conversions_take_this_kernel() {
-        use crate::codegen::cuda::test_graphs::{one_op, In};
         use crate::ir::Precision;
+        use crate::test_graphs::{one_op, In};
         let (cl, rm) = (Layout::ChannelsLast, Layout::RowMajor);
         let shape_of = |op: Op, shape: &[usize], from: Layout, to: Layout| {
             let x = In::act(shape, DType::F32, from);

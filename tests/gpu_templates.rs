@@ -1,43 +1,50 @@
 //! GPU differential tests: generated kernels against the CPU reference
-//! (`reference::run`), on the machine's first GPU. Every template over the
-//! sweep shapes × a sample of its configs × precisions, then zoo ResNet-50
-//! layer by layer, then its timing. Without libcuda (or without nvcc and
-//! NVRTC) the tests skip (`crate::skip`). Run them with
-//! `cargo test -p aotune-compiler --release --lib gpu_ -- --nocapture --test-threads=1`.
+//! (`reference::run`), on the machine's first GPU, through the runtime
+//! (`common::kernels`: the module loads with `Model::load`, launches run
+//! with `Model::run_layers`). Every template over the sweep shapes
+//! (`common::template_cases`) × a sample of its configs × precisions, each
+//! config one launch of a one-node module whose output is poisoned first;
+//! then zoo ResNet-50 layer by layer; then (ignored) timings.
+//!
+//! Without an NVIDIA driver or nvcc the tests skip (`common::gpu::mode_or_skip`;
+//! a failure under `AOTUNE_REQUIRE_GPU=1`). `AOTUNE_GPU_TESTS_DRY_RUN=1`
+//! without a driver compiles every module with nvcc, runs the CPU
+//! references, and checks that the loads fail with `NoDriver`. On the GPU
+//! machine: `bash bench/device_check.sh tests`, or
+//! `cargo test --profile ci --test gpu_templates -- --nocapture --test-threads=1`.
 //!
 //! Tolerances: relative L2 against the CPU emulation of the same precision
 //! (`Precision::tolerance_vs_emulation`), twice that per layer.
 
-use super::assemble::assemble;
-use super::gpu::{self, Gpu, Loaded};
-use super::source::Instance;
-use super::sweep_tests::{
-    conv_cases, dense_cases, misc_cases, mma_coverage, node_instance, pooled_cases, sample,
-    spread_variants, stem_head_cases,
+mod common;
+
+use aotune::runtime::decode_slot;
+use aotune_compiler::artifact::TensorSlot;
+use aotune_compiler::build::pack_weights;
+use aotune_compiler::codegen::cuda::assemble::assemble;
+use aotune_compiler::codegen::cuda::source::Instance;
+use aotune_compiler::codegen::cuda::test_support::{node_instance, nvcc, sample};
+use aotune_compiler::codegen::cuda::{
+    candidate, conv, dense, generate_cuda, matmul, space_to_depth, ConfigOverrides, ConvConfig,
+    CudaModule, DenseConfig, KernelConfig, KernelLaunch, LinearConfig, MatmulConfig,
+    SpaceToDepthConfig,
 };
-use super::test_graphs::values;
-use super::*;
-use crate::ir::{Graph, NodeId, Op, Precision, ValueId};
-use crate::plan::{plan_memory, MemoryPlan};
-use crate::reference::{rel_l2, run, run_traced, RunOptions};
-use crate::zoo::ResNetDepth;
+use aotune_compiler::ir::{DType, Graph, Layout, NodeId, Op, Precision, Value, ValueId, ValueKind};
+use aotune_compiler::plan::{plan_memory, MemoryPlan};
+use aotune_compiler::reference::{rel_l2, run, run_traced, RunOptions};
+use aotune_compiler::test_graphs::values;
+use aotune_compiler::zoo::{resnet_onnx, ResNetDepth};
+use aotune_compiler::{compile_bytes, CompileOptions, Compiled};
+use common::gpu::{self, Mode};
+use common::kernels;
+use common::template_cases::{
+    conv_cases, dense_cases, misc_cases, mma_coverage, pooled_cases, spread_variants,
+    stem_head_cases,
+};
 
 /// Against the CPU emulation of the same precision.
 fn tolerance(p: Precision) -> f64 {
     p.tolerance_vs_emulation()
-}
-
-/// The GPU, or `None` after a skip when the driver library is absent. A
-/// driver that is present but fails to initialise fails the test.
-fn gpu_or_skip() -> Option<(&'static Gpu, std::sync::MutexGuard<'static, ()>)> {
-    if !gpu::driver_library_present() {
-        crate::skip::here("no NVIDIA driver (libcuda.so.1 not loadable)");
-        return None;
-    }
-    match Gpu::get() {
-        Ok(g) => Some(g),
-        Err(why) => panic!("libcuda is present but the GPU cannot be used: {why}"),
-    }
 }
 
 /// Deterministic inputs for every graph input, logical row-major.
@@ -48,6 +55,21 @@ fn inputs(graph: &Graph) -> Vec<Vec<f32>> {
         .enumerate()
         .map(|(i, &v)| values(graph.value(v).numel(), 100 + i as u64))
         .collect()
+}
+
+/// Zoo ResNet-50 (seed 0) compiled at `batch` and `precision`.
+fn compiled(batch: usize, precision: Precision) -> Compiled {
+    let bytes = resnet_onnx(ResNetDepth::R50, 0);
+    compile_bytes(
+        &bytes,
+        "resnet.onnx",
+        &CompileOptions {
+            batch: Some(batch),
+            precision,
+            channels_last: true,
+        },
+    )
+    .unwrap()
 }
 
 /// The configs each single-op case is run with.
@@ -123,10 +145,17 @@ mod erased {
     }
 }
 
-/// Runs every case × config of one precision from one compiled module and
-/// returns the failures.
-fn check_cases(gpu: &Gpu, precision: Precision, cases: Vec<(String, Graph)>) -> Vec<String> {
-    let mut prepared: Vec<(String, Graph, MemoryPlan, Vec<Instance>)> = Vec::new();
+/// One precision's cases, each with its plan and configs, and the module
+/// holding every config's kernel (compiled with nvcc), or why not.
+struct Built {
+    precision: Precision,
+    cases: Vec<(String, Graph, MemoryPlan, Vec<Instance>)>,
+    kernels: usize,
+    cubin: Result<Vec<u8>, String>,
+}
+
+fn build(precision: Precision, cases: Vec<(String, Graph)>) -> Built {
+    let mut prepared = Vec::new();
     for (label, graph) in cases {
         let plan = plan_memory(&graph).unwrap();
         let label = format!("{label}_{precision}");
@@ -137,13 +166,26 @@ fn check_cases(gpu: &Gpu, precision: Precision, cases: Vec<(String, Graph)>) -> 
         .iter()
         .flat_map(|(_, _, _, xs)| xs.iter().map(|x| (x.clone(), x.symbol.clone())))
         .collect();
-    let cubin = match gpu::compile(&assemble(&all), &format!("gpu_{precision}")) {
+    let cubin = gpu::catch(|| kernels::compile(&assemble(&all), &format!("gpu_{precision}")));
+    Built {
+        precision,
+        cases: prepared,
+        kernels: all.len(),
+        cubin,
+    }
+}
+
+/// Runs every case × config of one precision from its module and returns
+/// the failures.
+fn check(mode: Mode, built: Built) -> Vec<String> {
+    let precision = built.precision;
+    let cubin = match built.cubin {
         Ok(c) => c,
         Err(e) => return vec![format!("{precision}: compile failed: {e}")],
     };
     let mut failures = Vec::new();
     let mut checked = 0;
-    for (label, graph, plan, instances) in &prepared {
+    for (label, graph, plan, instances) in &built.cases {
         let node = graph.node(NodeId(0));
         let mut args = node.inputs.clone();
         args.push(node.output);
@@ -154,38 +196,50 @@ fn check_cases(gpu: &Gpu, precision: Precision, cases: Vec<(String, Graph)>) -> 
             .unwrap()
             .remove(0);
         let result = (|| -> Result<(), String> {
-            let loaded = Loaded::new(gpu, graph, plan, &m, &cubin)?;
-            loaded.feed(graph, plan, &feed_refs)?;
-            // A view the plan aliased shares its input's bytes: poisoning it
-            // would poison the input (the build launches nothing there).
-            let aliased = plan
-                .buffer(node.output)
-                .is_some_and(|b| b.alias_of.is_some());
-            for (i, x) in instances.iter().enumerate() {
-                if !aliased {
-                    loaded.poison(graph, plan, node.output)?;
-                }
-                loaded.launch(&m, i)?;
-                loaded.sync(&x.symbol)?;
-                let got = loaded.read(graph, plan, node.output)?;
+            let Some(mut loaded) = kernels::load(label, graph, plan, &m, &cubin, &feed_refs, mode)?
+            else {
+                return Ok(());
+            };
+            // Each launch's output is poisoned first (a view the plan
+            // aliased included: its input lives in the weights here).
+            loaded.run_traced(|i, _, got| {
+                let x = &instances[i];
                 let err = rel_l2(&got, &want);
                 checked += 1;
-                if err.is_nan() || err > tolerance(precision) {
+                if gpu::exceeds(err, tolerance(precision)) {
                     failures.push(format!(
                         "{label}: {} ({}): rel L2 {err:e}",
                         x.symbol, x.config
                     ));
                 }
-            }
-            Ok(())
+            })
         })();
         if let Err(e) = result {
             failures.push(format!("{label}: {e}"));
         }
     }
-    println!(
-        "{precision}: {checked} kernels checked, {} failures",
-        failures.len()
+    match mode {
+        Mode::Gpu => println!(
+            "{precision}: {checked} kernels checked, {} failures",
+            failures.len()
+        ),
+        Mode::DryRun => println!(
+            "{precision}: {} kernels built, {} failures; dry run stops at Model::load",
+            built.kernels,
+            failures.len()
+        ),
+    }
+    failures
+}
+
+/// Every precision's cases: the modules compile in parallel
+/// (`AOTUNE_TEST_JOBS`), each is checked on the GPU as it is ready.
+fn check_all(mode: Mode, cases: fn(Precision) -> Vec<(String, Graph)>) -> Vec<String> {
+    let mut failures = Vec::new();
+    gpu::pipeline(
+        Precision::ALL.to_vec(),
+        |precision| build(precision, cases(precision)),
+        |built| failures.extend(check(mode, built)),
     );
     failures
 }
@@ -214,16 +268,15 @@ fn one_node_module(instances: &[Instance], args: &[ValueId]) -> CudaModule {
 
 #[test]
 fn gpu_templates_match_the_reference() {
-    let Some((gpu, _guard)) = gpu_or_skip() else {
+    let Some(mode) = gpu::mode_or_skip("gpu_templates_match_the_reference") else {
         return;
     };
-    let mut failures = Vec::new();
-    for precision in Precision::ALL {
+    let failures = check_all(mode, |precision| {
         let mut cases = conv_cases(precision);
         cases.extend(dense_cases(precision));
         cases.extend(misc_cases(precision));
-        failures.extend(check_cases(gpu, precision, cases));
-    }
+        cases
+    });
     assert!(
         failures.is_empty(),
         "{} failures:\n{}",
@@ -233,21 +286,16 @@ fn gpu_templates_match_the_reference() {
 }
 
 /// Convolutions with the global average pool in their epilogue
-/// (`sweep_tests::pooled_cases`), each over a sample of its space, against
-/// the reference.
+/// (`template_cases::pooled_cases`), each over a sample of its space,
+/// against the reference.
 #[test]
 fn gpu_pooled_convs_match_the_reference() {
-    let Some((gpu, _guard)) = gpu_or_skip() else {
+    let Some(mode) = gpu::mode_or_skip("gpu_pooled_convs_match_the_reference") else {
         return;
     };
-    let mut failures = Vec::new();
-    let mut cases = 0;
-    for precision in Precision::ALL {
-        let pooled = pooled_cases(precision);
-        cases += pooled.len();
-        failures.extend(check_cases(gpu, precision, pooled));
-    }
+    let cases: usize = Precision::ALL.iter().map(|&p| pooled_cases(p).len()).sum();
     assert!(cases >= 6, "pooled cases under fp16, bf16 and tf32");
+    let failures = check_all(mode, pooled_cases);
     assert!(
         failures.is_empty(),
         "{} failures:\n{}",
@@ -262,19 +310,18 @@ fn gpu_pooled_convs_match_the_reference() {
 /// space, against the reference.
 #[test]
 fn gpu_stem_and_head_templates_match_the_reference() {
-    let Some((gpu, _guard)) = gpu_or_skip() else {
+    let Some(mode) = gpu::mode_or_skip("gpu_stem_and_head_templates_match_the_reference") else {
         return;
     };
-    let mut failures = Vec::new();
-    for precision in Precision::ALL {
+    let failures = check_all(mode, |precision| {
         let mut cases = stem_head_cases(precision);
         cases.extend(
             dense_cases(precision)
                 .into_iter()
                 .filter(|(label, _)| label.starts_with("dense1x") || label.starts_with("dense4x")),
         );
-        failures.extend(check_cases(gpu, precision, cases));
-    }
+        cases
+    });
     assert!(
         failures.is_empty(),
         "{} failures:\n{}",
@@ -285,29 +332,34 @@ fn gpu_stem_and_head_templates_match_the_reference() {
 
 /// Runs zoo ResNet-50 at `batch` layer by layer against the reference;
 /// returns a report and whether it passed.
-fn check_resnet50(gpu: &Gpu, batch: usize, precision: Precision) -> Result<String, String> {
+fn check_resnet50(mode: Mode, batch: usize, precision: Precision) -> Result<String, String> {
     use std::fmt::Write;
-    let c = super::tests::compiled(ResNetDepth::R50, batch, precision);
+    let c = compiled(batch, precision);
     let m = generate_cuda(&c.graph, &c.plan, &ConfigOverrides::new()).map_err(|e| e.to_string())?;
-    let cubin = gpu::compile(&m.source, &format!("resnet50_b{batch}_{precision}"))?;
-    let loaded = Loaded::new(gpu, &c.graph, &c.plan, &m, &cubin)?;
+    let label = format!("resnet50_b{batch}_{precision}");
+    let cubin = kernels::compile(&m.source, &label)?;
     let feeds = inputs(&c.graph);
     let feed_refs: Vec<&[f32]> = feeds.iter().map(Vec::as_slice).collect();
-    loaded.feed(&c.graph, &c.plan, &feed_refs)?;
-    let got = loaded.run(&c.graph, &c.plan, &m, true)?;
     let want =
         run_traced(&c.graph, &feed_refs, &RunOptions::default()).map_err(|e| e.to_string())?;
+    let Some(mut loaded) = kernels::load(&label, &c.graph, &c.plan, &m, &cubin, &feed_refs, mode)?
+    else {
+        return Ok(format!(
+            "ResNet-50 batch {batch} {precision}: built; dry run stops at Model::load"
+        ));
+    };
+    let mut got = Vec::new();
+    loaded.run_traced(|_, node, values| got.push((node, values)))?;
     let tol = tolerance(precision);
     let mut report = String::new();
     let mut worst: f64 = 0.0;
     let mut first_bad = None;
     for (node, values) in &got {
-        let node = node.ok_or("untraced launch")?;
         let err = rel_l2(values, &want[node.index()]);
         worst = worst.max(err);
-        let name = &c.graph.node(node).name;
+        let name = &c.graph.node(*node).name;
         let _ = writeln!(report, "  {name:<22} rel L2 {err:.3e}");
-        if (err.is_nan() || err > 2.0 * tol) && first_bad.is_none() {
+        if gpu::exceeds(err, 2.0 * tol) && first_bad.is_none() {
             first_bad = Some(format!("{name}: {err:e}"));
         }
     }
@@ -326,7 +378,7 @@ fn check_resnet50(gpu: &Gpu, batch: usize, precision: Precision) -> Result<Strin
 
 #[test]
 fn gpu_resnet50_matches_the_reference_layer_by_layer() {
-    let Some((gpu, _guard)) = gpu_or_skip() else {
+    let Some(mode) = gpu::mode_or_skip("gpu_resnet50_matches_the_reference_layer_by_layer") else {
         return;
     };
     let mut failures = Vec::new();
@@ -337,7 +389,7 @@ fn gpu_resnet50_matches_the_reference_layer_by_layer() {
         (1, Precision::Bf16),
         (2, Precision::Fp16),
     ] {
-        match check_resnet50(gpu, batch, precision) {
+        match check_resnet50(mode, batch, precision) {
             Ok(s) => println!("{s}"),
             Err(e) => failures.push(e),
         }
@@ -345,13 +397,14 @@ fn gpu_resnet50_matches_the_reference_layer_by_layer() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// Times the ResNet-50 launch sequence (plain stream launches, no CUDA
-/// graph) and prints the slowest kernels. A benchmark, not a check:
-/// `--ignored gpu_resnet50_timing` runs it.
+/// Times the ResNet-50 launch sequence (plain launches captured as the
+/// runtime's CUDA graph; each kernel also timed alone) and prints the
+/// slowest kernels. A benchmark, not a check: `--ignored gpu_resnet50_timing`
+/// runs it.
 #[test]
 #[ignore]
 fn gpu_resnet50_timing() {
-    let Some((gpu, _guard)) = gpu_or_skip() else {
+    let Some(mode) = gpu::mode_or_skip("gpu_resnet50_timing") else {
         return;
     };
     for (batch, precision) in [
@@ -362,14 +415,19 @@ fn gpu_resnet50_timing() {
         (8, Precision::Fp16),
         (256, Precision::Fp16),
     ] {
-        let c = super::tests::compiled(ResNetDepth::R50, batch, precision);
+        let c = compiled(batch, precision);
         let m = generate_cuda(&c.graph, &c.plan, &ConfigOverrides::new()).unwrap();
-        let cubin = gpu::compile(&m.source, "timing").unwrap();
-        let loaded = Loaded::new(gpu, &c.graph, &c.plan, &m, &cubin).unwrap();
+        let cubin = kernels::compile(&m.source, "timing").unwrap();
         let feeds = inputs(&c.graph);
         let feed_refs: Vec<&[f32]> = feeds.iter().map(Vec::as_slice).collect();
-        loaded.feed(&c.graph, &c.plan, &feed_refs).unwrap();
-        let (total, each) = loaded.time(&m, 50).unwrap();
+        let label = format!("resnet50_b{batch}_{precision}");
+        let Some(mut loaded) =
+            kernels::load(&label, &c.graph, &c.plan, &m, &cubin, &feed_refs, mode).unwrap()
+        else {
+            println!("{label}: built; dry run stops at Model::load");
+            continue;
+        };
+        let (total, each) = loaded.time(50).unwrap();
         let sum: f64 = each.iter().sum();
         println!(
             "ResNet-50 batch {batch} {precision}: {:.1} us per forward ({} launches), \
@@ -398,7 +456,7 @@ fn gpu_resnet50_timing() {
 #[test]
 #[ignore]
 fn test_modules_compile_with_nvcc() {
-    let Some(nvcc) = super::nvcc::find_or_skip() else {
+    let Some(nvcc) = nvcc::find_or_skip() else {
         return;
     };
     for precision in Precision::ALL {
@@ -411,7 +469,7 @@ fn test_modules_compile_with_nvcc() {
             .map(|x| (x.clone(), x.symbol.clone()))
             .collect();
         let n = all.len();
-        super::nvcc::compile(&nvcc, &assemble(&all), &format!("gpu_{precision}")).unwrap();
+        nvcc::compile(&nvcc, &assemble(&all), &format!("gpu_{precision}")).unwrap();
         println!("{precision}: {n} kernels compile");
     }
 }
@@ -419,7 +477,7 @@ fn test_modules_compile_with_nvcc() {
 /// ResNet-50's optimized graph without the space-to-depth rewrite: the
 /// passes of `optimize` in order, `pad_input_channels` taking the stem.
 fn padded_stem_graph(imported: &Graph, precision: Precision) -> Graph {
-    use crate::passes::*;
+    use aotune_compiler::passes::*;
     let mut g = imported.clone();
     dce(&mut g).unwrap();
     fold_batch_norm(&mut g).unwrap();
@@ -439,23 +497,28 @@ fn padded_stem_graph(imported: &Graph, precision: Precision) -> Graph {
 #[test]
 #[ignore]
 fn gpu_stem_space_to_depth_timing() {
-    let Some((gpu, _guard)) = gpu_or_skip() else {
+    let Some(mode) = gpu::mode_or_skip("gpu_stem_space_to_depth_timing") else {
         return;
     };
     for batch in [1, 256] {
-        let c = super::tests::compiled(ResNetDepth::R50, batch, Precision::Fp16);
+        let c = compiled(batch, Precision::Fp16);
         let padded = padded_stem_graph(&c.imported, Precision::Fp16);
         let mut outputs = Vec::new();
         for (label, graph) in [("padded", padded), ("space-to-depth", c.graph.clone())] {
             let plan = plan_memory(&graph).unwrap();
             let m = generate_cuda(&graph, &plan, &ConfigOverrides::new()).unwrap();
-            let cubin = gpu::compile(&m.source, &format!("stem_{label}_b{batch}")).unwrap();
-            let loaded = Loaded::new(gpu, &graph, &plan, &m, &cubin).unwrap();
+            let name = format!("stem_{label}_b{batch}");
+            let cubin = kernels::compile(&m.source, &name).unwrap();
             let feeds = inputs(&graph);
             let feed_refs: Vec<&[f32]> = feeds.iter().map(Vec::as_slice).collect();
-            loaded.feed(&graph, &plan, &feed_refs).unwrap();
-            outputs.push(loaded.run(&graph, &plan, &m, false).unwrap().remove(0).1);
-            let (total, each) = loaded.time(&m, 50).unwrap();
+            let Some(mut loaded) =
+                kernels::load(&name, &graph, &plan, &m, &cubin, &feed_refs, mode).unwrap()
+            else {
+                println!("{name}: built; dry run stops at Model::load");
+                continue;
+            };
+            outputs.push(loaded.output().unwrap());
+            let (total, each) = loaded.time(50).unwrap();
             println!("ResNet-50 batch {batch} fp16, {label} stem: {total:.1} us per forward");
             for (i, l) in m.launches.iter().take(2).enumerate() {
                 println!(
@@ -465,6 +528,9 @@ fn gpu_stem_space_to_depth_timing() {
                     m.kernels[l.kernel as usize]
                 );
             }
+        }
+        if mode == Mode::DryRun {
+            continue;
         }
         let err = rel_l2(&outputs[1], &outputs[0]);
         println!("  outputs: rel L2 {err:.3e} between the two");
@@ -477,9 +543,8 @@ fn gpu_stem_space_to_depth_timing() {
 #[test]
 #[ignore]
 fn gpu_space_to_depth_configs_timing() {
-    use super::test_graphs::{one_op, In};
-    use crate::ir::{DType, Layout};
-    let Some((gpu, _guard)) = gpu_or_skip() else {
+    use aotune_compiler::test_graphs::{one_op, In};
+    let Some(mode) = gpu::mode_or_skip("gpu_space_to_depth_configs_timing") else {
         return;
     };
     for batch in [1, 8, 256] {
@@ -504,14 +569,19 @@ fn gpu_space_to_depth_configs_timing() {
             .iter()
             .map(|x| (x.clone(), x.symbol.clone()))
             .collect();
-        let cubin = gpu::compile(&assemble(&all), &format!("s2d_b{batch}")).unwrap();
+        let label = format!("s2d_b{batch}");
+        let cubin = kernels::compile(&assemble(&all), &label).unwrap();
         let node = graph.node(NodeId(0));
         let m = one_node_module(&instances, &[node.inputs[0], node.output]);
-        let loaded = Loaded::new(gpu, &graph, &plan, &m, &cubin).unwrap();
         let feeds = inputs(&graph);
         let feed_refs: Vec<&[f32]> = feeds.iter().map(Vec::as_slice).collect();
-        loaded.feed(&graph, &plan, &feed_refs).unwrap();
-        let (_, each) = loaded.time(&m, 50).unwrap();
+        let Some(mut loaded) =
+            kernels::load(&label, &graph, &plan, &m, &cubin, &feed_refs, mode).unwrap()
+        else {
+            println!("{label}: built; dry run stops at Model::load");
+            continue;
+        };
+        let (_, each) = loaded.time(50).unwrap();
         println!(
             "space-to-depth b{batch}: {:.1} MB moved",
             shape.bytes() as f64 / 1e6
@@ -522,4 +592,50 @@ fn gpu_space_to_depth_configs_timing() {
             println!("  {:<8} {t:>8.2} us  {gbs:>6.0} GB/s{mark}", c.tag());
         }
     }
+}
+
+/// The harness's encoding (graph inputs uploaded with the weights by the
+/// build's `pack_weights`, in storage type and physical order) read back by
+/// the runtime's `decode_slot` gives the logical values again, for every
+/// storage type and both layouts. No GPU needed.
+#[test]
+fn layouts_and_dtypes_round_trip() {
+    let shape = [2usize, 3, 2, 2];
+    let logical: Vec<f32> = (0..24).map(|i| i as f32 * 0.5).collect();
+    let nhwc = kernels::to_physical(&logical, &shape, Layout::ChannelsLast);
+    // (n=0, c=1, h=0, w=0) is physical index 1 in NHWC.
+    assert_eq!(nhwc[1], logical[4]);
+    for layout in [Layout::RowMajor, Layout::ChannelsLast] {
+        for dtype in [DType::F32, DType::F16, DType::BF16] {
+            let bytes = packed(&kernels::to_physical(&logical, &shape, layout), dtype);
+            let slot = TensorSlot {
+                name: "x".into(),
+                shape: shape.to_vec().into(),
+                dtype,
+                layout,
+                offset: 0,
+                bytes: bytes.len() as u64,
+            };
+            assert_eq!(decode_slot(&slot, &bytes), logical, "{dtype} {layout:?}");
+        }
+    }
+    assert_eq!(packed(&[1.0], DType::F16), vec![0x00, 0x3c]);
+    assert_eq!(packed(&[1.0], DType::BF16), vec![0x80, 0x3f]);
+}
+
+/// The bytes `pack_weights` stores for `data` as a constant of `dtype`.
+fn packed(data: &[f32], dtype: DType) -> Vec<u8> {
+    let mut g = Graph {
+        values: Vec::new(),
+        nodes: Vec::new(),
+        inputs: Vec::new(),
+        outputs: Vec::new(),
+        precision: Precision::Fp32,
+    };
+    let id = g.add_value(Value {
+        dtype,
+        kind: ValueKind::Constant(std::sync::Arc::new(data.to_vec())),
+        ..Value::activation("c", vec![data.len()])
+    });
+    pack_weights(&g, [id]).bytes
 }

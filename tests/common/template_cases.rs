@@ -1,136 +1,22 @@
-//! Template sweeps through nvcc: for every template, a few shapes × a sample
-//! of its search space (plus the default) × precisions are rendered through
-//! the same path `generate_cuda` uses, batched into a few `.cu` files, and
-//! compiled with `nvcc -cubin` for sm_90a with `-Xptxas -v`; every kernel must
-//! compile without register spills. Without nvcc the tests skip
-//! (`crate::skip`).
+//! The one-op graphs the template sweeps run (`tests/nvcc_sweeps.rs`
+//! through nvcc, `tests/gpu_templates.rs` on the GPU against the CPU
+//! reference), per precision: convolutions (the stem, 3×3 with a residual,
+//! 1×1 strided, ragged GELU, odd channels with dilation, projection
+//! shortcuts, grouped and depthwise; with the global average pool in the
+//! epilogue), dense layers, every memory-bound template, and the input
+//! conversions and global pools; plus the tensor-core configs that cover
+//! each path of `conv_mma.cu` and the split-K reduce-scatter variants.
+//! Graphs come from the compiler's test-graph builder
+//! (`aotune_compiler::test_graphs`, feature `test-support`).
 
-use super::assemble::assemble;
-use super::config::TaskRef;
-use super::nvcc::{self, KernelReport, Nvcc};
-use super::source::Instance;
-use super::test_graphs::{one_op, In};
-use super::*;
-use crate::ir::{
-    Activation, BinaryOp, Conv2d, DType, Epilogue, GlobalPool, Graph, Layout, NodeId, Op, Pool2d,
+use aotune_compiler::codegen::cuda::{
+    ConvConfig, ConvShape, MmaConfig, MmaEpilogue, SplitReduce, WgmmaConfig,
+};
+use aotune_compiler::ir::{
+    Activation, BinaryOp, Conv2d, DType, Epilogue, GlobalPool, Graph, Layout, Op, Pool2d,
     Precision, Shortcut, UnaryOp,
 };
-use serde::Serialize;
-
-/// Every `n`-th element so that about `n` remain, first and last included.
-pub(crate) fn sample<T: Clone>(all: &[T], n: usize) -> Vec<T> {
-    if all.len() <= n || n < 2 {
-        return all.to_vec();
-    }
-    (0..n)
-        .map(|i| all[i * (all.len() - 1) / (n - 1)].clone())
-        .collect()
-}
-
-/// The instance of node 0 of `graph` with `config` forced through the
-/// override path (`None`: the default), under a unique `label`.
-pub(crate) fn node_instance<C: Serialize>(
-    graph: &Graph,
-    config: Option<&C>,
-    label: &str,
-) -> Instance {
-    let value = config.map(|c| serde_json::to_value(c).unwrap());
-    let node = graph.node(NodeId(0));
-    let task = TaskRef {
-        hash: label,
-        op: node.op.kind(),
-        node: &node.name,
-        overridden: value.as_ref(),
-    };
-    let mut warnings = Vec::new();
-    let instance = super::instantiate(graph, NodeId(0), &task, label, &mut warnings)
-        .unwrap_or_else(|e| panic!("{label}: {e}"));
-    assert!(warnings.is_empty(), "{label}: {warnings:?}");
-    instance
-}
-
-/// Compiles the instances in batches (two nvcc processes at a time) and
-/// returns ptxas's report of every kernel; fails on any compile error,
-/// missing kernel or spill.
-///
-/// Configs with a `min_blocks` register cap are the exception: their
-/// validity rule only bounds the cap against an estimate, so ptxas may
-/// spill on some (which the tuner prunes by the same report before
-/// measuring, and no heuristic default has a cap); their spills are
-/// counted and printed, not failed.
-pub(crate) fn compile_all(nvcc: &Nvcc, name: &str, instances: Vec<Instance>) -> Vec<KernelReport> {
-    let capped: std::collections::HashSet<String> = instances
-        .iter()
-        .filter(|i| i.config.contains("\"min_blocks\""))
-        .map(|i| i.symbol.clone())
-        .collect();
-    let reports = compile_reports(nvcc, name, instances);
-    let mut capped_spills = 0;
-    for k in &reports {
-        if capped.contains(&k.name) {
-            capped_spills += usize::from(k.spills());
-            continue;
-        }
-        assert!(!k.spills(), "{name}: {} spills: {k:?}", k.name);
-    }
-    if !capped.is_empty() {
-        println!(
-            "{name}: {capped_spills} of {} kernels with a min_blocks register cap spill (pruned by the tuner)",
-            capped.len()
-        );
-    }
-    reports
-}
-
-/// [`compile_all`] without the spill check (for calibration).
-fn compile_reports(nvcc: &Nvcc, name: &str, instances: Vec<Instance>) -> Vec<KernelReport> {
-    const BATCH: usize = 48;
-    let batches: Vec<Vec<Instance>> = instances.chunks(BATCH).map(<[_]>::to_vec).collect();
-    let sources: Vec<(String, String, Vec<String>)> = batches
-        .iter()
-        .enumerate()
-        .map(|(i, b)| {
-            let rendered: Vec<(Instance, String)> =
-                b.iter().map(|x| (x.clone(), x.symbol.clone())).collect();
-            (
-                format!("{name}_{i}"),
-                assemble(&rendered),
-                b.iter().map(|x| x.symbol.clone()).collect(),
-            )
-        })
-        .collect();
-    let workers = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2)
-        .clamp(1, 4);
-    let mut reports = Vec::new();
-    for group in sources.chunks(workers) {
-        let results: Vec<Result<Vec<KernelReport>, String>> = std::thread::scope(|s| {
-            let handles: Vec<_> = group
-                .iter()
-                .map(|(label, source, _)| s.spawn(move || nvcc::compile(nvcc, source, label)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err("nvcc thread panicked".into()))
-                })
-                .collect()
-        });
-        for ((label, _, symbols), result) in group.iter().zip(results) {
-            let r = result.unwrap_or_else(|e| panic!("{label}: {e}"));
-            for symbol in symbols {
-                assert!(
-                    r.iter().any(|k| &k.name == symbol),
-                    "{label}: no ptxas report for {symbol}"
-                );
-            }
-            reports.extend(r);
-        }
-    }
-    reports
-}
+use aotune_compiler::test_graphs::{one_op, In};
 
 fn dtypes(precision: Precision) -> DType {
     precision.storage()
@@ -138,7 +24,7 @@ fn dtypes(precision: Precision) -> DType {
 
 /// A FusedConv test graph: NHWC input `[n, c, hw, hw]`, OHWI weight.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn conv_graph(
+pub fn conv_graph(
     n: usize,
     c: usize,
     hw: [usize; 2],
@@ -184,7 +70,7 @@ pub(crate) fn conv_graph(
 /// A FusedConv with a shortcut: a 1×1 conv over NHWC `x [n, c, hw, hw]`
 /// plus a 1×1 stride-`stride` conv over `xs [n, cs, hw·stride, hw·stride]`
 /// (weight `[k, c + cs, 1, 1]`), bias and Relu.
-pub(crate) fn shortcut_graph(
+pub fn shortcut_graph(
     n: usize,
     [c, cs]: [usize; 2],
     hw: usize,
@@ -217,7 +103,7 @@ pub(crate) fn shortcut_graph(
     one_op(op, &inputs, s, cl, precision).0
 }
 
-pub(crate) fn geometry(
+pub fn geometry(
     kernel: usize,
     stride: usize,
     pads: [usize; 4],
@@ -234,7 +120,7 @@ pub(crate) fn geometry(
 }
 
 /// Conv test cases: (graph label, graph) for one precision.
-pub(crate) fn conv_cases(precision: Precision) -> Vec<(String, Graph)> {
+pub fn conv_cases(precision: Precision) -> Vec<(String, Graph)> {
     let s = precision.storage();
     let relu = Epilogue {
         bias: true,
@@ -378,7 +264,7 @@ pub(crate) fn conv_cases(precision: Precision) -> Vec<(String, Graph)> {
 /// SIMT kernel has none): ResNet-50's last conv at batch 1 over fewer
 /// channels (7×7 pixels, bias + residual + ReLU), and two images of 4×4
 /// 3×3 outputs in one tile (M = 32, K = 72).
-pub(crate) fn pooled_cases(precision: Precision) -> Vec<(String, Graph)> {
+pub fn pooled_cases(precision: Precision) -> Vec<(String, Graph)> {
     if precision == Precision::Fp32 {
         return Vec::new();
     }
@@ -428,8 +314,8 @@ pub(crate) fn pooled_cases(precision: Precision) -> Vec<(String, Graph)> {
 /// the first valid config (in search-space order) with each of: staged and
 /// direct epilogue under split-K, a staged epilogue of several passes, the
 /// largest CTA tile, each k step, one warp, 16-wide warp tiles.
-pub(crate) fn mma_coverage(shape: &ConvShape) -> Vec<ConvConfig> {
-    use super::mma_config::MmaEpilogue::{Direct, Staged};
+pub fn mma_coverage(shape: &ConvShape) -> Vec<ConvConfig> {
+    use MmaEpilogue::{Direct, Staged};
     let space = MmaConfig::search_space(shape);
     if space.is_empty() {
         return Vec::new();
@@ -462,7 +348,7 @@ pub(crate) fn mma_coverage(shape: &ConvShape) -> Vec<ConvConfig> {
 /// The first mma and the first wgmma config of `space` with `early_trigger`
 /// on: no space holds it (`refine --candidates trigger` sets it), so it is
 /// compiled here.
-fn early_trigger_variants(space: &[ConvConfig]) -> Vec<ConvConfig> {
+pub fn early_trigger_variants(space: &[ConvConfig]) -> Vec<ConvConfig> {
     let mma = space.iter().find_map(|c| match c {
         ConvConfig::Mma(m) => Some(ConvConfig::Mma(MmaConfig {
             early_trigger: true,
@@ -483,8 +369,8 @@ fn early_trigger_variants(space: &[ConvConfig]) -> Vec<ConvConfig> {
 /// The first mma and the first wgmma config of `space` reducing as a
 /// reduce-scatter (`split_reduce: spread`) at each split-K factor: the
 /// region and the pairs each rank owns differ with the split and the tile,
-/// so each one is compiled (and checked on the GPU, gpu_tests.rs).
-pub(crate) fn spread_variants(space: &[ConvConfig]) -> Vec<ConvConfig> {
+/// so each one is compiled (and checked on the GPU, `tests/gpu_templates.rs`).
+pub fn spread_variants(space: &[ConvConfig]) -> Vec<ConvConfig> {
     let spread = |c: &ConvConfig| match c {
         ConvConfig::Mma(m) if m.split_reduce == SplitReduce::Spread => Some(("mma", m.split_k)),
         ConvConfig::Wgmma(w) if w.split_reduce == SplitReduce::Spread => Some(("wgmma", w.split_k)),
@@ -503,86 +389,7 @@ pub(crate) fn spread_variants(space: &[ConvConfig]) -> Vec<ConvConfig> {
     out
 }
 
-fn conv_instances(precision: Precision, per_case: usize) -> Vec<Instance> {
-    let mut out = Vec::new();
-    for (label, graph) in conv_cases(precision)
-        .into_iter()
-        .chain(pooled_cases(precision))
-    {
-        let shape = conv::conv_shape(&graph, NodeId(0)).unwrap();
-        let space = ConvConfig::search_space(&shape);
-        assert!(!space.is_empty(), "{label}: empty search space");
-        // Sample each template's part of the space.
-        let mma: Vec<ConvConfig> = space
-            .iter()
-            .filter(|c| matches!(c, ConvConfig::Mma(_)))
-            .copied()
-            .collect();
-        let wgmma: Vec<ConvConfig> = space
-            .iter()
-            .filter(|c| matches!(c, ConvConfig::Wgmma(w) if !w.swap_ab))
-            .copied()
-            .collect();
-        let swapped: Vec<ConvConfig> = space
-            .iter()
-            .filter(|c| matches!(c, ConvConfig::Wgmma(w) if w.swap_ab))
-            .copied()
-            .collect();
-        let other: Vec<ConvConfig> = space
-            .iter()
-            .filter(|c| !matches!(c, ConvConfig::Mma(_) | ConvConfig::Wgmma(_)))
-            .copied()
-            .collect();
-        let mut configs = sample(&mma, per_case);
-        configs.extend(sample(&wgmma, per_case));
-        configs.extend(sample(&swapped, per_case));
-        configs.extend(sample(&other, per_case));
-        configs.extend(mma_coverage(&shape));
-        configs.extend(early_trigger_variants(&space));
-        configs.extend(spread_variants(&space));
-        configs.push(ConvConfig::default_for(&shape));
-        for (i, c) in configs.iter().enumerate() {
-            if let Err(e) = c.validate(&shape) {
-                panic!("{label}: sweep config {i} {c:?} is not in its space: {e}");
-            }
-            out.push(node_instance(
-                &graph,
-                Some(c),
-                &format!("{label}{i}_{}", precision),
-            ));
-        }
-    }
-    out
-}
-
-/// The sweep's configs are all in their spaces: checked without nvcc, so
-/// a sampler that strays (a variant a shape's space forbids) fails on every
-/// machine, not only where the compile sweep runs.
-#[test]
-fn conv_sweep_configs_are_in_their_spaces() {
-    for precision in Precision::ALL {
-        assert!(!conv_instances(precision, 8).is_empty());
-    }
-}
-
-#[test]
-fn conv_templates_compile_without_spills() {
-    let Some(nvcc) = nvcc::find_or_skip() else {
-        return;
-    };
-    let mut instances = Vec::new();
-    for precision in Precision::ALL {
-        instances.extend(conv_instances(precision, 8));
-    }
-    let reports = compile_all(&nvcc, "conv_sweep", instances);
-    let max = reports.iter().map(|r| r.registers).max().unwrap_or(0);
-    println!(
-        "{} conv kernels compiled, max {max} registers, no spills",
-        reports.len()
-    );
-}
-
-pub(crate) fn dense_cases(precision: Precision) -> Vec<(String, Graph)> {
+pub fn dense_cases(precision: Precision) -> Vec<(String, Graph)> {
     let s = precision.storage();
     let mut out = Vec::new();
     let gelu = |tanh| Activation::Gelu { tanh };
@@ -621,43 +428,8 @@ pub(crate) fn dense_cases(precision: Precision) -> Vec<(String, Graph)> {
     out
 }
 
-#[test]
-fn dense_templates_compile_without_spills() {
-    let Some(nvcc) = nvcc::find_or_skip() else {
-        return;
-    };
-    let mut instances = Vec::new();
-    for precision in Precision::ALL {
-        for (label, graph) in dense_cases(precision) {
-            let shape = dense::dense_shape(&graph, NodeId(0)).unwrap();
-            let space = DenseConfig::search_space(&shape);
-            let gemv: Vec<DenseConfig> = space
-                .iter()
-                .filter(|c| matches!(c, DenseConfig::Gemv(_)))
-                .copied()
-                .collect();
-            let tiled: Vec<DenseConfig> = space
-                .iter()
-                .filter(|c| !matches!(c, DenseConfig::Gemv(_)))
-                .copied()
-                .collect();
-            let mut configs = sample(&gemv, 4);
-            configs.extend(sample(&tiled, 4));
-            configs.push(DenseConfig::default_for(&shape));
-            for (i, c) in configs.iter().enumerate() {
-                instances.push(node_instance(
-                    &graph,
-                    Some(c),
-                    &format!("{label}_{i}_{precision}"),
-                ));
-            }
-        }
-    }
-    compile_all(&nvcc, "dense_sweep", instances);
-}
-
 /// One-op graphs of every memory-bound template, for one storage type.
-pub(crate) fn misc_cases(precision: Precision) -> Vec<(String, Graph)> {
+pub fn misc_cases(precision: Precision) -> Vec<(String, Graph)> {
     let s = precision.storage();
     let (cl, rm) = (Layout::ChannelsLast, Layout::RowMajor);
     let f32 = DType::F32;
@@ -815,7 +587,7 @@ pub(crate) fn misc_cases(precision: Precision) -> Vec<(String, Graph)> {
             .map(|v| v.iter().map(|x| x.abs() + 0.5).collect());
         c
     };
-    let cast = crate::ir::CastTarget::F16;
+    let cast = aotune_compiler::ir::CastTarget::F16;
     for (name, u) in [
         ("erf", UnaryOp::Erf),
         ("tanh", UnaryOp::Tanh),
@@ -852,9 +624,18 @@ pub(crate) fn misc_cases(precision: Precision) -> Vec<(String, Graph)> {
         ("gelu", UnaryOp::Gelu { tanh: false }),
         ("gelu_tanh", UnaryOp::Gelu { tanh: true }),
         ("cast_f16", UnaryOp::Cast(cast)),
-        ("cast_bf16", UnaryOp::Cast(crate::ir::CastTarget::BF16)),
-        ("cast_int", UnaryOp::Cast(crate::ir::CastTarget::Int)),
-        ("cast_bool", UnaryOp::Cast(crate::ir::CastTarget::Bool)),
+        (
+            "cast_bf16",
+            UnaryOp::Cast(aotune_compiler::ir::CastTarget::BF16),
+        ),
+        (
+            "cast_int",
+            UnaryOp::Cast(aotune_compiler::ir::CastTarget::Int),
+        ),
+        (
+            "cast_bool",
+            UnaryOp::Cast(aotune_compiler::ir::CastTarget::Bool),
+        ),
     ] {
         add(
             name,
@@ -969,108 +750,12 @@ pub(crate) fn misc_cases(precision: Precision) -> Vec<(String, Graph)> {
     out
 }
 
-#[test]
-fn memory_bound_templates_compile_without_spills() {
-    let Some(nvcc) = nvcc::find_or_skip() else {
-        return;
-    };
-    let mut instances = Vec::new();
-    for precision in [Precision::Fp32, Precision::Fp16, Precision::Bf16] {
-        for (label, graph) in misc_cases(precision) {
-            let label = format!("{label}_{precision}");
-            instances.push(node_instance::<LinearConfig>(&graph, None, &label));
-            if matches!(graph.nodes[0].op, Op::Gemm { .. } | Op::MatMul) {
-                let shape = matmul::matmul_shape(&graph, NodeId(0)).unwrap();
-                for (i, c) in MatmulConfig::search_space(&shape).iter().enumerate() {
-                    instances.push(node_instance(&graph, Some(c), &format!("{label}_{i}")));
-                }
-            } else {
-                // The first and last config of the template's space.
-                let space = candidate::task_candidates(&graph, NodeId(0)).unwrap();
-                for (i, c) in sample(&space.configs, 2).iter().enumerate() {
-                    instances.push(node_instance(&graph, Some(c), &format!("{label}_{i}")));
-                }
-            }
-        }
-    }
-    compile_all(&nvcc, "misc_sweep", instances);
-}
-
-/// Calibration aid for the register estimates: ptxas's registers and spills
-/// against `regs_estimate` over the SIMT (fp32) and MMA (fp16, tf32) spaces
-/// of the first three conv cases with split-K ≤ 2 (every split-K factor for
-/// MMA configs estimated at 200 registers or more), then per precision the
-/// largest under-estimate. Slow (a few thousand kernels); set
-/// `AOTUNE_CALIB_PRECISIONS=fp16,tf32` to run only some precisions.
-#[test]
-#[ignore]
-fn register_estimates_vs_ptxas() {
-    let Some(nvcc) = nvcc::find_or_skip() else {
-        return;
-    };
-    // `AOTUNE_CALIB_KERNELS=wgmma` (or `mma`, `simt`) calibrates one template.
-    let only = std::env::var("AOTUNE_CALIB_KERNELS").ok();
-    let wanted = |kernel: &str| only.as_deref().is_none_or(|k| k == kernel);
-    let precisions = match std::env::var("AOTUNE_CALIB_PRECISIONS") {
-        Ok(list) => list.split(',').filter_map(|p| p.parse().ok()).collect(),
-        Err(_) => Precision::ALL.to_vec(),
-    };
-    for precision in precisions {
-        let cases = conv_cases(precision);
-        let mut instances = Vec::new();
-        let mut estimates = std::collections::HashMap::new();
-        for (label, graph) in cases.iter().take(3) {
-            let shape = conv::conv_shape(graph, NodeId(0)).unwrap();
-            for (i, c) in ConvConfig::search_space(&shape).iter().enumerate() {
-                let est = match c {
-                    ConvConfig::Simt(s)
-                        if wanted("simt") && s.split_k <= 2 && precision == Precision::Fp32 =>
-                    {
-                        s.regs_estimate(&shape)
-                    }
-                    // Deeper split-K only near the register limit.
-                    ConvConfig::Mma(m)
-                        if wanted("mma") && (m.split_k <= 2 || m.regs_estimate(&shape) >= 200) =>
-                    {
-                        m.regs_estimate(&shape)
-                    }
-                    ConvConfig::Wgmma(w) if wanted("wgmma") && w.split_k <= 2 => {
-                        w.regs_estimate(&shape)
-                    }
-                    _ => continue,
-                };
-                let inst = node_instance(graph, Some(c), &format!("{label}{i}_{precision}"));
-                estimates.insert(inst.symbol.clone(), est);
-                instances.push(inst);
-            }
-        }
-        let all = compile_reports(&nvcc, &format!("calib_{precision}"), instances);
-        let mut worst: Option<(i64, String)> = None;
-        for r in all {
-            if let Some(&est) = estimates.get(&r.name) {
-                println!(
-                    "{:<60} est {:>3} ptxas {:>3} spill {}",
-                    r.name, est, r.registers, r.spill_stores
-                );
-                let under = i64::from(r.registers) - est as i64;
-                if worst.as_ref().is_none_or(|(w, _)| under > *w) {
-                    worst = Some((under, r.name.clone()));
-                }
-            }
-        }
-        println!(
-            "{precision}: {} kernels, largest under-estimate {worst:?}",
-            estimates.len()
-        );
-    }
-}
-
 /// One-op graphs of the input conversion (`to_nhwc`, plain and channel
 /// padded; `space_to_depth`) and NHWC global pool templates, for one
 /// storage type: the ResNet-50 shapes and odd ones (no 16-byte vector fits,
 /// C not a multiple of the vector, a tile cut by the image's end; blocks
 /// reaching past the image, 3×3 blocks, a channels-last 16-bit input).
-pub(crate) fn stem_head_cases(precision: Precision) -> Vec<(String, Graph)> {
+pub fn stem_head_cases(precision: Precision) -> Vec<(String, Graph)> {
     let s = precision.storage();
     let (cl, rm) = (Layout::ChannelsLast, Layout::RowMajor);
     let f32 = DType::F32;
@@ -1171,31 +856,4 @@ pub(crate) fn stem_head_cases(precision: Precision) -> Vec<(String, Graph)> {
         ),
         case("gmp_nhwc", Op::GlobalMaxPool, &[2, 24, 3, 3], s, cl, s),
     ]
-}
-
-/// The conversion and global-pool templates over a sample of their search
-/// spaces plus the default, at f32, f16 and bf16.
-#[test]
-fn stem_and_head_templates_compile_without_spills() {
-    let Some(nvcc) = nvcc::find_or_skip() else {
-        return;
-    };
-    let mut instances = Vec::new();
-    for precision in [Precision::Fp32, Precision::Fp16, Precision::Bf16] {
-        for (label, graph) in stem_head_cases(precision) {
-            let label = format!("{label}_{precision}");
-            let space = candidate::task_candidates(&graph, NodeId(0)).unwrap();
-            assert!(
-                ["pad", "convert", "s2d", "gpool"].contains(&space.family.as_str()),
-                "{label}: {} kernel",
-                space.family
-            );
-            let mut configs = sample(&space.configs, 6);
-            configs.push(space.configs[space.default].clone());
-            for (i, c) in configs.iter().enumerate() {
-                instances.push(node_instance(&graph, Some(c), &format!("{label}_{i}")));
-            }
-        }
-    }
-    compile_all(&nvcc, "stem_head_sweep", instances);
 }
