@@ -17,6 +17,7 @@
 
 mod attention_views;
 mod canonicalize_transpose;
+mod concat_of_slices;
 mod dce;
 mod dense;
 mod dense_epilogue;
@@ -38,6 +39,7 @@ mod space_to_depth;
 
 pub use attention_views::attention_views;
 pub use canonicalize_transpose::canonicalize_transpose;
+pub use concat_of_slices::concat_of_slices;
 pub use dce::dce;
 pub use dense::{canonicalize_global_pool, lower_dense};
 pub use fold_batch_norm::fold_batch_norm;
@@ -179,6 +181,7 @@ pub fn optimize(graph: &mut Graph, options: &PassOptions) -> Result<PassReport, 
     report.passes.push(fuse_gelu(graph)?);
     report.passes.push(fuse_attention(graph)?);
     report.passes.push(canonicalize_transpose(graph)?);
+    report.passes.push(concat_of_slices(graph)?);
     report.passes.push(attention_views(graph)?);
     report.passes.push(fold_batch_norm(graph)?);
     report.passes.push(canonicalize_global_pool(graph)?);
@@ -399,6 +402,7 @@ mod tests {
         fuse_gelu: no change
         fuse_attention: no change
         canonicalize_transpose: no change
+        concat_of_slices: no change
         attention_views: no change
         fold_batch_norm: 8 BatchNormalization folded
         canonicalize_global_pool: no change
@@ -495,6 +499,7 @@ mod tests {
         fuse_gelu: no change
         fuse_attention: no change
         canonicalize_transpose: no change
+        concat_of_slices: no change
         attention_views: no change
         fold_batch_norm: 53 BatchNormalization folded
         canonicalize_global_pool: no change
