@@ -246,8 +246,10 @@ fn cases() -> Vec<Case> {
                 let head = m.slice("input", &[0], &[3], &[1], &[1]);
                 m.op("Concat", &[&tail, &head], vec![("axis", Attr::Int(1))])
             },
-            expect: &["slice"],
-            forbid: &[],
+            // torch.roll's two Slices and Concat become one Gather
+            // (passes/concat_of_slices).
+            expect: &["gather"],
+            forbid: &["slice", "concat"],
         },
         Case {
             name: "convnext_nhwc_and_back",
