@@ -176,7 +176,7 @@ fn step_back(
             } else {
                 // A `[1]` index keeps it at size 1, where x's index is 0.
                 let mut v = d.remap(y_shape, |j| j, |_| 0);
-                v.offset += c * row_major_strides(y_shape)[axis];
+                v.offset += c * Layout::RowMajor.strides(y_shape)[axis];
                 v
             }
         }
@@ -263,16 +263,14 @@ struct Digits {
 }
 
 impl Digits {
-    /// Splits `view` over a value of `shape`; `None` when a logical axis
-    /// would step across two of its axes or an index could carry.
+    /// Splits `view` over a value of `shape`; `None` for an empty value, or
+    /// when a logical axis would step across two of its axes or an index
+    /// could carry.
     fn split(view: &StridedView, shape: &[usize]) -> Option<Digits> {
         let rank = shape.len();
-        let mut rs = vec![1; rank];
-        for a in (0..rank.saturating_sub(1)).rev() {
-            rs[a] = rs[a + 1] * shape[a + 1];
-        }
+        let rs = Layout::RowMajor.strides(shape);
         let numel: usize = shape.iter().product();
-        if view.offset >= numel.max(1) {
+        if numel == 0 || view.offset >= numel {
             return None;
         }
         let offset: Vec<usize> = (0..rank)
@@ -309,7 +307,7 @@ impl Digits {
         to: impl Fn(usize) -> usize,
         fixed: impl Fn(usize) -> usize,
     ) -> StridedView {
-        let rs = row_major_strides(shape);
+        let rs = Layout::RowMajor.strides(shape);
         let mut hit = vec![false; shape.len()];
         let mut offset = 0;
         for (a, &o) in self.offset.iter().enumerate() {
@@ -336,7 +334,7 @@ impl Digits {
     /// The view over a value of `shape` that this value is the slice
     /// `first[a] + step[a]·i` of, axis for axis.
     fn remap_scaled(&self, shape: &[usize], step: &[i64], first: &[usize]) -> StridedView {
-        let rs = row_major_strides(shape);
+        let rs = Layout::RowMajor.strides(shape);
         let offset = (0..shape.len())
             .map(|a| (first[a] + step[a] as usize * self.offset[a]) * rs[a])
             .sum();
@@ -350,14 +348,6 @@ impl Digits {
             strides,
         }
     }
-}
-
-fn row_major_strides(shape: &[usize]) -> Vec<usize> {
-    let mut rs = vec![1; shape.len()];
-    for a in (0..shape.len().saturating_sub(1)).rev() {
-        rs[a] = rs[a + 1] * shape[a + 1];
-    }
-    rs
 }
 
 #[cfg(test)]
