@@ -155,16 +155,16 @@ pub(crate) fn infer_shape(
         view.check_bijection(shape.iter().product())?;
         return Ok(shape.clone());
     }
-    let direct = views.is_none_or(|v| v.q.is_none() && v.k.is_none() && v.v.is_none());
-    let rank = inputs[0].len();
-    if direct && inputs[..3].iter().all(|s| s.len() == rank) && rank == 3 {
-        return Ok(out[1..].to_vec());
-    }
-    if direct && !inputs[..3].iter().all(|s| s.len() == rank) {
-        return Err(format!(
-            "q {:?}, k {:?}, v {:?} have different ranks",
-            inputs[0], inputs[1], inputs[2]
-        ));
+    // Read directly, the output has the operands' rank (3 or 4, `as_4d`).
+    if views.is_none_or(|v| v.q.is_none() && v.k.is_none() && v.v.is_none()) {
+        let rank = inputs[0].len();
+        if inputs[..3].iter().any(|s| s.len() != rank) {
+            return Err(format!(
+                "q {:?}, k {:?}, v {:?} have different ranks",
+                inputs[0], inputs[1], inputs[2]
+            ));
+        }
+        return Ok(out[4 - rank..].to_vec());
     }
     Ok(out.to_vec())
 }

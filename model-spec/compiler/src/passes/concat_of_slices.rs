@@ -68,13 +68,13 @@ pub fn concat_of_slices(graph: &mut Graph) -> Result<PassSummary, PassError> {
     Ok(summary)
 }
 
-/// Per axis of a Slice chain's source: the first position, the step and
-/// the count it keeps.
-type Cut = Vec<(usize, usize, usize)>;
+/// Per axis of a Slice's input: the first position, the step and the
+/// count it keeps.
+type Cut = Vec<(usize, i64, usize)>;
 
-/// The source of the chain of positive-step Slices that ends in `v`, and
-/// what the chain keeps of each of its axes; `None` unless `v` is a Slice.
-fn slice_chain(
+/// The input of the Slice that writes `v`, and what it keeps of each axis;
+/// `None` unless a Slice writes `v`.
+fn slice_of(
     graph: &Graph,
     producers: &HashMap<ValueId, NodeId>,
     v: ValueId,
@@ -89,17 +89,34 @@ fn slice_chain(
         return None;
     };
     let x = *node.inputs.first()?;
-    let shape = &graph.value(x).shape;
-    if starts.len() != shape.len() || ends.len() != shape.len() || steps.len() != shape.len() {
+    let (xv, yv) = (graph.value(x), graph.value(v));
+    let shape = &xv.shape;
+    if starts.len() != shape.len()
+        || ends.len() != shape.len()
+        || steps.len() != shape.len()
+        || xv.dtype != yv.dtype
+        || xv.layout != yv.layout
+    {
         return None;
     }
-    let mut own = Vec::with_capacity(shape.len());
+    let mut cut = Vec::with_capacity(shape.len());
     for k in 0..shape.len() {
-        if steps[k] <= 0 {
-            return None;
-        }
         let (first, n) = axis_range(shape[k], starts[k], ends[k], steps[k]).ok()?;
-        own.push((first, steps[k] as usize, n));
+        cut.push((first, steps[k], n));
+    }
+    Some((x, cut))
+}
+
+/// The source of the chain of positive-step Slices that ends in `v`, and
+/// what the chain keeps of each of its axes; `None` unless `v` is a Slice.
+fn slice_chain(
+    graph: &Graph,
+    producers: &HashMap<ValueId, NodeId>,
+    v: ValueId,
+) -> Option<(ValueId, Cut)> {
+    let (x, own) = slice_of(graph, producers, v)?;
+    if own.iter().any(|&(_, step, _)| step <= 0) {
+        return None;
     }
     match slice_chain(graph, producers, x) {
         // x = outer[f + s·i]; v = x[f2 + s2·j] = outer[f + s·f2 + s·s2·j].
@@ -107,7 +124,7 @@ fn slice_chain(
             let cut = outer
                 .iter()
                 .zip(&own)
-                .map(|(&(f, s, _), &(f2, s2, n))| (f + s * f2, s * s2, n))
+                .map(|(&(f, s, _), &(f2, s2, n))| (f + s as usize * f2, s * s2, n))
                 .collect();
             Some((source, cut))
         }
@@ -142,6 +159,11 @@ fn space_to_depth(
     {
         return None;
     }
+    // Steps as strides (`slice_chain` keeps positive ones only).
+    let cuts: Vec<Vec<(usize, usize, usize)>> = cuts
+        .iter()
+        .map(|c| c.iter().map(|&(f, s, n)| (f, s as usize, n)).collect())
+        .collect();
     // The cut axes: stride > 1, the same stride and count in every input,
     // the dim a multiple of the stride; the Concat's axis and the rest whole.
     let rank = shape.len();
@@ -272,36 +294,16 @@ fn gathered(
     let mut source = None;
     let mut indices = Vec::new();
     for input in &concat.inputs {
-        let slice = graph.node(*producers.get(input)?);
-        let Op::Slice {
-            starts,
-            ends,
-            steps,
-        } = &slice.op
-        else {
-            return None;
-        };
-        let x = *slice.inputs.first()?;
+        let (x, cut) = slice_of(graph, producers, *input)?;
         if source.is_some_and(|s| s != x) {
             return None;
         }
         source = Some(x);
-        let (xv, yv) = (graph.value(x), graph.value(*input));
-        let shape = &xv.shape;
-        if starts.len() != shape.len()
-            || ends.len() != shape.len()
-            || steps.len() != shape.len()
-            || xv.dtype != yv.dtype
-            || xv.layout != yv.layout
-        {
-            return None;
-        }
-        for k in 0..shape.len() {
-            let (first, n) = axis_range(shape[k], starts[k], ends[k], steps[k]).ok()?;
+        let shape = &graph.value(x).shape;
+        for (k, &(first, step, n)) in cut.iter().enumerate() {
             if k == axis {
-                let step = steps[k];
                 indices.extend((0..n as i64).map(|i| first as i64 + i * step));
-            } else if first != 0 || n != shape[k] || (n > 1 && steps[k] != 1) {
+            } else if first != 0 || n != shape[k] || (n > 1 && step != 1) {
                 return None;
             }
         }
