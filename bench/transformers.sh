@@ -9,7 +9,8 @@
 # per model and batch), NO_PYTORCH=1, PER_LAYER=--per-layer (verify names the first
 # layer that disagrees), TESTS (GPU test binaries of .device/ run in the background
 # while the verifies run, each `binary` or `binary:filter`; they finish before any
-# timing starts). Logs under $OUT; a table last.
+# timing starts), BENCH_ARGS (extra `aotune bench` flags, e.g. --per-layer), TUNING.
+# Logs under $OUT; a table last.
 set -u
 . "$(dirname "$0")/device_env.sh"
 export AOTUNE_BIN=$PWD/.device/aotune AOTUNE_FIXTURE_PACK=$PWD/.device/fixture-pack
@@ -43,7 +44,7 @@ wait $verify_pids
 [ -z "$test_pids" ] || wait $test_pids
 for mb in $BENCH; do
   m=${mb%%:*}; b=${mb##*:}
-  timeout 300 $B bench /tmp/$m.onnx --precision fp16 --batch $b --json ${TUNING:+--tuning $TUNING} \
+  timeout 300 $B bench /tmp/$m.onnx --precision fp16 --batch $b --json ${TUNING:+--tuning $TUNING} ${BENCH_ARGS:-} \
     > "$OUT/bench_${m}_b$b.log" 2>&1 || echo "== bench $m b$b failed: $(tail -3 "$OUT/bench_${m}_b$b.log")"
   grep "^{" "$OUT/bench_${m}_b$b.log" | sed "s/^{/{\"model\":\"$m\",/" >> "$OUT/bench.jsonl"
 done

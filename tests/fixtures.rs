@@ -203,17 +203,23 @@ fn onnx_light_models_match_onnx_runtime() {
 /// After the passes, each of ViT-B/16's 12 encoder blocks is one
 /// attention, two LayerNorms (plus the final LayerNorm) and Dense layers
 /// whose epilogues hold the MLP's GELU and both residual Adds, from either
-/// exporter: the fused targets the GPU side gets. Also times one batch-1
-/// run of the dynamo export.
+/// exporter: the fused targets the GPU side gets. The TorchScript export's
+/// dynamic batch is checked at 2 as well, where its sequence-first
+/// attention blocks are wrapped in row-swapping Transposes that must go.
+/// Also times one batch-1 run of the dynamo export.
 #[test]
 fn vit_b_16_blocks_fuse_to_attention_layernorm_and_gelu() {
-    for name in ["vit_b_16_dynamo", "vit_b_16_legacy"] {
+    for (name, batch) in [
+        ("vit_b_16_dynamo", 1),
+        ("vit_b_16_legacy", 1),
+        ("vit_b_16_legacy", 2),
+    ] {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures")
             .join(name);
         let model = common::fixture::refilled_model(&dir);
         let options = CompileOptions {
-            batch: Some(1),
+            batch: Some(batch),
             precision: Precision::Fp32,
             channels_last: true,
         };
@@ -263,9 +269,13 @@ fn vit_b_16_blocks_fuse_to_attention_layernorm_and_gelu() {
                 ("Softmax", 0),
                 ("Erf", 0)
             ],
-            "{name}"
+            "{name} batch {batch}"
         );
-        assert_eq!((gelu, residual), (12, 24), "{name}: Dense epilogues");
+        assert_eq!(
+            (gelu, residual),
+            (12, 24),
+            "{name} batch {batch}: Dense epilogues"
+        );
         // Heads are split and merged by strided views, not copies: what
         // moves data is the patch embedding's Transpose and the class
         // token's Gather.
@@ -278,11 +288,14 @@ fn vit_b_16_blocks_fuse_to_attention_layernorm_and_gelu() {
                     if v.q.is_some() && v.k.is_some() && v.v.is_some() && v.out.is_some())
             })
             .count();
-        assert_eq!(with_views, 12, "{name}: attentions reading views");
+        assert_eq!(
+            with_views, 12,
+            "{name} batch {batch}: attentions reading views"
+        );
         assert_eq!(
             (count("Transpose"), count("Gather")),
             (1, 1),
-            "{name}: copies left"
+            "{name} batch {batch}: copies left"
         );
         if name.ends_with("dynamo") {
             let meta: Json =

@@ -141,14 +141,19 @@ impl Precision {
     /// a few times above the measured error and below
     /// [`Precision::tolerance_vs_fp32`], so a wrong kernel fails. Measured on
     /// an H100 (2026-12-05, torchvision ResNet-18/50 exports, b1 and b4):
-    /// fp16 2.4e-4–3.0e-4, bf16 ≤ 2.3e-3, tf32 1.7e-4–2.3e-4, fp32 ≤ 3.8e-7.
-    /// Per-layer checks allow twice this.
+    /// fp16 2.4e-4–3.0e-4, bf16 ≤ 2.3e-3, tf32 1.7e-4–2.3e-4, fp32 ≤ 3.8e-7;
+    /// ViT-B/16 (2026-12-06, H100, both exporters): fp16 1.2e-3–1.3e-3,
+    /// bf16 9.8e-3–1.1e-2, tf32 6.0e-4–7.0e-4, fp32 ≤ 1.2e-6. Twelve
+    /// LayerNorm/softmax blocks decorrelate rounding: there the GPU is as
+    /// far from the emulation as from fp32. bf16's bar is fp16's times the
+    /// ratio of their rounding units (2^-9 / 2^-12 = 8). Per-layer checks
+    /// allow twice this.
     pub fn tolerance_vs_emulation(self) -> f64 {
         match self {
             Precision::Fp32 => 1e-5,
             Precision::Tf32 => 8e-4,
             Precision::Fp16 => 2e-3,
-            Precision::Bf16 => 8e-3,
+            Precision::Bf16 => 1.6e-2,
         }
     }
 

@@ -16,7 +16,9 @@
 //! broadcastable constant (the MatMul + Add export pattern), and a `Relu`,
 //! `Clip` or `Gelu` reading only the Dense's output becomes its activation;
 //! the Dense takes the last absorbed node's place and output value. The
-//! Flatten/Reshape between pool and Gemm stays: it is a view. Last, every
+//! Flatten/Reshape between pool and Gemm stays: it is a view. Then
+//! sequence-first attention blocks run batch-first ([`super::token_order`]:
+//! the row-swapping Transposes around them become strides). Last, every
 //! Dense absorbs what follows it through views and Transposes, where the
 //! epilogue can express it ([`super::dense_epilogue`]): an activation, a
 //! residual `Add`, and per-output-feature `Mul`/`Add` constants folded into
@@ -207,6 +209,9 @@ pub fn lower_dense(graph: &mut Graph) -> Result<PassSummary, PassError> {
         );
     }
     patch.apply(graph);
+    // The copies attention_views left unread must not count as readers.
+    super::dce(graph)?;
+    let row_swaps = super::token_order::sink_row_swaps(graph);
     let absorbed = absorb_epilogues(graph);
     debug_verify(graph, PASS);
     let mut summary = PassSummary::new(PASS);
@@ -216,6 +221,7 @@ pub fn lower_dense(graph: &mut Graph) -> Result<PassSummary, PassError> {
     summary.add(absorbed.scales, "per-feature Mul folded");
     summary.add(activations + absorbed.activations, "activation absorbed");
     summary.add(absorbed.residuals, "residual Add absorbed");
+    summary.add(row_swaps, "sequence-first attention block run batch-first");
     Ok(summary)
 }
 

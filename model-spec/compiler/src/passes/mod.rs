@@ -36,6 +36,7 @@ mod layout;
 mod pad_channels;
 mod precision;
 mod space_to_depth;
+mod token_order;
 
 pub use attention_views::attention_views;
 pub use canonicalize_transpose::canonicalize_transpose;
