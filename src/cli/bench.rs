@@ -89,7 +89,7 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<()> {
     let mut gpu = gpu_model::load_with(&args.model, args.tuning.as_ref(), &options)?;
     let spec = gpu.model.spec().clone();
     let batch = spec.batch;
-    let programmatic = args.launch.mode().programmatic(batch);
+    let programmatic = args.launch.mode().programmatic(batch, spec.precision);
     let mut graph_ms = gpu.model.time_graph(args.warmup, args.runs)?;
     graph_ms.sort_by(f32::total_cmp);
     let input = aotune_compiler::zoo::fill(2, 0.0, 1.0, spec.inputs[0].elements());

@@ -139,7 +139,8 @@ pub fn tune_command(args: TuneArgs) -> anyhow::Result<()> {
     }
     settings.compile_processes = args.compile_in == CompileWhere::Processes;
     settings.timing = args.timing.into();
-    settings.programmatic = LaunchMode::Auto.programmatic(compiled.batch.unwrap_or(1));
+    settings.programmatic =
+        LaunchMode::Auto.programmatic(compiled.batch.unwrap_or(1), args.model.precision);
     let (compile_threads, compile_processes) =
         (settings.compile_threads, settings.compile_processes);
     let scratch = std::env::temp_dir().join(format!("aotune-tune-{}", std::process::id()));

@@ -24,6 +24,7 @@ use std::time::Instant;
 
 use aotune_spec::artifact::{Arg, Launch, ModelSpec, TensorSlot};
 use aotune_spec::target::{target_warning, Target};
+use aotune_spec::Precision;
 use cudarc::driver::result::DriverError;
 use cudarc::driver::sys::CUresult;
 use cudarc::driver::CudaContext;
@@ -75,9 +76,13 @@ impl Default for LoadOptions {
 /// batch 1 0.2372 vs 0.2477 ms, batch 8 0.4238 vs 0.4502 ms, but batch 64
 /// 1.9447 vs 1.9319 ms and batch 256 7.1506 vs 7.0619 ms (full grids leave
 /// no room for the next kernel's CTAs, whose early start then only costs).
+/// tf32 loses at batch 1 too: on an H100 (2026-12-06, ResNet-50, committed
+/// log, same call) PDL 0.4090 ms against plain 0.3726 ms, so `Auto` keeps
+/// programmatic launches to the 16-bit precisions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LaunchMode {
-    /// Programmatic up to [`LaunchMode::PROGRAMMATIC_MAX_BATCH`], plain above.
+    /// Programmatic for fp16/bf16 up to [`LaunchMode::PROGRAMMATIC_MAX_BATCH`],
+    /// plain otherwise.
     #[default]
     Auto,
     Programmatic,
@@ -90,10 +95,14 @@ impl LaunchMode {
     /// up to the same batch).
     pub const PROGRAMMATIC_MAX_BATCH: usize = aotune_spec::launch::PROGRAMMATIC_MAX_BATCH;
 
-    /// Whether a model of this batch size is launched programmatically.
-    pub fn programmatic(self, batch: usize) -> bool {
+    /// Whether a model of this batch size and precision is launched
+    /// programmatically.
+    pub fn programmatic(self, batch: usize, precision: Precision) -> bool {
         match self {
-            LaunchMode::Auto => batch <= Self::PROGRAMMATIC_MAX_BATCH,
+            LaunchMode::Auto => {
+                batch <= Self::PROGRAMMATIC_MAX_BATCH
+                    && matches!(precision, Precision::Fp16 | Precision::Bf16)
+            }
             LaunchMode::Programmatic => true,
             LaunchMode::Plain => false,
         }
@@ -193,7 +202,7 @@ impl Model {
             arena: arena.ptr(),
             weights: weights_buffer.ptr(),
         };
-        let programmatic = options.launch.programmatic(spec.batch);
+        let programmatic = options.launch.programmatic(spec.batch, spec.precision);
         let launches: Vec<PreparedLaunch> = spec
             .launches
             .iter()
@@ -1135,12 +1144,15 @@ mod tests {
     #[test]
     fn auto_launches_programmatically_up_to_batch_8_only() {
         use super::LaunchMode;
-        assert!(LaunchMode::Auto.programmatic(1));
-        assert!(LaunchMode::Auto.programmatic(8));
-        assert!(!LaunchMode::Auto.programmatic(9));
-        assert!(!LaunchMode::Auto.programmatic(256));
-        assert!(LaunchMode::Programmatic.programmatic(256));
-        assert!(!LaunchMode::Plain.programmatic(1));
+        let (f16, tf32) = (Precision::Fp16, Precision::Tf32);
+        assert!(LaunchMode::Auto.programmatic(1, f16));
+        assert!(LaunchMode::Auto.programmatic(8, Precision::Bf16));
+        assert!(!LaunchMode::Auto.programmatic(9, f16));
+        assert!(!LaunchMode::Auto.programmatic(256, f16));
+        assert!(!LaunchMode::Auto.programmatic(1, tf32));
+        assert!(!LaunchMode::Auto.programmatic(1, Precision::Fp32));
+        assert!(LaunchMode::Programmatic.programmatic(256, tf32));
+        assert!(!LaunchMode::Plain.programmatic(1, f16));
         assert_eq!(super::LoadOptions::default().launch, LaunchMode::Auto);
     }
 
