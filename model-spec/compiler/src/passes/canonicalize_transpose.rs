@@ -18,15 +18,26 @@
 //!   unchanged (full range, zero pads, same shape, repeats of 1, every
 //!   index in order: the TorchScript Swin export has such Pads and Slices in
 //!   every block, the dynamo ConvNeXt such a Gather in its head) goes the
-//!   way of (c), or becomes a Reshape where its output has another shape.
+//!   way of (c), or becomes a Reshape where its output has another shape;
+//! - (e) a Transpose of a view that only merges runs of adjacent axes (see
+//!   [`merged_runs`]; ViT's patch embedding `[B, C, H, W] → [B, C, H·W]`
+//!   then perm `[0, 2, 1]`) becomes a Transpose of the view's input, each
+//!   merged axis replaced by its run, followed by a Reshape to the old
+//!   output: `[B, C, H, W]` perm `[0, 2, 3, 1]`, then `[B, H·W, C]`. Every
+//!   perm moves the runs as units, so it always applies when the view's
+//!   output is read only by the Transpose and is not a graph output. Behind
+//!   a channels-last conv, the Transpose is then a free byte view where it
+//!   was a layout Convert and a Transpose kernel.
 //!
 //! Only row-major values of one dtype are rewritten (the pass runs before
-//! layouts and precisions are assigned, where every value is such). Each
-//! rewrite removes a Transpose or a copy, so the rounds terminate.
+//! layouts and precisions are assigned, where every value is such). Rewrites
+//! (a) to (d) remove a Transpose or a copy, and (e) moves a Transpose ahead
+//! of a view (never back), so the rounds terminate.
 
 use super::{PassError, PassSummary, Uses};
 use crate::ir::{debug_verify, is_row_major_bytes, Graph, Node, NodeId, Op, Patch, Value, ValueId};
 use std::collections::{HashMap, HashSet};
+use std::ops::Range;
 
 const PASS: &str = "canonicalize_transpose";
 
@@ -36,11 +47,13 @@ struct Counts {
     removed: usize,
     views: usize,
     composed: usize,
+    unmerged: usize,
     noops: usize,
 }
 
 /// Removes identity Transposes, turns those that only move size-1 axes into
-/// Reshapes, and composes Transpose chains.
+/// Reshapes, composes Transpose chains, and moves Transposes ahead of the
+/// views that merge their input's axes.
 pub fn canonicalize_transpose(graph: &mut Graph) -> Result<PassSummary, PassError> {
     let mut counts = Counts::default();
     while round(graph, &mut counts) {}
@@ -49,6 +62,7 @@ pub fn canonicalize_transpose(graph: &mut Graph) -> Result<PassSummary, PassErro
     summary.add(counts.removed, "identity Transpose removed");
     summary.add(counts.views, "Transpose of size-1 axes → Reshape");
     summary.add(counts.composed, "Transpose chains composed");
+    summary.add(counts.unmerged, "Transpose moved ahead of a merging view");
     summary.add(counts.noops, "no-op Slice/Pad/Expand/Tile removed");
     Ok(summary)
 }
@@ -161,6 +175,14 @@ fn round(graph: &mut Graph, counts: &mut Counts) -> bool {
                     }
                 }
                 if !keeps_order(perm, x_shape) {
+                    let merge = merge_back(graph, &uses, &producers, id);
+                    if let Some((view, runs)) = merge.filter(|(v, _)| !taken.contains(v)) {
+                        let input = resolve(&subst, graph.node(view).inputs[0]);
+                        let perm: Vec<usize> = perm.iter().flat_map(|&p| runs[p].clone()).collect();
+                        unmerge(graph, &mut patch, view, id, input, perm);
+                        taken.extend([view, id]);
+                        counts.unmerged += 1;
+                    }
                     continue;
                 }
                 perm.iter().enumerate().all(|(i, &p)| i == p)
@@ -239,6 +261,96 @@ fn chain_back(
             _ => return None,
         }
     }
+}
+
+/// For a view from shape `from` to shape `to` that only merges runs of
+/// adjacent axes, the run of `from` axes behind each axis of `to`, in order.
+///
+/// Runs are taken greedily from the left: each is the shortest (at least
+/// one axis) whose dims multiply to its `to` dim, so a size-1 axis of
+/// `from` joins the run that follows it. `None` when the runs do not use up
+/// `from` exactly (a split, a regrouping, trailing size-1 axes), or when no
+/// run holds two axes of size other than 1 (the view only inserts or
+/// removes size-1 axes: nothing moves, and (b) composes such chains).
+fn merged_runs(from: &[usize], to: &[usize]) -> Option<Vec<Range<usize>>> {
+    let mut runs = Vec::with_capacity(to.len());
+    let mut start = 0;
+    for &d in to {
+        let (mut end, mut product) = (start, 1);
+        while end < from.len() && (end == start || product < d) {
+            product *= from[end];
+            end += 1;
+        }
+        if end == start || product != d {
+            return None;
+        }
+        runs.push(start..end);
+        start = end;
+    }
+    let merges = |r: &Range<usize>| from[r.clone()].iter().filter(|&&d| d != 1).count() > 1;
+    (start == from.len() && runs.iter().any(merges)).then_some(runs)
+}
+
+/// For Transpose `transpose`, the single-input view writing its input and
+/// that view's [`merged_runs`], when it only merges runs of adjacent axes,
+/// its output is read only by the Transpose and is not a graph output, and
+/// both its values are plain.
+fn merge_back(
+    graph: &Graph,
+    uses: &Uses,
+    producers: &HashMap<ValueId, NodeId>,
+    transpose: NodeId,
+) -> Option<(NodeId, Vec<Range<usize>>)> {
+    let merged = graph.node(transpose).inputs[0];
+    if uses.sole_user(merged) != Some(transpose) {
+        return None;
+    }
+    let view = *producers.get(&merged)?;
+    let node = graph.node(view);
+    let [x] = node.inputs[..] else {
+        return None;
+    };
+    let (from, to) = (&graph.value(x).shape, &graph.value(merged).shape);
+    if !node.op.is_view() || !plain(graph, x, merged) {
+        return None;
+    }
+    Some((view, merged_runs(from, to)?))
+}
+
+/// Rewrites `view → transpose` ([`merge_back`] found it) as a Transpose of
+/// `x` (the view's input, after this round's substitutions) by `perm` (the
+/// old perm with each merged axis replaced by its run), then a Reshape
+/// writing the old Transpose's output. The view's output, read only by the
+/// old Transpose, becomes the new Transpose's (renamed, reshaped).
+fn unmerge(
+    graph: &Graph,
+    patch: &mut Patch,
+    view: NodeId,
+    transpose: NodeId,
+    x: ValueId,
+    perm: Vec<usize>,
+) {
+    let node = graph.node(transpose);
+    let merged = node.inputs[0];
+    let x_shape = &graph.value(graph.node(view).inputs[0]).shape;
+    let name = node.name.clone();
+    let value = Value {
+        name: format!("{name}/transposed"),
+        shape: perm.iter().map(|&p| x_shape[p]).collect(),
+        ..graph.value(merged).clone()
+    };
+    patch.set_value(merged, value);
+    patch.remove_node(view);
+    let new = Node {
+        name: name.clone(),
+        op: Op::Transpose { perm },
+        inputs: vec![x],
+        output: merged,
+    };
+    patch.insert_before(transpose, new);
+    let out_shape = &graph.value(node.output).shape;
+    let r = reshape(format!("{name}/view"), merged, node.output, out_shape);
+    patch.replace_node(transpose, r);
 }
 
 /// Rewrites `chain → last` (a chain [`chain_back`] found) as one Transpose
@@ -607,6 +719,141 @@ mod tests {
         let (twice, summary) = run(&once);
         assert!(summary.is_noop(), "{summary}");
         assert_eq!(twice, once);
+    }
+
+    /// ViT's patch embedding: `[B, C, H, W]` merged to `[B, C, H·W]`, then
+    /// perm `[0, 2, 1]`.
+    fn patch_embedding(b: &mut Builder, x: ValueId) -> ValueId {
+        let shape = b.shape(x).to_vec();
+        let (n, c, hw) = (shape[0] as i64, shape[1] as i64, shape[2] * shape[3]);
+        let flat = view(b, "flatten", x, &[n, c, hw as i64]);
+        transpose(b, "t", flat, &[0, 2, 1])
+    }
+
+    #[test]
+    fn a_transpose_of_merged_axes_moves_ahead_of_the_merge() {
+        let mut b = Builder::new();
+        let x = b.input("x", &[2, 3, 4, 5]);
+        let r = b.node("conv", Op::Unary(UnaryOp::Relu), &[x]);
+        let t = patch_embedding(&mut b, r);
+        let y = b.node("out", Op::Unary(UnaryOp::Relu), &[t]);
+        b.output(y);
+        let (after, summary) = run(&b.finish());
+        insta::assert_snapshot!(print_graph(&after), @r"
+        graph precision=fp32
+          input %0: f32[2,3,4,5]  # x
+          %1: f32[2,3,4,5] = Relu(%0)  # conv
+          %2: f32[2,4,5,3] = Transpose(%1) perm=[0, 2, 3, 1]  # t
+          %3: f32[2,20,3] = Reshape(%2) shape=[2, 20, 3]  # t/view
+          %4: f32[2,20,3] = Relu(%3)  # out
+          return %4
+        ");
+        assert_eq!(
+            summary.to_string(),
+            "canonicalize_transpose: 1 Transpose moved ahead of a merging view"
+        );
+        let (again, summary) = run(&after);
+        assert!(summary.is_noop(), "{summary}");
+        assert_eq!(again, after);
+    }
+
+    /// Behind a conv, channels-last, the moved Transpose reads the conv's
+    /// bytes as they are: no Convert, and no kernel for the Transpose.
+    #[test]
+    fn a_patch_embedding_behind_a_conv_needs_no_convert() {
+        let mut b = Builder::new();
+        let x = b.input("x", &[2, 3, 8, 8]);
+        let conv = b.conv("proj", x, 6, 2, 2, true);
+        let t = patch_embedding(&mut b, conv);
+        let y = b.node("out", Op::Unary(UnaryOp::Relu), &[t]);
+        b.output(y);
+        let (mut g, _) = run(&b.finish());
+        crate::passes::fuse_epilogue(&mut g).unwrap();
+        let layout = crate::passes::to_channels_last(&mut g).unwrap();
+        assert_eq!(layout.count("Convert to NCHW"), 0, "{}", print_graph(&g));
+        let n = g.nodes.iter().find(|n| n.name == "t").unwrap();
+        let (x, y) = (g.value(n.inputs[0]), g.value(n.output));
+        assert!(crate::ir::is_byte_view(&n.op, x, y), "{}", print_graph(&g));
+    }
+
+    #[test]
+    fn merges_of_the_wrong_shape_or_with_other_readers_stay() {
+        let mut b = Builder::new();
+        // A split: [6, 4] → [2, 3, 4].
+        let x = b.input("x", &[6, 4]);
+        let split = view(&mut b, "split", x, &[2, 3, 4]);
+        let t = transpose(&mut b, "t_split", split, &[2, 0, 1]);
+        b.output(t);
+        // A regrouping: [2, 6] → [3, 4], whose axes straddle the input's,
+        // so no perm of them moves whole runs of input axes.
+        let y = b.input("y", &[2, 6]);
+        let regroup = view(&mut b, "regroup", y, &[3, 4]);
+        let t = transpose(&mut b, "t_regroup", regroup, &[1, 0]);
+        b.output(t);
+        // A merge whose output has a second reader.
+        let z = b.input("z", &[2, 3, 4, 5]);
+        let merged = view(&mut b, "merge", z, &[2, 3, 20]);
+        let t = transpose(&mut b, "t_shared", merged, &[0, 2, 1]);
+        let s = b.node("sum", Op::Sum, &[merged, merged]);
+        b.output(t);
+        b.output(s);
+        // A merge that is a graph output.
+        let w = b.input("w", &[2, 3, 4]);
+        let merged = view(&mut b, "merge_out", w, &[6, 4]);
+        let t = transpose(&mut b, "t_out", merged, &[1, 0]);
+        b.output(merged);
+        b.output(t);
+        let g = b.finish();
+        let (after, summary) = run(&g);
+        assert!(summary.is_noop(), "{summary}");
+        assert_eq!(after, g);
+    }
+
+    #[test]
+    fn a_merge_between_transposes_unfolds_and_composes() {
+        // [2,3,4,5] → [2,4,5,3] → [2,20,3] → [2,3,20]: the second Transpose
+        // moves ahead of the merge, then composes with the first into the
+        // identity, leaving one view.
+        let mut b = Builder::new();
+        let x = b.input("x", &[2, 3, 4, 5]);
+        let r = b.node("relu", Op::Unary(UnaryOp::Relu), &[x]);
+        let nhwc = transpose(&mut b, "nhwc", r, &[0, 2, 3, 1]);
+        let merged = view(&mut b, "merge", nhwc, &[2, 20, 3]);
+        let t = transpose(&mut b, "t", merged, &[0, 2, 1]);
+        let y = b.node("out", Op::Unary(UnaryOp::Relu), &[t]);
+        b.output(y);
+        let (after, summary) = run(&b.finish());
+        insta::assert_snapshot!(print_graph(&after), @r"
+        graph precision=fp32
+          input %0: f32[2,3,4,5]  # x
+          %1: f32[2,3,4,5] = Relu(%0)  # relu
+          %2: f32[2,3,20] = Reshape(%1) shape=[2, 3, 20]  # t/view
+          %3: f32[2,3,20] = Relu(%2)  # out
+          return %3
+        ");
+        assert_eq!(summary.count("Transpose moved ahead of a merging view"), 1);
+        assert_eq!(summary.count("Transpose chains composed"), 1);
+    }
+
+    #[test]
+    fn merged_runs_are_greedy_and_exact() {
+        let runs = |from: &[usize], to: &[usize]| merged_runs(from, to);
+        assert_eq!(
+            runs(&[8, 3, 14, 14], &[8, 3, 196]),
+            Some(vec![0..1, 1..2, 2..4])
+        );
+        // A size-1 axis joins the run after it.
+        assert_eq!(runs(&[2, 1, 3, 4], &[2, 12]), Some(vec![0..1, 1..4]));
+        assert_eq!(
+            runs(&[2, 1, 3, 4], &[2, 1, 12]),
+            Some(vec![0..1, 1..2, 2..4])
+        );
+        // Trailing size-1 axes, splits, regroupings, unit-only views: none.
+        assert_eq!(runs(&[2, 3, 4, 1], &[2, 12]), None);
+        assert_eq!(runs(&[6, 4], &[2, 3, 4]), None);
+        assert_eq!(runs(&[2, 6], &[3, 4]), None);
+        assert_eq!(runs(&[1, 197, 768], &[197, 768]), None);
+        assert_eq!(runs(&[2, 3], &[2, 3]), None);
     }
 
     #[test]
