@@ -254,6 +254,7 @@ fn tune_explains_what_it_needs() {
     for flag in [
         "--budget-minutes",
         "--trials-per-task",
+        "--fixed-cap",
         "--resume",
         "--log",
         "--best",

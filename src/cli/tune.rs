@@ -34,9 +34,14 @@ pub struct TuneArgs {
     /// Wall-clock budget for measuring (compiling included).
     #[arg(long, default_value_t = 5.0)]
     pub budget_minutes: f64,
-    /// Most configs measured per task.
+    /// Configs measured per task before its cap grows: once every task is
+    /// done with time left in the budget, the tasks stopped by this cap go on
+    /// with it doubled, until the budget or early stopping ends them.
     #[arg(long, default_value_t = 64)]
     pub trials_per_task: usize,
+    /// Stop each task at --trials-per-task even with budget left.
+    #[arg(long)]
+    pub fixed_cap: bool,
     /// Configs compiled and measured per round of one task.
     #[arg(long, default_value_t = 32)]
     pub round_size: usize,
@@ -186,6 +191,7 @@ pub fn tune_command(args: TuneArgs) -> anyhow::Result<()> {
     let options = TuneOptions {
         budget: Duration::from_secs_f64(args.budget_minutes.max(0.0) * 60.0),
         trials_per_task: args.trials_per_task.max(1),
+        grow_caps: !args.fixed_cap,
         batch_size: args.round_size.max(1),
         seed: args.seed,
         ..TuneOptions::default()

@@ -134,6 +134,7 @@ pub fn tune(
         );
         match pick {
             Some(i) => run.round(i, options.batch(), measurer, records, progress, start)?,
+            None if options.grow_caps && run.grow_caps() => {}
             None => break,
         }
     }
@@ -378,6 +379,16 @@ impl<'a> Run<'a> {
         }
         let out_of_trials = self.options.max_trials.is_some_and(|m| self.total >= m);
         (start.elapsed() >= self.options.budget || out_of_trials).then_some(FinishReason::Budget)
+    }
+
+    /// Doubles the cap of every task it stopped ([`TuneOptions::grow_caps`]);
+    /// `true` when one goes on.
+    fn grow_caps(&mut self) -> bool {
+        let mut grown = 0;
+        for s in &mut self.searches {
+            grown += usize::from(s.grow_cap());
+        }
+        grown > 0
     }
 
     /// The scheduler's view of task `i`.

@@ -10,6 +10,11 @@ pub struct TuneOptions {
     /// Most trials per task, counting those resumed from earlier records
     /// (a space small enough for exhaustive search is measured whole).
     pub trials_per_task: usize,
+    /// When no task is left to search and the budget has time left, the
+    /// tasks stopped by their trial cap search on with it doubled (again
+    /// and again), until the budget, `max_trials`, early stopping or their
+    /// space ends them: the budget, not the cap, bounds the run.
+    pub grow_caps: bool,
     /// Most new trials in this run, over all tasks (`None`: no limit). A
     /// deterministic budget for comparisons, where wall time is not.
     pub max_trials: Option<usize>,
@@ -42,6 +47,7 @@ impl Default for TuneOptions {
         TuneOptions {
             budget: Duration::from_secs(300),
             trials_per_task: 64,
+            grow_caps: false,
             max_trials: None,
             batch_size: 16,
             exhaustive_threshold: None,

@@ -59,6 +59,9 @@ pub(crate) struct TaskSearch {
     unmeasured: usize,
     pub exhaustive: bool,
     pub finished: Option<FinishReason>,
+    /// The trial cap is `trials_per_task` times this (see
+    /// [`TaskSearch::grow_cap`]).
+    cap_scale: usize,
     rng: Rng,
 }
 
@@ -75,6 +78,7 @@ impl TaskSearch {
             unmeasured: space.configs.len(),
             exhaustive: space.configs.len() <= options.exhaustive_limit(),
             finished: None,
+            cap_scale: 1,
             rng: Rng::fork(options.seed, stream),
             table,
         }
@@ -120,8 +124,19 @@ impl TaskSearch {
         if self.exhaustive {
             space.configs.len()
         } else {
-            options.trials_per_task.min(space.configs.len())
+            (options.trials_per_task * self.cap_scale).min(space.configs.len())
         }
+    }
+
+    /// A task stopped by its trial cap searches on with the cap doubled;
+    /// `false` (and no change) for a task running or stopped otherwise.
+    pub fn grow_cap(&mut self) -> bool {
+        if self.finished != Some(FinishReason::TrialCap) {
+            return false;
+        }
+        self.cap_scale *= 2;
+        self.finished = None;
+        true
     }
 
     /// Records the outcome of config `i` (`None`: it failed). A config

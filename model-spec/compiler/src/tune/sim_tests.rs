@@ -760,3 +760,36 @@ fn a_run_that_ends_at_its_trial_caps_says_the_budget_was_left() {
         .iter()
         .all(|n| !n.contains("--trials-per-task")));
 }
+
+#[test]
+fn growing_caps_spend_the_budget_the_caps_would_leave() {
+    let spaces = three_tasks();
+    let capped = TuneOptions {
+        trials_per_task: 32,
+        ..options()
+    };
+    let (fixed, _) = run(&spaces, &capped, &[]);
+    let growing = TuneOptions {
+        grow_caps: true,
+        ..capped.clone()
+    };
+    let (grown, gpu) = run(&spaces, &growing, &[]);
+    assert!(grown.trials > fixed.trials, "{} trials", grown.trials);
+    for t in &grown.tasks {
+        assert_ne!(t.finish, FinishReason::TrialCap, "{t:?}");
+    }
+    assert!(grown.notes.iter().all(|n| !n.contains("--trials-per-task")));
+    let e2e_of = |o: &TuneOutcome| {
+        e2e(&spaces, |i, s| {
+            gpu.true_us(s, o.tasks[i].best.unwrap()).unwrap()
+        })
+    };
+    assert!(e2e_of(&grown) <= e2e_of(&fixed) + 1e-9);
+    // A trial limit still ends the run.
+    let limited = TuneOptions {
+        max_trials: Some(120),
+        ..growing
+    };
+    let (outcome, _) = run(&spaces, &limited, &[]);
+    assert_eq!(outcome.trials, 120);
+}
