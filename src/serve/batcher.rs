@@ -253,8 +253,14 @@ impl Batcher {
 impl Shared {
     /// An executor thread: batches until the queue is closed and empty.
     fn run(&self, mut executor: Box<dyn Executor>) {
+        // The batch's input buffers, kept across batches: each grows to the
+        // largest batch once, and gathering later batches writes into pages
+        // already mapped. A fresh buffer per batch (MBs: 38.5 MB for
+        // ResNet-50 at batch 64) would be mapped and zero-faulted page by
+        // page on every batch, on the executor's critical path.
+        let mut inputs = vec![Vec::new(); self.signature.inputs.len()];
         while let Some(pieces) = self.next_batch() {
-            self.execute(executor.as_mut(), pieces);
+            self.execute(executor.as_mut(), pieces, &mut inputs);
         }
     }
 
@@ -297,8 +303,9 @@ impl Shared {
         }
     }
 
-    /// Runs one batch and answers its requests.
-    fn execute(&self, executor: &mut dyn Executor, pieces: Vec<Piece>) {
+    /// Runs one batch, gathered into `inputs` (one buffer per input, reused
+    /// across batches), and answers its requests.
+    fn execute(&self, executor: &mut dyn Executor, pieces: Vec<Piece>, inputs: &mut [Vec<f32>]) {
         let now = Instant::now();
         let pieces: Vec<Piece> = pieces
             .into_iter()
@@ -328,23 +335,17 @@ impl Shared {
         }
         self.metrics.batch_size.observe(rows as f64);
         self.metrics.padding_rows.inc_by((batch - rows) as u64);
-        let inputs: Vec<Vec<f32>> = self
-            .signature
-            .inputs
-            .iter()
-            .enumerate()
-            .map(|(i, spec)| {
-                let item = spec.item_len();
-                let mut data = Vec::with_capacity(batch * item);
-                for p in &pieces {
-                    data.extend_from_slice(&p.job.inputs[i][p.offset * item..][..p.rows * item]);
-                }
-                data.resize(batch * item, 0.0);
-                data
-            })
-            .collect();
+        for (i, (data, spec)) in inputs.iter_mut().zip(&self.signature.inputs).enumerate() {
+            let item = spec.item_len();
+            data.clear();
+            for p in &pieces {
+                data.extend_from_slice(&p.job.inputs[i][p.offset * item..][..p.rows * item]);
+            }
+            // Padding rows are zeros, as before.
+            data.resize(batch * item, 0.0);
+        }
         let start = Instant::now();
-        let result = catch_unwind(AssertUnwindSafe(|| executor.run(batch, &inputs)));
+        let result = catch_unwind(AssertUnwindSafe(|| executor.run(batch, inputs)));
         self.metrics
             .compute_seconds
             .observe(start.elapsed().as_secs_f64());
@@ -525,6 +526,67 @@ mod tests {
             .map(|(i, v)| v * 10.0 + if i < 16 { 8.0 } else { 4.0 })
             .collect();
         assert_eq!(out[0], want);
+        b.shutdown();
+    }
+
+    /// Echoes its input and records every batch's input as it saw it.
+    struct Record(Signature, Arc<Mutex<Vec<Vec<f32>>>>);
+
+    impl Backend for Record {
+        fn signature(&self) -> &Signature {
+            &self.0
+        }
+        fn describe(&self) -> String {
+            "record".into()
+        }
+        fn executor(&self) -> Result<Box<dyn Executor>, BackendError> {
+            struct Run(Arc<Mutex<Vec<Vec<f32>>>>);
+            impl Executor for Run {
+                fn run(
+                    &mut self,
+                    _: usize,
+                    inputs: &[Vec<f32>],
+                ) -> Result<Vec<Vec<f32>>, BackendError> {
+                    lock(&self.0).push(inputs[0].clone());
+                    Ok(vec![inputs[0].clone()])
+                }
+            }
+            Ok(Box::new(Run(Arc::clone(&self.1))))
+        }
+    }
+
+    #[test]
+    fn padding_rows_are_zero_after_a_larger_batch() {
+        // The executor's input buffer is reused: a smaller batch after a
+        // larger one must see zeros in its padding rows, not the old rows.
+        let item = TensorSpec {
+            name: "x".into(),
+            item_shape: vec![2],
+        };
+        let signature = Signature {
+            inputs: vec![item.clone()],
+            outputs: vec![item],
+            batched: true,
+            batch_sizes: vec![1, 4, 8],
+        };
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let policy = BatchPolicy {
+            max_queue_delay: Duration::ZERO,
+            queue_capacity: 100,
+            instances: 1,
+        };
+        let metrics = Metrics::new().unwrap().model("t");
+        let backend = Arc::new(Record(signature, Arc::clone(&seen)));
+        let b = Batcher::start("t", backend, policy, metrics).unwrap();
+        let full: Vec<f32> = (1..=16).map(|v| v as f32).collect();
+        let out = b.submit(vec![full.clone()], 8, far()).unwrap();
+        assert_eq!(out.blocking_recv().unwrap().unwrap()[0], full);
+        let small = vec![100.0, 101.0, 102.0, 103.0];
+        let out = b.submit(vec![small.clone()], 2, far()).unwrap();
+        assert_eq!(out.blocking_recv().unwrap().unwrap()[0], small);
+        let mut padded = small;
+        padded.resize(8, 0.0);
+        assert_eq!(*lock(&seen), vec![full, padded]);
         b.shutdown();
     }
 
