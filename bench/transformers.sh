@@ -40,7 +40,7 @@ for m in $MODELS; do
     done ) &
   verify_pids="$verify_pids $!"
 done
-wait $verify_pids
+[ -z "$verify_pids" ] || wait $verify_pids
 [ -z "$test_pids" ] || wait $test_pids
 for mb in $BENCH; do
   m=${mb%%:*}; b=${mb##*:}
