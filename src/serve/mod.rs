@@ -151,10 +151,9 @@ async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, Serve
 // writes (HEADERS, DATA, then the trailers HEADERS with grpc-status), and the
 // client sends nothing until the last one arrives. With Nagle's algorithm on,
 // the kernel holds the last small write until the earlier ones are
-// acknowledged, and the client delays that ACK (40 ms on Linux): every
-// request paid ~40 ms, and a closed loop of N clients topped out near
-// N / 44 ms requests/s whatever the model's speed (1,418 images/s at
-// concurrency 64 on an H100 that runs 32k/s). An HTTP/1 response is mostly
+// acknowledged, and the client delays that ACK (40 ms on Linux): each
+// request would wait ~40 ms, capping a closed loop of N clients near
+// N / 40 ms requests/s whatever the model's speed. An HTTP/1 response is mostly
 // one write, but a large or streamed body can be written apart from its
 // head, so HTTP and metrics get the same setting. hyper and tonic batch
 // frames into few writes themselves, so nothing is gained from Nagle here.
