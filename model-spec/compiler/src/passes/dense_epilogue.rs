@@ -292,7 +292,7 @@ fn plan(graph: &Graph, uses: &Uses, claimed: &HashSet<NodeId>, id: NodeId) -> Op
 }
 
 /// A Reshape to `shape`.
-fn reshape_to(shape: &[usize]) -> Op {
+pub(super) fn reshape_to(shape: &[usize]) -> Op {
     Op::Reshape {
         shape: shape.iter().map(|&d| d as i64).collect(),
         allowzero: false,

@@ -25,6 +25,7 @@
 //! and every view steps over the two row axes with exactly their strides
 //! (the other axes stay inside one row). Otherwise the chain stays.
 
+use super::dense_epilogue::reshape_to;
 use super::Uses;
 use crate::ir::{AttentionViews, Graph, Node, NodeId, Op, Patch, StridedView, ValueId};
 
@@ -63,13 +64,6 @@ pub(super) fn sink_row_swaps(graph: &mut Graph) -> usize {
     }
     patch.apply(graph);
     done
-}
-
-fn op_reshape(shape: &[usize]) -> Op {
-    Op::Reshape {
-        shape: shape.iter().map(|&d| d as i64).collect(),
-        allowzero: false,
-    }
 }
 
 fn is_swap(op: &Op) -> bool {
@@ -237,7 +231,7 @@ fn rewrite(graph: &Graph, patch: &mut Patch, c: &Chain) -> Option<()> {
     patch.replace_node(
         c.r2,
         Node {
-            op: op_reshape(&[a, b, n]),
+            op: reshape_to(&[a, b, n]),
             ..r2.clone()
         },
     );
@@ -259,7 +253,7 @@ fn rewrite(graph: &Graph, patch: &mut Patch, c: &Chain) -> Option<()> {
     patch.replace_node(
         c.r3,
         Node {
-            op: op_reshape(&[a, b, f]),
+            op: reshape_to(&[a, b, f]),
             output: t2.output,
             ..r3.clone()
         },
