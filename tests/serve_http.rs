@@ -382,7 +382,7 @@ async fn malformed_requests_are_answered_and_the_server_keeps_serving() {
             shape,
             ..Default::default()
         }],
-        raw_input_contents: raw,
+        raw_input_contents: raw.into_iter().map(Into::into).collect(),
         ..Default::default()
     };
     let good = f32_bytes(&vec![0.5; ROW]);

@@ -47,7 +47,7 @@ async fn one(
                 shape: vec![1, 3, 8, 8],
                 ..Default::default()
             });
-            request.raw_input_contents.push(f32_bytes(x));
+            request.raw_input_contents.push(f32_bytes(x).into());
             let r = grpc.model_infer(request).await.map_err(|e| e.to_string())?;
             let raw = r.into_inner().raw_output_contents.remove(0);
             Ok(raw

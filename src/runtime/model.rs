@@ -282,9 +282,23 @@ impl Model {
     /// device.
     pub fn infer(&mut self, input: &[f32], output: &mut [f32]) -> Result<(), RuntimeError> {
         self.check_input(input.len())?;
+        self.input_staging.as_f32_mut().copy_from_slice(input);
+        self.infer_staged(output)
+    }
+
+    /// The pinned host buffer `infer` copies its input into
+    /// (`spec().inputs[0]`'s element count, f32). Writing the input here
+    /// and calling [`Model::infer_staged`] saves that copy: a server gathers
+    /// a batch's requests in place.
+    pub fn input_staging(&mut self) -> &mut [f32] {
+        self.input_staging.as_f32_mut()
+    }
+
+    /// [`Model::infer`] on the input already in [`Model::input_staging`].
+    /// Allocates nothing on the host or the device.
+    pub fn infer_staged(&mut self, output: &mut [f32]) -> Result<(), RuntimeError> {
         self.check_output(output.len())?;
         self.bind()?;
-        self.input_staging.as_f32_mut().copy_from_slice(input);
         self.io_graph
             .launch(&self.stream)
             .map_err(RuntimeError::cuda(

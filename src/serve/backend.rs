@@ -80,14 +80,20 @@ pub enum BackendError {
     Reference(String),
 }
 
+/// Writes input `i` of a batch into the given buffer (see [`Executor::run`]).
+pub type Fill<'a> = dyn FnMut(usize, &mut [f32]) + 'a;
+
 /// Runs batches of one model. Created on, and used only by, its executor
 /// thread (a GPU model holds a CUDA context that stays on one thread).
 pub trait Executor {
-    /// Runs `batch` rows, `batch` one of [`Signature::batch_sizes`]:
-    /// `inputs[i]` holds `batch × inputs[i].item_len()` f32 values in the
-    /// signature's input order. Returns each output's `batch × item_len` f32
-    /// values, in the signature's output order.
-    fn run(&mut self, batch: usize, inputs: &[Vec<f32>]) -> Result<Vec<Vec<f32>>, BackendError>;
+    /// Runs `batch` rows, `batch` one of [`Signature::batch_sizes`]. The
+    /// batch's inputs are written by `fill(i, values)`, called once per input
+    /// `i` in the signature's input order with a buffer of `batch ×
+    /// inputs[i].item_len()` f32 values that it overwrites entirely (the GPU
+    /// backend hands it the pinned staging buffer the input is copied to the
+    /// device from, so the batch is gathered in place). Returns each output's
+    /// `batch × item_len` f32 values, in the signature's output order.
+    fn run(&mut self, batch: usize, fill: &mut Fill<'_>) -> Result<Vec<Vec<f32>>, BackendError>;
 }
 
 /// A loaded model: its signature, and a factory of executors (one per

@@ -19,6 +19,7 @@
 use super::backend::{Backend, Executor, Signature};
 use super::error::InferError;
 use super::metrics::ModelMetrics;
+use super::rows::Rows;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -70,7 +71,7 @@ struct Piece {
 
 /// One request: its inputs, and its outputs filled piece by piece.
 struct Job {
-    inputs: Vec<Vec<f32>>,
+    inputs: Vec<Rows>,
     deadline: Instant,
     state: Mutex<JobState>,
 }
@@ -166,7 +167,7 @@ impl Batcher {
     /// `rows × item_len` values) to be answered by `deadline`.
     pub fn submit(
         &self,
-        inputs: Vec<Vec<f32>>,
+        inputs: Vec<Rows>,
         rows: usize,
         deadline: Instant,
     ) -> Result<oneshot::Receiver<Reply>, InferError> {
@@ -253,14 +254,8 @@ impl Batcher {
 impl Shared {
     /// An executor thread: batches until the queue is closed and empty.
     fn run(&self, mut executor: Box<dyn Executor>) {
-        // The batch's input buffers, kept across batches: each grows to the
-        // largest batch once, and gathering later batches writes into pages
-        // already mapped. A fresh buffer per batch (MBs: 38.5 MB for
-        // ResNet-50 at batch 64) would be mapped and zero-faulted page by
-        // page on every batch, on the executor's critical path.
-        let mut inputs = vec![Vec::new(); self.signature.inputs.len()];
         while let Some(pieces) = self.next_batch() {
-            self.execute(executor.as_mut(), pieces, &mut inputs);
+            self.execute(executor.as_mut(), pieces);
         }
     }
 
@@ -303,9 +298,9 @@ impl Shared {
         }
     }
 
-    /// Runs one batch, gathered into `inputs` (one buffer per input, reused
-    /// across batches), and answers its requests.
-    fn execute(&self, executor: &mut dyn Executor, pieces: Vec<Piece>, inputs: &mut [Vec<f32>]) {
+    /// Runs one batch, gathered into the executor's input buffers, and
+    /// answers its requests.
+    fn execute(&self, executor: &mut dyn Executor, pieces: Vec<Piece>) {
         let now = Instant::now();
         let pieces: Vec<Piece> = pieces
             .into_iter()
@@ -335,17 +330,20 @@ impl Shared {
         }
         self.metrics.batch_size.observe(rows as f64);
         self.metrics.padding_rows.inc_by((batch - rows) as u64);
-        for (i, (data, spec)) in inputs.iter_mut().zip(&self.signature.inputs).enumerate() {
-            let item = spec.item_len();
-            data.clear();
+        let signature = &self.signature;
+        let mut fill = |i: usize, data: &mut [f32]| {
+            let item = signature.inputs[i].item_len();
+            let mut at = 0;
             for p in &pieces {
-                data.extend_from_slice(&p.job.inputs[i][p.offset * item..][..p.rows * item]);
+                let n = p.rows * item;
+                p.job.inputs[i].copy_to(p.offset * item, &mut data[at..at + n]);
+                at += n;
             }
-            // Padding rows are zeros, as before.
-            data.resize(batch * item, 0.0);
-        }
+            // Padding rows are zeros.
+            data[at..].fill(0.0);
+        };
         let start = Instant::now();
-        let result = catch_unwind(AssertUnwindSafe(|| executor.run(batch, inputs)));
+        let result = catch_unwind(AssertUnwindSafe(|| executor.run(batch, &mut fill)));
         self.metrics
             .compute_seconds
             .observe(start.elapsed().as_secs_f64());
@@ -410,7 +408,7 @@ impl Shared {
 
 #[cfg(test)]
 mod tests {
-    use super::super::backend::{BackendError, TensorSpec};
+    use super::super::backend::{BackendError, Fill, TensorSpec};
     use super::super::metrics::Metrics;
     use super::*;
 
@@ -428,11 +426,12 @@ mod tests {
         fn run(
             &mut self,
             batch: usize,
-            inputs: &[Vec<f32>],
+            fill: &mut Fill<'_>,
         ) -> Result<Vec<Vec<f32>>, BackendError> {
             lock(&self.seen).push(batch);
-            assert_eq!(inputs[0].len(), batch * 2);
-            Ok(vec![inputs[0]
+            let mut input = vec![f32::NAN; batch * 2];
+            fill(0, &mut input);
+            Ok(vec![input
                 .iter()
                 .map(|v| v * 10.0 + batch as f32)
                 .collect()])
@@ -497,7 +496,7 @@ mod tests {
         ];
         let rxs: Vec<_> = requests
             .iter()
-            .map(|(x, rows)| b.submit(vec![x.clone()], *rows, far()).unwrap())
+            .map(|(x, rows)| b.submit(vec![x.clone().into()], *rows, far()).unwrap())
             .collect();
         for ((x, _), rx) in requests.iter().zip(rxs) {
             let out = rx.blocking_recv().unwrap().unwrap();
@@ -513,7 +512,7 @@ mod tests {
         let (b, seen) = batcher(0, 100);
         let x: Vec<f32> = (0..2 * 11).map(|v| v as f32).collect();
         let out = b
-            .submit(vec![x.clone()], 11, far())
+            .submit(vec![x.clone().into()], 11, far())
             .unwrap()
             .blocking_recv()
             .unwrap()
@@ -540,18 +539,22 @@ mod tests {
             "record".into()
         }
         fn executor(&self) -> Result<Box<dyn Executor>, BackendError> {
-            struct Run(Arc<Mutex<Vec<Vec<f32>>>>);
+            /// One buffer for every batch, as the GPU's staging is: what
+            /// a batch does not overwrite keeps the previous batch's values.
+            struct Run(Arc<Mutex<Vec<Vec<f32>>>>, Vec<f32>);
             impl Executor for Run {
                 fn run(
                     &mut self,
-                    _: usize,
-                    inputs: &[Vec<f32>],
+                    batch: usize,
+                    fill: &mut Fill<'_>,
                 ) -> Result<Vec<Vec<f32>>, BackendError> {
-                    lock(&self.0).push(inputs[0].clone());
-                    Ok(vec![inputs[0].clone()])
+                    let input = &mut self.1[..batch * 2];
+                    fill(0, input);
+                    lock(&self.0).push(input.to_vec());
+                    Ok(vec![input.to_vec()])
                 }
             }
-            Ok(Box::new(Run(Arc::clone(&self.1))))
+            Ok(Box::new(Run(Arc::clone(&self.1), vec![f32::NAN; 16])))
         }
     }
 
@@ -579,10 +582,10 @@ mod tests {
         let backend = Arc::new(Record(signature, Arc::clone(&seen)));
         let b = Batcher::start("t", backend, policy, metrics).unwrap();
         let full: Vec<f32> = (1..=16).map(|v| v as f32).collect();
-        let out = b.submit(vec![full.clone()], 8, far()).unwrap();
+        let out = b.submit(vec![full.clone().into()], 8, far()).unwrap();
         assert_eq!(out.blocking_recv().unwrap().unwrap()[0], full);
         let small = vec![100.0, 101.0, 102.0, 103.0];
-        let out = b.submit(vec![small.clone()], 2, far()).unwrap();
+        let out = b.submit(vec![small.clone().into()], 2, far()).unwrap();
         assert_eq!(out.blocking_recv().unwrap().unwrap()[0], small);
         let mut padded = small;
         padded.resize(8, 0.0);
@@ -593,13 +596,13 @@ mod tests {
     #[test]
     fn a_full_queue_refuses_and_a_closed_one_is_unavailable() {
         let (b, _) = batcher(10_000, 4);
-        let _first = b.submit(vec![vec![0.0; 6]], 3, far()).unwrap();
-        let e = b.submit(vec![vec![0.0; 4]], 2, far()).unwrap_err();
+        let _first = b.submit(vec![vec![0.0; 6].into()], 3, far()).unwrap();
+        let e = b.submit(vec![vec![0.0; 4].into()], 2, far()).unwrap_err();
         assert!(matches!(e, InferError::QueueFull(_)), "{e:?}");
-        let e = b.submit(vec![vec![0.0; 10]], 5, far()).unwrap_err();
+        let e = b.submit(vec![vec![0.0; 10].into()], 5, far()).unwrap_err();
         assert!(matches!(e, InferError::InvalidArgument(_)), "{e:?}");
         b.close();
-        let e = b.submit(vec![vec![0.0; 2]], 1, far()).unwrap_err();
+        let e = b.submit(vec![vec![0.0; 2].into()], 1, far()).unwrap_err();
         assert!(matches!(e, InferError::Unavailable(_)), "{e:?}");
         // Closing flushes the queued request without waiting for the delay.
         b.shutdown();
@@ -608,8 +611,10 @@ mod tests {
     #[test]
     fn expired_and_abandoned_requests_do_not_run() {
         let (b, seen) = batcher(50, 100);
-        let expired = b.submit(vec![vec![0.0; 2]], 1, Instant::now()).unwrap();
-        drop(b.submit(vec![vec![0.0; 2]], 1, far()).unwrap());
+        let expired = b
+            .submit(vec![vec![0.0; 2].into()], 1, Instant::now())
+            .unwrap();
+        drop(b.submit(vec![vec![0.0; 2].into()], 1, far()).unwrap());
         let e = expired.blocking_recv().unwrap().unwrap_err();
         assert!(matches!(e, InferError::Timeout(_)), "{e:?}");
         b.shutdown();

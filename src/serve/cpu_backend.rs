@@ -3,7 +3,7 @@
 //! does (channels-last, the planned arena, f32 accumulation), so a served
 //! result equals `aotune run`'s on the same input.
 
-use super::backend::{Backend, BackendError, Executor, Signature, TensorSpec};
+use super::backend::{Backend, BackendError, Executor, Fill, Signature, TensorSpec};
 use aotune_compiler::ir::Graph;
 use aotune_compiler::reference::{run_planned, RunOptions};
 use aotune_compiler::{compile_file, CompileOptions, Compiled};
@@ -121,20 +121,34 @@ impl Backend for CpuBackend {
     fn executor(&self) -> Result<Box<dyn Executor>, BackendError> {
         Ok(Box::new(CpuExecutor {
             graphs: Arc::clone(&self.graphs),
+            inputs: Vec::new(),
         }))
     }
 }
 
 struct CpuExecutor {
     graphs: Arc<BTreeMap<usize, Compiled>>,
+    /// The batch's inputs, reused across batches.
+    inputs: Vec<Vec<f32>>,
 }
 
 impl Executor for CpuExecutor {
-    fn run(&mut self, batch: usize, inputs: &[Vec<f32>]) -> Result<Vec<Vec<f32>>, BackendError> {
+    fn run(&mut self, batch: usize, fill: &mut Fill<'_>) -> Result<Vec<Vec<f32>>, BackendError> {
         let compiled = self.graphs.get(&batch).ok_or_else(|| {
             BackendError::Reference(format!("no graph compiled at batch {batch}"))
         })?;
-        let refs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
+        let count = compiled.graph.inputs.len();
+        self.inputs.resize_with(count, Vec::new);
+        for (i, (data, &id)) in self
+            .inputs
+            .iter_mut()
+            .zip(&compiled.graph.inputs)
+            .enumerate()
+        {
+            data.resize(compiled.graph.value(id).shape.iter().product(), 0.0);
+            fill(i, data);
+        }
+        let refs: Vec<&[f32]> = self.inputs.iter().map(Vec::as_slice).collect();
         run_planned(
             &compiled.graph,
             &compiled.plan,

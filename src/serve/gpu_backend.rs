@@ -8,7 +8,7 @@
 //! executor loads its own `Model` per batch size (its own arena and graphs),
 //! so instances run concurrently.
 
-use super::backend::{Backend, BackendError, Executor, Signature};
+use super::backend::{Backend, BackendError, Executor, Fill, Signature};
 use super::cpu_backend::signature_of;
 use aotune::runtime::{LoadOptions, Model, ModelFiles};
 use aotune_compiler::Build;
@@ -142,17 +142,15 @@ impl GpuExecutor {
 }
 
 impl Executor for GpuExecutor {
-    fn run(&mut self, batch: usize, inputs: &[Vec<f32>]) -> Result<Vec<Vec<f32>>, BackendError> {
+    fn run(&mut self, batch: usize, fill: &mut Fill<'_>) -> Result<Vec<Vec<f32>>, BackendError> {
         let model = self
             .models
             .get_mut(&batch)
             .ok_or_else(|| BackendError::Gpu(format!("no build at batch {batch}")))?;
-        let input = inputs
-            .first()
-            .ok_or_else(|| BackendError::Gpu("no input".into()))?;
+        fill(0, model.input_staging());
         let mut output = vec![0.0f32; model.spec().outputs[0].elements()];
         model
-            .infer(input, &mut output)
+            .infer_staged(&mut output)
             .map_err(|e| BackendError::Gpu(e.to_string()))?;
         Ok(vec![output])
     }

@@ -19,6 +19,7 @@ use super::backend::FP32;
 use super::error::InferError;
 use super::state::{InferCall, InferDone};
 use super::tensor::{output_shape, InputData, RequestInput, BYTES};
+use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::time::Duration;
@@ -135,7 +136,7 @@ pub fn parse_request(
                 }
                 let (head, rest) = binary.split_at(size);
                 binary = rest;
-                InputData::Raw(head.to_vec())
+                InputData::Raw(Bytes::copy_from_slice(head))
             }
             (None, Some(data)) => json_data(&what, &input.datatype, data)?,
             (None, None) => {
@@ -322,7 +323,7 @@ mod tests {
         assert_eq!(call.timeout, Some(Duration::from_millis(5)));
         assert_eq!(
             call.inputs[0].data,
-            InputData::Raw(body[json.len()..][..8].to_vec())
+            InputData::Raw(Bytes::copy_from_slice(&body[json.len()..][..8]))
         );
         assert_eq!(
             call.inputs[1].data,
@@ -330,7 +331,7 @@ mod tests {
         );
         assert_eq!(
             call.inputs[2].data,
-            InputData::Raw(3.0f32.to_le_bytes().to_vec())
+            InputData::Raw(Bytes::copy_from_slice(&3.0f32.to_le_bytes()))
         );
         assert_eq!(call.outputs, vec!["y", "z"]);
         assert_eq!(encoding.binary, vec![false, true]);

@@ -28,6 +28,7 @@ pub mod metrics;
 pub mod model_info;
 pub mod proto;
 pub mod repository;
+pub mod rows;
 pub mod shutdown;
 pub mod state;
 pub mod tensor;
@@ -161,6 +162,11 @@ async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, Serve
 // it binds itself, not to `serve_with_incoming`; axum's `serve` leaves the
 // socket as accepted (Nagle on). So both are set here.
 
+/// HTTP/2 frame size and windows of the gRPC server (bytes).
+const GRPC_MAX_FRAME: u32 = 1 << 20;
+const GRPC_STREAM_WINDOW: u32 = 8 << 20;
+const GRPC_CONNECTION_WINDOW: u32 = 32 << 20;
+
 /// The gRPC listener's connections, with TCP_NODELAY (see above).
 fn grpc_incoming(listener: TcpListener) -> tonic::transport::server::TcpIncoming {
     tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
@@ -243,7 +249,14 @@ async fn serve_async(
         http::router(Arc::clone(&state)),
     )
     .with_graceful_shutdown(stop.clone().wait());
+    // HTTP/2 flow control and framing sized for tensors: a 600 KB image
+    // crosses in a few 1 MiB frames, and the windows let every client of a
+    // connection send a whole request without waiting for WINDOW_UPDATEs
+    // (h2's defaults: 16 KiB frames, 1 MiB windows).
     let grpc = tonic::transport::Server::builder()
+        .max_frame_size(GRPC_MAX_FRAME)
+        .initial_stream_window_size(GRPC_STREAM_WINDOW)
+        .initial_connection_window_size(GRPC_CONNECTION_WINDOW)
         .add_service(grpc::server(Arc::clone(&state)))
         .serve_with_incoming_shutdown(grpc_incoming(grpc_listener), stop.clone().wait());
     let metrics_app = axum::Router::new().route(

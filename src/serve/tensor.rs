@@ -6,6 +6,8 @@
 
 use super::backend::{Signature, FP32};
 use super::error::InferError;
+use super::rows::Rows;
+use bytes::Bytes;
 
 /// KServe's datatype of encoded images (and any byte string).
 pub const BYTES: &str = "BYTES";
@@ -27,7 +29,7 @@ pub enum InputData {
     /// Raw little-endian bytes (HTTP binary extension, gRPC
     /// `raw_input_contents`); for BYTES, 4-byte little-endian lengths each
     /// followed by that many bytes.
-    Raw(Vec<u8>),
+    Raw(Bytes),
     /// Byte strings (JSON strings, gRPC `bytes_contents`), for BYTES.
     Strings(Vec<Vec<u8>>),
 }
@@ -49,7 +51,7 @@ pub struct Prepared {
     /// Batch rows (1 for an unbatched model).
     pub rows: usize,
     /// Per model input, in signature order: `rows × item_len` f32 values.
-    pub inputs: Vec<Vec<f32>>,
+    pub inputs: Vec<Rows>,
 }
 
 /// The number of elements of `shape`, or why it is not a shape.
@@ -146,7 +148,7 @@ fn check_f32(
     item_shape: &[usize],
     input: RequestInput,
     is_image: bool,
-) -> Result<(usize, Vec<f32>), InferError> {
+) -> Result<(usize, Rows), InferError> {
     let name = &input.name;
     if input.datatype != FP32 {
         let also = if is_image {
@@ -183,7 +185,7 @@ fn check_f32(
         1
     };
     let values = match input.data {
-        InputData::F32(values) if values.len() == count => values,
+        InputData::F32(values) if values.len() == count => Rows::F32(values),
         InputData::F32(values) => {
             return Err(InferError::invalid(format!(
                 "input '{name}': shape {:?} needs {count} values, got {}",
@@ -191,10 +193,11 @@ fn check_f32(
                 values.len()
             )))
         }
-        InputData::Raw(bytes) if Some(bytes.len()) == count.checked_mul(4) => bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect(),
+        InputData::Raw(bytes) if Some(bytes.len()) == count.checked_mul(4) => {
+            Rows::from_le_bytes(bytes).ok_or_else(|| {
+                InferError::Internal(format!("input '{name}': {FP32} bytes not in 4-byte units"))
+            })?
+        }
         InputData::Raw(bytes) => {
             return Err(InferError::invalid(format!(
                 "input '{name}': shape {:?} of {FP32} needs {} bytes, got {}",
@@ -218,7 +221,7 @@ fn decode_images(
     item_len: usize,
     input: RequestInput,
     decode: ImageDecoder,
-) -> Result<(usize, Vec<f32>), InferError> {
+) -> Result<(usize, Rows), InferError> {
     let name = &input.name;
     let shape_ok = signature.batched && matches!(input.shape.as_slice(), [n] | [n, 1] if *n >= 1);
     if !shape_ok {
@@ -257,7 +260,7 @@ fn decode_images(
         }
         values.extend_from_slice(&row);
     }
-    Ok((rows, values))
+    Ok((rows, Rows::F32(values)))
 }
 
 /// Splits KServe's binary BYTES encoding (u32 LE length, then the bytes).
@@ -372,14 +375,17 @@ mod tests {
                     name: "b".into(),
                     datatype: FP32.into(),
                     shape: vec![2, 1],
-                    data: InputData::Raw(raw),
+                    data: InputData::Raw(raw.into()),
                 },
                 f32_input("a", &[2, 2], &[1.0, 2.0, 3.0, 4.0]),
             ],
         )
         .unwrap();
         assert_eq!(p.rows, 2);
-        assert_eq!(p.inputs, vec![vec![1.0, 2.0, 3.0, 4.0], vec![5.0, 6.0]]);
+        let values: Vec<Vec<f32>> = p.inputs.iter().map(Rows::to_vec).collect();
+        assert_eq!(values, vec![vec![1.0, 2.0, 3.0, 4.0], vec![5.0, 6.0]]);
+        // Raw bytes stay bytes until the batch is gathered.
+        assert!(matches!(p.inputs[1], Rows::Le(_)));
     }
 
     #[test]
@@ -434,7 +440,7 @@ mod tests {
                         name: "a".into(),
                         datatype: FP32.into(),
                         shape: vec![1, 2],
-                        data: InputData::Raw(vec![0; 7]),
+                        data: InputData::Raw(Bytes::from_static(&[0; 7])),
                     },
                     ok_b(),
                 ],
@@ -482,10 +488,10 @@ mod tests {
         let p = prepare(
             &signature(),
             image,
-            vec![input(&[2], InputData::Raw(raw)), b2()],
+            vec![input(&[2], InputData::Raw(raw.into())), b2()],
         )
         .unwrap();
-        assert_eq!(p.inputs[0], vec![3.0, 0.0, 1.0, 0.0]);
+        assert_eq!(p.inputs[0].to_vec(), vec![3.0, 0.0, 1.0, 0.0]);
         let bad = prepare(
             &signature(),
             image,
@@ -502,7 +508,10 @@ mod tests {
         let truncated = prepare(
             &signature(),
             image,
-            vec![input(&[1], InputData::Raw(vec![9, 0, 0, 0, 1])), b2()],
+            vec![
+                input(&[1], InputData::Raw(Bytes::from_static(&[9, 0, 0, 0, 1]))),
+                b2(),
+            ],
         )
         .unwrap_err();
         assert!(truncated.to_string().contains("truncated"), "{truncated}");
@@ -510,7 +519,7 @@ mod tests {
         let e = prepare(
             &signature(),
             None,
-            vec![input(&[1], InputData::Raw(vec![])), b2()],
+            vec![input(&[1], InputData::Raw(Bytes::new())), b2()],
         )
         .unwrap_err();
         assert!(e.to_string().contains("datatype BYTES"), "{e}");

@@ -98,8 +98,9 @@ fn elements(shape: &[i64]) -> usize {
 struct Workload {
     model: String,
     inputs: Vec<InferInputTensor>,
-    /// Per client, per input: the raw bytes.
-    data: Vec<Vec<Vec<u8>>>,
+    /// Per client, per input: the raw bytes (shared by every request of
+    /// that client: cloning one copies nothing).
+    data: Vec<Vec<bytes::Bytes>>,
     /// Per output: its name and byte length (`None`: not checked).
     outputs: Vec<(String, Option<usize>)>,
     timeout: Duration,
@@ -221,10 +222,11 @@ async fn workload(channel: Channel, args: &Args) -> Result<(Workload, usize), St
                 .enumerate()
                 .map(|(i, &n)| {
                     let seed = 1000 + (client * sizes.len() + i) as u64;
-                    aotune_compiler::zoo::fill(seed, 0.0, 1.0, n)
+                    let raw: Vec<u8> = aotune_compiler::zoo::fill(seed, 0.0, 1.0, n)
                         .iter()
                         .flat_map(|v| v.to_le_bytes())
-                        .collect()
+                        .collect();
+                    bytes::Bytes::from(raw)
                 })
                 .collect()
         })

@@ -127,8 +127,8 @@ pub struct ModelInferRequest {
     pub outputs: ::prost::alloc::vec::Vec<
         model_infer_request::InferRequestedOutputTensor,
     >,
-    #[prost(bytes = "vec", repeated, tag = "7")]
-    pub raw_input_contents: ::prost::alloc::vec::Vec<::prost::alloc::vec::Vec<u8>>,
+    #[prost(bytes = "bytes", repeated, tag = "7")]
+    pub raw_input_contents: ::prost::alloc::vec::Vec<::prost::bytes::Bytes>,
 }
 /// Nested message and enum types in `ModelInferRequest`.
 pub mod model_infer_request {
