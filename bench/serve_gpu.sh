@@ -82,13 +82,21 @@ for _ in $(seq 300); do grep -q '^aotune serve: HTTP' "$OUT/serve.stdout" && bre
 read -r _ _ _ http _ grpc _ metrics < <(grep '^aotune serve: HTTP' "$OUT/serve.stdout") || {
   echo "== serve_gpu: the server did not start:"; tail -20 "$OUT/serve.log"; stop_server; exit 1; }
 
-# 3. The load (it waits for the model: the first start compiles).
+# 3. The load (it waits for the model: the first start compiles). A sampler
+# records the machine's and the server's CPU ticks every second (cpu.txt):
+# the table's CPU line covers the measured window.
+( while kill -0 $server 2>/dev/null; do
+    echo "$(date +%s.%N) $(head -1 /proc/stat | cut -d' ' -f3-) | $(cut -d' ' -f14,15 /proc/$server/stat 2>/dev/null)"
+    sleep 1
+  done ) > "$OUT/cpu.txt" 2>/dev/null &
+sampler=$!
 t0=$(date +%s)
 "$LOAD" --url "http://$grpc" --model resnet50 --concurrency "$CONCURRENCY" \
   ${CONNECTIONS:+--connections $CONNECTIONS} --batch-per-request 1 \
   --warmup-seconds "$WARMUP_SECONDS" --seconds "$LOAD_SECONDS" --wait-ready-seconds "$READY_TIMEOUT" \
   > "$OUT/serve_load.json" 2> "$OUT/serve_load.log"
 load_rc=$?
+load_end=$(date +%s.%N)
 echo "== serve_gpu: load client rc=$load_rc after $(( $(date +%s) - t0 )) s (model load included)"
 [ $load_rc = 0 ] || tail -5 "$OUT/serve_load.log"
 sed 's/\x1b\[[0-9;]*m//g' "$OUT/serve.log" | grep -E "WARN|ERROR|model ready" | tail -5
@@ -97,6 +105,7 @@ sed 's/\x1b\[[0-9;]*m//g' "$OUT/serve.log" | grep -E "WARN|ERROR|model ready" | 
 python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen('http://$metrics/metrics').read().decode())" \
   > "$OUT/metrics.txt" 2>/dev/null
 stop_server
+kill $sampler 2>/dev/null; wait $sampler 2>/dev/null
 echo "== serve_gpu: server exit code $serve_rc (0: clean stop on SIGTERM)"
 
 # 5. The bench on the same card, model, precision and tuning log.
@@ -106,9 +115,32 @@ echo "== serve_gpu: aotune bench rc=$?"
 rm -rf "$(dirname "$repo")"
 
 # 6. The table.
-python3 - "$OUT/serve_load.json" "$OUT/bench.log" "$OUT/metrics.txt" "$BENCH_BATCH" "${DRY_RUN:-}" <<'PY'
+python3 - "$OUT/serve_load.json" "$OUT/bench.log" "$OUT/metrics.txt" "$BENCH_BATCH" "${DRY_RUN:-}" \
+  "$OUT/cpu.txt" "$load_end" "$LOAD_SECONDS" "$(getconf CLK_TCK)" "$(nproc)" <<'PY'
 import json, re, sys
 load_path, bench_path, metrics_path, bench_batch, dry_run = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+cpu_path, load_end, load_seconds, hz, cores = sys.argv[6], float(sys.argv[7]), float(sys.argv[8]), float(sys.argv[9]), int(sys.argv[10])
+def cpu_line():
+    # Samples inside the measured window: machine busy/total ticks, server ticks.
+    rows = []
+    for line in open(cpu_path):
+        try:
+            t, rest = line.split(" ", 1)
+            machine, server = rest.split("|")
+            f = [int(x) for x in machine.split()]
+            busy, total = sum(f) - f[3] - f[4], sum(f[:8])
+            srv = sum(int(x) for x in server.split())
+            rows.append((float(t), busy, total, srv))
+        except ValueError:
+            continue
+    w = [r for r in rows if load_end - load_seconds <= r[0] <= load_end]
+    if len(w) < 2:
+        return "== cpu: too few samples in the measured window"
+    (t0, b0, n0, s0), (t1, b1, n1, s1) = w[0], w[-1]
+    machine = (b1 - b0) / (n1 - n0) * cores
+    server = (s1 - s0) / hz / (t1 - t0)
+    return (f"== cpu over {t1 - t0:.0f} s of the measured window: {machine:.1f} of {cores} cores busy; "
+            f"the server {server:.1f}, everything else (the load client, the kernel) {machine - server:.1f}")
 try:
     load = json.loads(open(load_path).read().strip().splitlines()[-1])
 except Exception as e:
@@ -136,6 +168,7 @@ ratio = load["images_per_s"] / bench if bench else float("nan")
 print(f"{'server img/s':>13} {'p50 ms':>8} {'p99 ms':>8} {'bench img/s':>12} {'ratio':>7}")
 print(f"{load['images_per_s']:>13.0f} {load['p50_ms']:>8.2f} {load['p99_ms']:>8.2f} "
       f"{bench if bench else float('nan'):>12.0f} {ratio:>7.1%}")
+print(cpu_line())
 if dry_run:
     print("== dry run (CPU reference, small sizes): the script works end to end; the numbers mean nothing")
 else:
