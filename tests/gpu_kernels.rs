@@ -4,7 +4,8 @@
 //! Small ONNX models are written here (one per test: several branches from
 //! one input, flattened and concatenated into the one output the runtime
 //! takes), covering convolutions (3×3 s1/s2, 1×1 s1/s2, the 7×7 s2 stem with
-//! C = 3, dilation 2, asymmetric pads, groups 2, depthwise, C and K not
+//! C = 3, dilation 2, asymmetric pads, groups 2, depthwise (3×3, 7×7, strided,
+//! dilated; the vectorized path and C = 5), C and K not
 //! multiples of 8, 7×7 inputs where split-K applies, strided stems that
 //! fold into stride-1 convolutions over a space-to-depth image at
 //! f16/bf16; with bias, residual Add,
@@ -683,6 +684,13 @@ fn net_c16() -> Net {
     let i = m.conv(x, 16, 3, 2, SAME1, 1, 16, true, 2.0);
     let i = m.relu(&i);
     m.output(&i);
+    // Depthwise 7×7 p3 with bias (ConvNeXt's; 14 columns, so two-column
+    // strips end on the edge) and 3×3 dilation 2 with a residual Add.
+    let j = m.conv(x, 16, 7, 1, [3; 4], 1, 16, true, 2.0);
+    m.output(&j);
+    let l = m.conv(x, 16, 3, 1, [2; 4], 2, 16, true, 2.0);
+    let l = m.add(&l, x);
+    m.output(&l);
     // Pools.
     let p = m.maxpool(x, 3, 2, SAME1, false);
     m.output(&p);

@@ -42,7 +42,7 @@
 //! shows there as a diff.
 
 use super::config::{KernelConfig, LinearConfig, LinearShape};
-use super::conv_shape::{ConvShape, ShortcutShape};
+use super::conv_shape::{ConvShape, ShortcutShape, DEPTHWISE_VECTOR};
 use super::cost_model;
 use super::implicit_gemm::{cheapest, SimtConfig};
 use super::index_map::same_order;
@@ -72,9 +72,7 @@ impl ConvConfig {
             ConvConfig::Mma(c) => c.geometry(shape),
             ConvConfig::Wgmma(c) => c.geometry(shape),
             ConvConfig::Direct(c) => {
-                let items = LinearShape {
-                    items: (shape.gemm_m() * shape.gemm_n()) as u64,
-                };
+                let items = direct_items(shape);
                 Geometry {
                     grid: [c.grid(&items), 1, 1],
                     block: [c.block, 1, 1],
@@ -115,7 +113,7 @@ impl KernelConfig for ConvConfig {
     /// split-K where it does not (the module doc shows ResNet-50's).
     fn default_for(shape: &ConvShape) -> Self {
         if shape.groups != 1 {
-            return ConvConfig::Direct(LinearConfig::default_for(&direct_items(shape)));
+            return ConvConfig::Direct(direct_default(shape));
         }
         if shape.mma_operands() {
             let space = default_tensor_core_space(shape);
@@ -128,7 +126,7 @@ impl KernelConfig for ConvConfig {
             Some(c.model(shape))
         }) {
             Some(c) => ConvConfig::Simt(c),
-            None => ConvConfig::Direct(LinearConfig::default_for(&direct_items(shape))),
+            None => ConvConfig::Direct(direct_default(shape)),
         }
     }
 
@@ -146,6 +144,11 @@ impl KernelConfig for ConvConfig {
             ConvConfig::Direct(_) if shape.shortcut.is_some() => {
                 Err("the direct kernel has no shortcut input".into())
             }
+            // Wider strips hold more input columns in registers than 512
+            // threads a block leave (128 each): ptxas spills at 8.
+            ConvConfig::Direct(c) if shape.depthwise_vectorized() && c.per_thread > 4 => Err(
+                format!("per_thread {} > 4 for the depthwise kernel", c.per_thread),
+            ),
             ConvConfig::Direct(c) => c.validate(&direct_items(shape)),
         }
     }
@@ -158,6 +161,7 @@ impl KernelConfig for ConvConfig {
             return LinearConfig::search_space(&direct_items(shape))
                 .into_iter()
                 .map(ConvConfig::Direct)
+                .filter(|c| c.validate(shape).is_ok())
                 .collect();
         }
         let mut out = tensor_core_space(shape);
@@ -306,9 +310,35 @@ pub fn gemm_features(shape: &ConvShape) -> Vec<f64> {
     .collect()
 }
 
+/// The direct template's work items: output elements, or for the
+/// vectorized depthwise path output pixels × channel vectors (a thread then
+/// takes `per_thread` consecutive output columns of one vector).
 fn direct_items(shape: &ConvShape) -> LinearShape {
+    let per_pixel = if shape.depthwise_vectorized() {
+        shape.k / DEPTHWISE_VECTOR
+    } else {
+        shape.gemm_n()
+    };
     LinearShape {
-        items: (shape.gemm_m() * shape.gemm_n()) as u64,
+        items: (shape.gemm_m() * per_pixel) as u64,
+    }
+}
+
+/// The direct template's default: one element per thread (256, 128 or 64
+/// threads a block, [`LinearConfig::default_for`]); a depthwise convolution
+/// with enough pixels takes two output columns per thread (its input
+/// columns overlap, so the second costs a fraction of the loads), keeping at
+/// least 128 threads per SM on 132 SMs.
+fn direct_default(shape: &ConvShape) -> LinearConfig {
+    let items = direct_items(shape);
+    if !shape.depthwise_vectorized() {
+        return LinearConfig::default_for(&items);
+    }
+    let per_thread = if items.items / 2 >= 132 * 128 { 2 } else { 1 };
+    let threads = items.items.div_ceil(per_thread);
+    LinearConfig {
+        block: if threads / 128 >= 132 { 128 } else { 64 },
+        per_thread: per_thread as u32,
     }
 }
 
@@ -435,7 +465,10 @@ pub fn instantiate(shape: &ConvShape, config: &ConvConfig, symbol: &str) -> Inst
             c.render(&mut p, shape);
             "conv_wgmma"
         }
-        ConvConfig::Direct(_) => "conv_direct",
+        ConvConfig::Direct(c) => {
+            p.int("PER_THREAD", c.per_thread);
+            "conv_direct"
+        }
     };
     let mut args = vec![
         Arg::input("x", shape.x_dtype),

@@ -45,6 +45,9 @@ pub struct ShortcutShape {
     pub dtype: DType,
 }
 
+/// Channels one thread of the depthwise kernel computes (one vector load).
+pub const DEPTHWISE_VECTOR: usize = 4;
+
 /// A convolution as the tiled templates see it (groups = 1 for those).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ConvShape {
@@ -150,6 +153,13 @@ impl ConvShape {
         let last_h = (self.p - 1) * self.stride[0] + (self.r - 1) * self.dilation[0];
         let last_w = (self.q - 1) * self.stride[1] + (self.s - 1) * self.dilation[1];
         self.pad[0] > 0 || self.pad[1] > 0 || last_h >= self.h || last_w >= self.w
+    }
+
+    /// A depthwise convolution (one input channel per output channel) whose
+    /// channels come in whole vectors of [`DEPTHWISE_VECTOR`]: the direct
+    /// template's vectorized path (`conv_depthwise` in `conv_direct.cu`).
+    pub fn depthwise_vectorized(&self) -> bool {
+        self.groups == self.c && self.k == self.c && self.c % DEPTHWISE_VECTOR == 0
     }
 
     /// True when the tensor-core template applies: both operands f16 or
