@@ -502,6 +502,12 @@ pub fn instantiate(shape: &ConvShape, config: &ConvConfig, symbol: &str) -> Inst
     };
     let min_blocks = config.min_blocks();
     let wrapped = match config {
+        // ptxas, given only the block size, caps the depthwise kernel's
+        // registers for occupancy and spills its input columns; one block
+        // per SM as the stated minimum lets it keep them (82 at 2 columns).
+        ConvConfig::Direct(_) if shape.depthwise_vectorized() => {
+            tiled_wrapper(symbol, threads, 1, DependencyWait::AtEntry, &args, &call)
+        }
         ConvConfig::Direct(_) => wrapper(symbol, threads, &args, &call),
         _ => match config.cluster_split() {
             Some(split) => {

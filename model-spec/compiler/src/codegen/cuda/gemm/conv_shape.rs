@@ -156,10 +156,15 @@ impl ConvShape {
     }
 
     /// A depthwise convolution (one input channel per output channel) whose
-    /// channels come in whole vectors of [`DEPTHWISE_VECTOR`]: the direct
-    /// template's vectorized path (`conv_depthwise` in `conv_direct.cu`).
+    /// channels come in whole vectors of [`DEPTHWISE_VECTOR`] and whose
+    /// filter has at most 256 taps (a chunk of them fits in shared memory):
+    /// the direct template's vectorized path (`conv_depthwise` in
+    /// `conv_direct.cu`, which tests the same condition).
     pub fn depthwise_vectorized(&self) -> bool {
-        self.groups == self.c && self.k == self.c && self.c % DEPTHWISE_VECTOR == 0
+        self.groups == self.c
+            && self.k == self.c
+            && self.c % DEPTHWISE_VECTOR == 0
+            && self.r * self.s <= 256
     }
 
     /// True when the tensor-core template applies: both operands f16 or

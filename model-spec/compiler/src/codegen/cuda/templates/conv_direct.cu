@@ -2,19 +2,40 @@
 // OHWI weight [K][R][S][C/groups], NHWC output).
 //
 // Depthwise convolutions whose channels come in vectors of 4 (GROUPS == C ==
-// K, C % 4 == 0) take conv_depthwise: a thread computes PER_THREAD
-// consecutive output columns of 4 consecutive channels at one output row.
-// Per filter row it loads the input columns those outputs share once, as
-// 4-channel vectors (a warp's loads are consecutive vectors of one pixel or
-// the next), and its 4 channels' filter taps; sums in f32 (tf32-rounded
-// operands under Precision::Tf32) and runs the shared epilogue on each
-// output's vector. Items are (output pixel, channel vector); the launch
-// gives ceil(items / PER_THREAD) threads, grid-strided.
+// K, C % 4 == 0, at most 256 taps) take conv_depthwise: a block stages one chunk of channels'
+// filter taps in shared memory ([tap][channel]), and each thread computes
+// PER_THREAD consecutive output columns of 4 consecutive channels at one
+// output row. Per filter row it loads the input columns those outputs share
+// once, as 4-channel vectors (a warp's loads are consecutive vectors of one
+// pixel), and reads its taps as one 16-byte vector each; sums in f32
+// (tf32-rounded operands under Precision::Tf32) and runs the shared
+// epilogue on each output's vector. Units (strip group, channel chunk) are
+// grid-strided over the blocks.
 //
 // Any other grouped convolution: one thread per output element, channel
 // fastest, summing its group's R*S*C/g products (ResNets never get here).
 
 namespace aotune {
+
+// How conv_depthwise splits the channels: a block takes CB = LANES * 4
+// consecutive channels (LANES a power of two dividing C / 4, at most 32, with
+// the chunk's filter taps at most 32 KB as f32 in shared memory) of
+// blockDim.x / LANES strips of output columns.
+template <class P>
+struct DepthwiseTiling {
+  static constexpr int V = 4;
+  static constexpr int CVEC = P::C / V;
+  static constexpr int RS = P::R * P::S;
+  static constexpr int lanes_for(int l) {
+    return l <= 1 ? 1 : (CVEC % l == 0 && l * V * RS * 4 <= 32768) ? l : lanes_for(l / 2);
+  }
+  static constexpr int LANES = lanes_for(32);
+  static constexpr int CB = LANES * V;
+  static constexpr int CHUNKS = CVEC / LANES;
+  // Shared-memory row of one tap: CB channels, padded so that the transposing
+  // stores below spread over the banks (and rows stay 16-byte aligned).
+  static constexpr int ROW = CB + 4;
+};
 
 template <class P>
 __device__ __forceinline__ void conv_depthwise(const typename P::TIn* __restrict__ x,
@@ -22,19 +43,31 @@ __device__ __forceinline__ void conv_depthwise(const typename P::TIn* __restrict
                                                const typename P::TBias* __restrict__ bias,
                                                const typename P::TRes* __restrict__ res,
                                                typename P::TOut* __restrict__ y) {
-  constexpr int V = 4;
-  constexpr int TW = P::PER_THREAD;
-  constexpr int CV = P::C / V;
+  using T = DepthwiseTiling<P>;
+  constexpr int V = T::V, TW = P::PER_THREAD, LANES = T::LANES, RS = T::RS;
   constexpr int QT = (P::Q + TW - 1) / TW;
-  constexpr int UNITS = P::N * P::P * QT * CV;
+  constexpr int STRIPS = P::N * P::P * QT;
   // Input columns the TW outputs of one filter row read.
   constexpr int NCOL = (TW - 1) * P::SW + (P::S - 1) * P::DW + 1;
-  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < UNITS; j += gridDim.x * blockDim.x) {
-    const int cv = j % CV;
-    const int qt = (j / CV) % QT;
-    const int p = (j / (CV * QT)) % P::P;
-    const int n = j / (CV * QT * P::P);
-    const int c = cv * V;
+  // The chunk's taps, [tap][channel], tf32-rounded under Precision::Tf32.
+  __shared__ __align__(16) float w_s[RS * T::ROW];
+  const int strips_per_block = blockDim.x / LANES;
+  const int lane = threadIdx.x % LANES;
+  const int groups = (STRIPS + strips_per_block - 1) / strips_per_block;
+  for (int u = blockIdx.x; u < groups * T::CHUNKS; u += gridDim.x) {
+    const int k0 = (u % T::CHUNKS) * T::CB;
+    const int strip = (u / T::CHUNKS) * strips_per_block + threadIdx.x / LANES;
+    __syncthreads();  // the previous unit's reads of w_s are done
+    // OHWI with one input channel: the chunk's taps are CB * RS contiguous
+    // values, read coalesced and stored transposed.
+    for (int e = threadIdx.x; e < T::CB * RS; e += blockDim.x)
+      w_s[(e % RS) * T::ROW + e / RS] = operand<P::TF32>(to_f32(wgt[(size_t)k0 * RS + e]));
+    __syncthreads();
+    if (strip >= STRIPS) continue;
+    const int qt = strip % QT;
+    const int p = (strip / QT) % P::P;
+    const int n = strip / (QT * P::P);
+    const int c = k0 + lane * V;
     const int q0 = qt * TW;
     const int w0 = q0 * P::SW - P::PW;
     float acc[TW][V];
@@ -62,15 +95,13 @@ __device__ __forceinline__ void conv_depthwise(const typename P::TIn* __restrict
       }
 #pragma unroll
       for (int s = 0; s < P::S; ++s) {
-        float wv[V];
-#pragma unroll
-        for (int v = 0; v < V; ++v)
-          wv[v] = operand<P::TF32>(to_f32(wgt[((c + v) * P::R + r) * P::S + s]));
+        const float4 wv = *reinterpret_cast<const float4*>(&w_s[(r * P::S + s) * T::ROW + lane * V]);
+        const float wk[V] = {wv.x, wv.y, wv.z, wv.w};
 #pragma unroll
         for (int t = 0; t < TW; ++t)
 #pragma unroll
           for (int v = 0; v < V; ++v)
-            acc[t][v] = fmaf(xin[t * P::SW + s * P::DW][v], wv[v], acc[t][v]);
+            acc[t][v] = fmaf(xin[t * P::SW + s * P::DW][v], wk[v], acc[t][v]);
       }
     }
     const int m0 = (n * P::P + p) * P::Q + q0;
@@ -89,7 +120,7 @@ __device__ __forceinline__ void conv_direct(const typename P::TIn* __restrict__ 
                                             typename P::TOut* __restrict__ y) {
   static_assert(!P::HAS_SC, "grouped convolutions have no shortcut");
   static_assert(!P::POOL, "the direct kernel has no pooled epilogue");
-  if constexpr (P::GROUPS == P::C && P::K == P::C && P::C % 4 == 0) {
+  if constexpr (P::GROUPS == P::C && P::K == P::C && P::C % 4 == 0 && P::R * P::S <= 256) {
     conv_depthwise<P>(x, wgt, bias, res, y);
   } else {
     constexpr int TOTAL = P::GEMM_M * P::GEMM_N;
