@@ -5,7 +5,7 @@
 //! one input, flattened and concatenated into the one output the runtime
 //! takes), covering convolutions (3×3 s1/s2, 1×1 s1/s2, the 7×7 s2 stem with
 //! C = 3, dilation 2, asymmetric pads, groups 2, depthwise (3×3, 7×7, strided,
-//! dilated; the vectorized path and C = 5), C and K not
+//! dilated; the vectorized path on 32×32 and the per-element one), C and K not
 //! multiples of 8, 7×7 inputs where split-K applies, strided stems that
 //! fold into stride-1 convolutions over a space-to-depth image at
 //! f16/bf16; with bias, residual Add,
@@ -684,8 +684,8 @@ fn net_c16() -> Net {
     let i = m.conv(x, 16, 3, 2, SAME1, 1, 16, true, 2.0);
     let i = m.relu(&i);
     m.output(&i);
-    // Depthwise 7×7 p3 with bias (ConvNeXt's; 14 columns, so two-column
-    // strips end on the edge) and 3×3 dilation 2 with a residual Add.
+    // Depthwise 7×7 p3 with bias (ConvNeXt's) and 3×3 dilation 2 with a
+    // residual Add, on a 14×14 map (the per-element path).
     let j = m.conv(x, 16, 7, 1, [3; 4], 1, 16, true, 2.0);
     m.output(&j);
     let l = m.conv(x, 16, 3, 1, [2; 4], 2, 16, true, 2.0);
@@ -709,7 +709,8 @@ fn net_c16() -> Net {
     m
 }
 
-/// The ResNet stem: C = 3, 7×7 s2 p3, then MaxPool 3×3 s2 p1.
+/// The ResNet stem: C = 3, 7×7 s2 p3, then MaxPool 3×3 s2 p1; depthwise
+/// convolutions on a 32×32 map.
 fn net_stem() -> Net {
     let mut m = Net::new("stem", &[3, 32, 32]);
     let x = "input";
@@ -722,6 +723,14 @@ fn net_stem() -> Net {
     m.output(&b);
     let c = m.conv(x, 3, 3, 2, SAME1, 1, 3, false, 2.0);
     m.output(&c);
+    // Depthwise on a 32×32 map (the vectorized path): 7×7 p3 with bias
+    // (ConvNeXt's), and 3×3 dilation 2 with a residual Add.
+    let e = m.conv(x, 16, 1, 1, NONE, 1, 1, true, 2.0);
+    let d = m.conv(&e, 16, 7, 1, [3; 4], 1, 16, true, 2.0);
+    m.output(&d);
+    let d = m.conv(&e, 16, 3, 1, [2; 4], 2, 16, true, 2.0);
+    let d = m.add(&d, &e);
+    m.output(&d);
     m
 }
 

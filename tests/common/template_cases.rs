@@ -256,13 +256,14 @@ pub fn conv_cases(precision: Precision) -> Vec<(String, Graph)> {
                 s,
             ),
         ),
-        // ConvNeXt's depthwise 7×7 (the widest strips of input columns).
+        // ConvNeXt's depthwise 7×7 on a 28×28 map: the vectorized path
+        // (the widest strips of input columns).
         (
             "depthwise_7x7".into(),
             conv_graph(
                 1,
                 96,
-                [14, 14],
+                [28, 28],
                 96,
                 geometry(7, 1, [3; 4], 1, 96),
                 relu,

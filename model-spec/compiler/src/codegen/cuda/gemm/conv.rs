@@ -466,7 +466,8 @@ pub fn instantiate(shape: &ConvShape, config: &ConvConfig, symbol: &str) -> Inst
             "conv_wgmma"
         }
         ConvConfig::Direct(c) => {
-            p.int("PER_THREAD", c.per_thread);
+            p.int("PER_THREAD", c.per_thread)
+                .boolean("DW_VECTOR", shape.depthwise_vectorized());
             "conv_direct"
         }
     };

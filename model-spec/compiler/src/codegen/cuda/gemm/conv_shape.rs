@@ -156,15 +156,20 @@ impl ConvShape {
     }
 
     /// A depthwise convolution (one input channel per output channel) whose
-    /// channels come in whole vectors of [`DEPTHWISE_VECTOR`] and whose
-    /// filter has at most 256 taps (a chunk of them fits in shared memory):
-    /// the direct template's vectorized path (`conv_depthwise` in
-    /// `conv_direct.cu`, which tests the same condition).
+    /// channels come in whole vectors of [`DEPTHWISE_VECTOR`], whose filter
+    /// has at most 256 taps (a chunk of them fits in shared memory) and
+    /// whose output has at least 28×28 pixels: the direct template's
+    /// vectorized path (`conv_depthwise` in `conv_direct.cu`, chosen by the
+    /// rendered `DW_VECTOR`). On smaller maps the per-element path wins: a
+    /// block's taps are as many values as its pixels (ConvNeXt-T fp16 on an
+    /// H100: 56×56×96 17.0 → 6.7 µs, 28×28×192 10.1 → 8.0, but 14×14×384
+    /// 5.0 → 11.1 and 7×7×768 3.9 → 33.7).
     pub fn depthwise_vectorized(&self) -> bool {
         self.groups == self.c
             && self.k == self.c
             && self.c % DEPTHWISE_VECTOR == 0
             && self.r * self.s <= 256
+            && self.p * self.q >= 28 * 28
     }
 
     /// True when the tensor-core template applies: both operands f16 or

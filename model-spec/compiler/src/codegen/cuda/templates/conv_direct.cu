@@ -2,7 +2,8 @@
 // OHWI weight [K][R][S][C/groups], NHWC output).
 //
 // Depthwise convolutions whose channels come in vectors of 4 (GROUPS == C ==
-// K, C % 4 == 0, at most 256 taps) take conv_depthwise: a block stages one chunk of channels'
+// K, C % 4 == 0, at most 256 taps) on maps of at least 28x28 outputs
+// (DW_VECTOR, set by ConvShape::depthwise_vectorized) take conv_depthwise: a block stages one chunk of channels'
 // filter taps in shared memory ([tap][channel]), and each thread computes
 // PER_THREAD consecutive output columns of 4 consecutive channels at one
 // output row. Per filter row it loads the input columns those outputs share
@@ -120,7 +121,7 @@ __device__ __forceinline__ void conv_direct(const typename P::TIn* __restrict__ 
                                             typename P::TOut* __restrict__ y) {
   static_assert(!P::HAS_SC, "grouped convolutions have no shortcut");
   static_assert(!P::POOL, "the direct kernel has no pooled epilogue");
-  if constexpr (P::GROUPS == P::C && P::K == P::C && P::C % 4 == 0 && P::R * P::S <= 256) {
+  if constexpr (P::DW_VECTOR) {
     conv_depthwise<P>(x, wgt, bias, res, y);
   } else {
     constexpr int TOTAL = P::GEMM_M * P::GEMM_N;
