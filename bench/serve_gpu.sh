@@ -25,7 +25,8 @@
 # sizes (ResNet-18, batch sizes 1 and 4, concurrency 4, a few seconds). It
 # checks the script end to end on the CPU machine; its numbers mean nothing.
 # Env: MODEL, TUNING (empty: none), PRECISION, BATCH_SIZES, INSTANCES,
-# MAX_QUEUE_DELAY_US, CONCURRENCY, CONNECTIONS, LOAD_SECONDS, WARMUP_SECONDS,
+# MAX_QUEUE_DELAY_US, CONCURRENCY, EXTRA_CONCURRENCY (more load runs on the same
+# server, e.g. "128 256", reported below the bar's row), CONNECTIONS, LOAD_SECONDS, WARMUP_SECONDS,
 # BENCH_BATCH, READY_TIMEOUT (s), B (the CLI), LOAD (the load client).
 set -u
 cd "$(dirname "$0")/.."
@@ -53,6 +54,8 @@ if ! $B serve --help >/dev/null 2>&1 || [ ! -x "$LOAD" ]; then
   echo "== serve_gpu: $B has no \`serve\` or $LOAD is missing: run \`bash bench/prepare_device.sh serve\` first"
   exit 2
 fi
+
+rm -f "$OUT"/serve_load_c*.json
 
 # 1. The model repository.
 repo=$(mktemp -d /tmp/serve-bench.XXXXXX)/repo
@@ -99,6 +102,15 @@ load_rc=$?
 load_end=$(date +%s.%N)
 echo "== serve_gpu: load client rc=$load_rc after $(( $(date +%s) - t0 )) s (model load included)"
 [ $load_rc = 0 ] || tail -5 "$OUT/serve_load.log"
+# The same server under other concurrencies (EXTRA_CONCURRENCY): a closed
+# loop's throughput is concurrency / latency, so more clients show how much
+# the server itself can serve. Not the bar.
+for c in ${EXTRA_CONCURRENCY:-}; do
+  "$LOAD" --url "http://$grpc" --model resnet50 --concurrency "$c" --batch-per-request 1 \
+    --warmup-seconds "$WARMUP_SECONDS" --seconds "$LOAD_SECONDS" --wait-ready-seconds 60 \
+    > "$OUT/serve_load_c$c.json" 2> "$OUT/serve_load_c$c.log"
+  echo "== serve_gpu: load client at concurrency $c rc=$?"
+done
 sed 's/\x1b\[[0-9;]*m//g' "$OUT/serve.log" | grep -E "WARN|ERROR|model ready" | tail -5
 
 # 4. The server's view, then a clean stop.
@@ -169,6 +181,16 @@ print(f"{'server img/s':>13} {'p50 ms':>8} {'p99 ms':>8} {'bench img/s':>12} {'r
 print(f"{load['images_per_s']:>13.0f} {load['p50_ms']:>8.2f} {load['p99_ms']:>8.2f} "
       f"{bench if bench else float('nan'):>12.0f} {ratio:>7.1%}")
 print(cpu_line())
+import glob, os
+for path in sorted(glob.glob(os.path.join(os.path.dirname(load_path), "serve_load_c*.json")),
+                   key=lambda p: int(re.search(r"_c(\d+)\.json$", p).group(1))):
+    try:
+        extra = json.loads(open(path).read().strip().splitlines()[-1])
+    except Exception:
+        continue
+    print(f"{extra['images_per_s']:>13.0f} {extra['p50_ms']:>8.2f} {extra['p99_ms']:>8.2f} "
+          f"{'':>12} {extra['images_per_s'] / bench if bench else float('nan'):>7.1%}"
+          f"  at concurrency {extra['concurrency']} ({extra['errors']} errors; not the bar)")
 if dry_run:
     print("== dry run (CPU reference, small sizes): the script works end to end; the numbers mean nothing")
 else:
