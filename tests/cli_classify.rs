@@ -86,6 +86,7 @@ fn classify_a_png_with_resnet18_on_the_cpu() {
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -121,4 +122,5 @@ fn classify_errors_name_the_file() {
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
