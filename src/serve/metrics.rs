@@ -5,7 +5,7 @@
 //! | `aotune_requests_total` | counter | model, protocol, outcome | requests by outcome (`success` or an error kind) |
 //! | `aotune_request_duration_seconds` | histogram | model, protocol | receipt to response of successful inferences |
 //! | `aotune_queue_duration_seconds` | histogram | model | time a request (piece) waited in the queue |
-//! | `aotune_compute_duration_seconds` | histogram | model | time the backend took per batch |
+//! | `aotune_compute_duration_seconds` | histogram | model | time the backend took per batch, gathering its inputs included |
 //! | `aotune_batch_size` | histogram | model | request rows per executed batch (padding not counted) |
 //! | `aotune_batch_padding_rows_total` | counter | model | rows of padding added to reach a compiled size |
 //! | `aotune_queue_rows` | gauge | model | rows waiting in the queue |
@@ -69,7 +69,7 @@ impl Metrics {
             )?,
             compute_seconds: seconds(
                 "aotune_compute_duration_seconds",
-                "Backend time per executed batch",
+                "Backend time per executed batch, gathering its inputs included",
                 &["model"],
             )?,
             batch_size: HistogramVec::new(
