@@ -543,6 +543,61 @@ mod tests {
         }
     }
 
+    /// ConvNeXt-T's depthwise 7×7 at stage `hw` × `c`.
+    fn depthwise(hw: usize, c: usize) -> ConvShape {
+        ConvShape {
+            groups: c,
+            ..conv(1, c, hw, c, 7, 1, DType::F16)
+        }
+    }
+
+    #[test]
+    fn depthwise_takes_the_vectorized_kernel_on_maps_of_28x28_and_more() {
+        for (hw, c, vectorized) in [
+            (56, 96, true),
+            (28, 192, true),
+            (14, 384, false),
+            (7, 768, false),
+        ] {
+            let shape = depthwise(hw, c);
+            assert_eq!(shape.depthwise_vectorized(), vectorized, "{hw}×{hw}×{c}");
+            let default = ConvConfig::default_for(&shape);
+            assert!(matches!(default, ConvConfig::Direct(_)), "{default:?}");
+            assert!(default.validate(&shape).is_ok());
+            let space = ConvConfig::search_space(&shape);
+            assert!(
+                space.contains(&default),
+                "{hw}: {default:?} not in the space"
+            );
+            let text = instantiate(&shape, &default, "k").code;
+            assert!(
+                text.contains(&format!("DW_VECTOR = {vectorized}")),
+                "{text}"
+            );
+            // One work item per 4-channel vector of an output pixel on the
+            // vectorized path, per output element otherwise.
+            let per_pixel = if vectorized { c / DEPTHWISE_VECTOR } else { c };
+            assert_eq!(direct_items(&shape).items, (hw * hw * per_pixel) as u64);
+        }
+        // Strips wider than 4 columns spill (128 registers at 512 threads).
+        let wide = ConvConfig::Direct(LinearConfig {
+            block: 128,
+            per_thread: 8,
+        });
+        assert!(wide.validate(&depthwise(56, 96)).is_err());
+        assert!(wide.validate(&depthwise(7, 768)).is_ok());
+        // Channels not in whole vectors keep the per-element kernel.
+        assert!(!depthwise(56, 6).depthwise_vectorized());
+        // The stage-1 default takes two columns per thread, 128 threads.
+        assert_eq!(
+            ConvConfig::default_for(&depthwise(56, 96)),
+            ConvConfig::Direct(LinearConfig {
+                block: 128,
+                per_thread: 2
+            })
+        );
+    }
+
     #[test]
     fn the_default_takes_wgmma_from_one_wave_of_tiles() {
         // ResNet-50's layer-1 3×3 at batch 8: M = 25088, N = 64, 196 tiles
