@@ -101,8 +101,8 @@ pub fn serve(
 
 /// Sets glibc malloc's mmap and trim thresholds for the server's allocation
 /// pattern: every request allocates and frees buffers of its input's size
-/// (602 KB for one 3×224×224 f32 image: the gRPC message, its tensor, its f32
-/// values; HTTP alike) on whichever worker thread runs it. With glibc's
+/// (602 KB for one 3×224×224 f32 image: the received message, and for JSON
+/// or `fp32_contents` its f32 values) on whichever worker thread runs it. With glibc's
 /// defaults (a dynamic mmap threshold from 128 KiB, and a trim threshold of
 /// twice it), such buffers are mmapped and unmapped, or freed to the top of
 /// an arena that is then trimmed (madvise), so every request faults its
@@ -148,6 +148,11 @@ async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, Serve
         .map_err(|source| ServeError::Bind { what, addr, source })
 }
 
+/// HTTP/2 frame size and windows of the gRPC server (bytes).
+const GRPC_MAX_FRAME: u32 = 1 << 20;
+const GRPC_STREAM_WINDOW: u32 = 8 << 20;
+const GRPC_CONNECTION_WINDOW: u32 = 32 << 20;
+
 // Every accepted connection gets TCP_NODELAY. A gRPC response is several
 // writes (HEADERS, DATA, then the trailers HEADERS with grpc-status), and the
 // client sends nothing until the last one arrives. With Nagle's algorithm on,
@@ -161,11 +166,6 @@ async fn bind(what: &'static str, addr: SocketAddr) -> Result<TcpListener, Serve
 // tonic's `Server::tcp_nodelay` (on by default) applies only to listeners
 // it binds itself, not to `serve_with_incoming`; axum's `serve` leaves the
 // socket as accepted (Nagle on). So both are set here.
-
-/// HTTP/2 frame size and windows of the gRPC server (bytes).
-const GRPC_MAX_FRAME: u32 = 1 << 20;
-const GRPC_STREAM_WINDOW: u32 = 8 << 20;
-const GRPC_CONNECTION_WINDOW: u32 = 32 << 20;
 
 /// The gRPC listener's connections, with TCP_NODELAY (see above).
 fn grpc_incoming(listener: TcpListener) -> tonic::transport::server::TcpIncoming {

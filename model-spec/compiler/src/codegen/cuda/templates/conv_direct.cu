@@ -3,10 +3,11 @@
 //
 // Depthwise convolutions whose channels come in vectors of 4 (GROUPS == C ==
 // K, C % 4 == 0, at most 256 taps) on maps of at least 28x28 outputs
-// (DW_VECTOR, set by ConvShape::depthwise_vectorized) take conv_depthwise: a block stages one chunk of channels'
-// filter taps in shared memory ([tap][channel]), and each thread computes
-// PER_THREAD consecutive output columns of 4 consecutive channels at one
-// output row. Per filter row it loads the input columns those outputs share
+// (DW_VECTOR, set by ConvShape::depthwise_vectorized, whose
+// DEPTHWISE_VECTOR is this file's V) take conv_depthwise: a block stages one
+// chunk of channels' filter taps in shared memory ([tap][channel]), and each
+// thread computes PER_THREAD consecutive output columns of 4 consecutive
+// channels at one output row. Per filter row it loads the input columns those outputs share
 // once, as 4-channel vectors (a warp's loads are consecutive vectors of one
 // pixel), and reads its taps as one 16-byte vector each; sums in f32
 // (tf32-rounded operands under Precision::Tf32) and runs the shared
