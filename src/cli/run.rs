@@ -2,7 +2,7 @@
 
 use super::model_args::ModelArgs;
 use anyhow::{bail, Context};
-use aotune_compiler::reference::{run_planned, Accumulate, RunOptions};
+use aotune_compiler::reference::{run_planned, run_traced, Accumulate, RunOptions};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -24,6 +24,50 @@ pub struct RunArgs {
     /// How many runs to time (the first is reported separately as warm-up).
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
+}
+
+/// When the output holds NaN or infinity: runs the graph once more keeping
+/// every node's output and names the first node whose output is not finite,
+/// with the largest magnitude of each of its inputs.
+fn report_first_non_finite(
+    graph: &aotune_compiler::ir::Graph,
+    input: &[f32],
+    options: &RunOptions,
+) -> anyhow::Result<()> {
+    let trace = run_traced(graph, &[input], options)?;
+    let max_abs = |v: &[f32]| v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+    let Some(i) = trace.iter().position(|v| v.iter().any(|x| !x.is_finite())) else {
+        return Ok(());
+    };
+    let node = &graph.nodes[i];
+    let produced: std::collections::HashMap<_, _> = graph
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(k, n)| (n.output, k))
+        .collect();
+    println!(
+        "first non-finite value: node {i} '{}' ({} {}), output {:?}",
+        node.name,
+        node.op.kind(),
+        node.op.attrs(),
+        graph.value(node.output).shape
+    );
+    for &v in &node.inputs {
+        let value = graph.value(v);
+        let data = match produced.get(&v) {
+            Some(&k) => Some(trace[k].as_slice()),
+            None => value.constant_data().map(|d| d.as_slice()),
+        };
+        let magnitude = data.map_or("graph input".to_string(), |d| {
+            format!("max |x| {:.4e}", max_abs(d))
+        });
+        println!(
+            "  input '{}' {:?} {:?}: {magnitude}",
+            value.name, value.shape, value.dtype
+        );
+    }
+    Ok(())
 }
 
 fn read_input(
@@ -125,6 +169,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         sorted.len(),
         sorted[sorted.len() / 2]
     );
+    if output.iter().any(|x| !x.is_finite()) {
+        report_first_non_finite(graph, &input, &options)?;
+    }
     if let Some(path) = &args.output {
         let bytes: Vec<u8> = output.iter().flat_map(|v| v.to_le_bytes()).collect();
         std::fs::write(path, bytes)

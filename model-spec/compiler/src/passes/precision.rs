@@ -21,17 +21,41 @@
 //!   writes a new `s` value, read by its node readers, and a Convert after it
 //!   fills the f32 output.
 //!
+//! - a `Clip` with a positive lower bound that its f16 output would round to
+//!   zero (F.normalize's `clamp_min(1e-12)` before a division) gets the
+//!   smallest positive value of the storage type as its bound instead, so the
+//!   division it guards still never sees a zero ([`positive_clip_floor`]).
+//!
 //! Nodes whose inputs or output change are replaced in place, with input
 //! Converts before them and the output Convert after them.
 
 use super::{PassError, PassSummary, Uses};
 use crate::ir::{
-    debug_verify, DType, Graph, Node, NodeId, Op, Patch, Precision, Value, ValueId, ValueKind,
+    debug_verify, DType, Graph, Node, NodeId, Op, Patch, Precision, UnaryOp, Value, ValueId,
+    ValueKind,
 };
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 const PASS: &str = "precision";
+
+/// `op` with a `Clip`'s positive lower bound raised to the smallest
+/// positive value of `dtype` when `dtype` would round it to zero: a bound
+/// that keeps a divisor away from zero (`x / max(‖x‖, 1e-12)`) must stay
+/// positive once stored, or a zero norm divides 0 by 0. Any other op as is.
+fn positive_clip_floor(op: &Op, dtype: DType) -> Op {
+    match *op {
+        Op::Unary(UnaryOp::Clip { min, max }) if min > 0.0 && dtype.round(min) == 0.0 => {
+            let smallest = match dtype {
+                DType::F16 => half::f16::from_bits(1).to_f32(),
+                DType::BF16 => half::bf16::from_bits(1).to_f32(),
+                DType::F32 => f32::from_bits(1),
+            };
+            Op::Unary(UnaryOp::Clip { min: smallest, max })
+        }
+        _ => op.clone(),
+    }
+}
 
 /// Sets `graph.precision` and, for fp16/bf16, the storage types it implies.
 pub fn apply_precision(graph: &mut Graph, precision: Precision) -> Result<PassSummary, PassError> {
@@ -215,6 +239,7 @@ impl Walk<'_> {
             Some(&x) if node.op.is_view() => self.dtype_of(x),
             _ => self.storage,
         };
+        let op = positive_clip_floor(&node.op, out_dtype);
         let mut out = node.output;
         let mut after = None;
         if out_dtype != output.dtype {
@@ -257,7 +282,7 @@ impl Walk<'_> {
             }
         }
 
-        if before.is_empty() && inputs == node.inputs && after.is_none() {
+        if before.is_empty() && inputs == node.inputs && after.is_none() && op == node.op {
             return;
         }
         for convert in before {
@@ -266,6 +291,7 @@ impl Walk<'_> {
         self.patch.insert_before(
             id,
             Node {
+                op,
                 inputs,
                 output: out,
                 ..node.clone()
@@ -281,7 +307,7 @@ impl Walk<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{print_graph, BinaryOp, UnaryOp};
+    use crate::ir::{print_graph, BinaryOp, ReduceKind};
     use crate::passes::{direct_eval, fuse_epilogue, lower_dense, to_channels_last};
     use crate::test_graphs::{rel_l2, Builder};
 
@@ -405,5 +431,57 @@ mod tests {
             want.precision = precision;
             assert_eq!(g, want);
         }
+    }
+
+    /// `x / max(‖x‖₂, 1e-12)` over rows, one row all zeros (Swin V2's keys
+    /// of padded tokens): at fp16 the bound would round to 0 and the zero
+    /// row become 0 / 0; raised to f16's smallest subnormal it stays 0.
+    #[test]
+    fn fp16_keeps_a_tiny_positive_clip_bound_positive() {
+        let mut b = Builder::new();
+        let x = b.input("x", &[2, 4]);
+        let norm = Op::Reduce {
+            kind: ReduceKind::L2,
+            axes: vec![1],
+            keepdims: true,
+        };
+        let n = b.node("norm", norm, &[x]);
+        let clip = Op::Unary(UnaryOp::Clip {
+            min: 1e-12,
+            max: f32::INFINITY,
+        });
+        let c = b.node("clamp", clip, &[n]);
+        let y = b.node("div", Op::Binary(BinaryOp::Div), &[x, c]);
+        b.output(y);
+        let mut g = b.finish();
+        apply_precision(&mut g, Precision::Fp16).unwrap();
+        let clip_min = g.nodes.iter().find_map(|node| match node.op {
+            Op::Unary(UnaryOp::Clip { min, .. }) => Some(min),
+            _ => None,
+        });
+        assert_eq!(clip_min, Some(half::f16::from_bits(1).to_f32()));
+        let input = [0.0, 0.0, 0.0, 0.0, 3.0, 0.0, 4.0, 0.0];
+        let out = crate::reference::run(&g, &[&input], &Default::default()).unwrap();
+        assert_eq!(
+            out[0],
+            [0.0, 0.0, 0.0, 0.0, 0.6, 0.0, 0.8, 0.0]
+                .iter()
+                .map(|&v| DType::F16.round(v))
+                .collect::<Vec<_>>()
+        );
+        // A bound f16 can hold stays as written.
+        assert_eq!(
+            positive_clip_floor(
+                &Op::Unary(UnaryOp::Clip {
+                    min: 1e-3,
+                    max: 6.0
+                }),
+                DType::F16
+            ),
+            Op::Unary(UnaryOp::Clip {
+                min: 1e-3,
+                max: 6.0
+            })
+        );
     }
 }
