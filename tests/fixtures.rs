@@ -417,3 +417,57 @@ fn fixtures_in_dir() {
     }
     assert!(failed.is_empty(), "failed: {failed:?}");
 }
+
+/// The dynamo exporter's default layout: `model.onnx` with every weight in
+/// `model.onnx.data` beside it (offsets into one file). Compiling it by path
+/// gives the same graph and output as the self-contained model.
+#[test]
+fn tiny_vit_dynamo_with_external_data_compiles_by_path() {
+    use onnx_ir::Message;
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny_vit_dynamo");
+    let inline = common::fixture::refilled_model(&fixture);
+    let mut model = onnx_ir::ModelProto::parse_from_bytes(&inline).unwrap();
+    let mut data = Vec::new();
+    let graph = model.graph.as_mut().unwrap();
+    for init in graph
+        .initializer
+        .iter_mut()
+        .filter(|t| t.raw_data.len() >= 64)
+    {
+        let offset = data.len();
+        data.extend_from_slice(&init.raw_data);
+        for (key, value) in [
+            ("location", "model.onnx.data".to_string()),
+            ("offset", offset.to_string()),
+            ("length", init.raw_data.len().to_string()),
+        ] {
+            init.external_data.push(Default::default());
+            let entry = init.external_data.last_mut().unwrap();
+            entry.key = key.into();
+            entry.value = value;
+        }
+        init.raw_data = Default::default();
+        data.resize(data.len().next_multiple_of(4096), 0);
+    }
+    assert!(!data.is_empty(), "the fixture has weights to move out");
+    let dir = std::env::temp_dir().join(format!("aotune-external-data-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("model.onnx"), model.write_to_bytes().unwrap()).unwrap();
+    std::fs::write(dir.join("model.onnx.data"), &data).unwrap();
+
+    let options = CompileOptions {
+        batch: Some(1),
+        precision: Precision::Fp32,
+        channels_last: true,
+    };
+    let by_path = aotune_compiler::compile_file(&dir.join("model.onnx"), &options).unwrap();
+    let by_bytes = compile_bytes(&inline, "tiny_vit_dynamo", &options).unwrap();
+    let input = aotune_compiler::zoo::fill(7, 0.0, 1.0, 3 * 32 * 32);
+    let a = run(&by_path.graph, &[&input], &RunOptions::default()).unwrap();
+    let b = run(&by_bytes.graph, &[&input], &RunOptions::default()).unwrap();
+    assert_eq!(a, b);
+    // Bytes alone cannot reach the data file: a typed error says how.
+    let err = compile_bytes(&model.write_to_bytes().unwrap(), "ext", &options).unwrap_err();
+    assert!(err.to_string().contains("external data"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

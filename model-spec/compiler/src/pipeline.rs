@@ -58,10 +58,7 @@ pub enum CompileError {
 }
 
 pub fn compile_file(path: &Path, options: &CompileOptions) -> Result<Compiled, CompileError> {
-    let bytes = std::fs::read(path).map_err(|source| ImportError::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
+    let bytes = crate::onnx::read_model_file(path)?;
     compile_bytes(&bytes, &path.display().to_string(), options)
 }
 

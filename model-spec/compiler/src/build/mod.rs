@@ -32,12 +32,6 @@ use std::path::{Path, PathBuf};
 /// Why a build failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
-    #[error("cannot read model '{path}': {source}")]
-    ReadModel {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
     #[error(transparent)]
     Compile(#[from] CompileError),
     #[error(transparent)]
@@ -193,10 +187,9 @@ impl Build {
             (None, Some(d)) => PathBuf::from(d),
             (None, None) => PathBuf::from("target/aotune"),
         };
-        let model_bytes = std::fs::read(&self.model).map_err(|source| BuildError::ReadModel {
-            path: self.model.display().to_string(),
-            source,
-        })?;
+        // External data files beside the model are inlined, so the build
+        // key below covers the weights wherever they are stored.
+        let model_bytes = crate::onnx::read_model_file(&self.model).map_err(CompileError::from)?;
         let tuning = match &self.tuning {
             Some(p) if p.is_file() => {
                 Some((BestLog::read(p)?, std::fs::read(p).unwrap_or_default()))

@@ -9,6 +9,7 @@
 
 mod convert;
 mod error;
+mod external_data;
 mod fill_weights;
 mod fold;
 mod graph_builder;
@@ -18,6 +19,7 @@ mod proto_fold;
 mod tensor_file;
 
 pub use error::{ImportError, UnsupportedUse};
+pub use external_data::read_model_file;
 pub use fill_weights::{fill_initializers, WeightFill};
 pub(crate) use node_import::NodeImport;
 pub use onnx_ir::TensorProto;
@@ -47,11 +49,9 @@ pub struct Imported {
     pub batch: Option<usize>,
 }
 
+/// Imports the ONNX model at `path` (external data files beside it are read).
 pub fn import_file(path: &Path, options: &ImportOptions) -> Result<Imported, ImportError> {
-    let bytes = std::fs::read(path).map_err(|source| ImportError::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
+    let bytes = read_model_file(path)?;
     import_bytes(&bytes, &path.display().to_string(), options)
 }
 

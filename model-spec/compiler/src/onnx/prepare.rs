@@ -217,8 +217,10 @@ fn check_initializer(init: &TensorProto) -> Result<(), ImportError> {
     }
     if !init.external_data.is_empty() {
         return Err(bad(
-            "stores its data outside the .onnx file (external data); save the model with \
-             all tensors inside it (onnx.save(model, path, save_as_external_data=False))"
+            "stores its data outside the .onnx file (external data), which is read only when \
+             the model is loaded from its file path (its data file beside it); or save the \
+             model with all tensors inside it (onnx.save(model, path, \
+             save_as_external_data=False))"
                 .into(),
         ));
     }
