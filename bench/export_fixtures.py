@@ -86,11 +86,15 @@ def build(name):
 
 # Other members of the families, exported on request (`export_fixtures.py OUT NAME`)
 # to try the importer on models no test pins.
+# `_dynbatch`: the dynamo exporter with a dynamic batch dimension
+# (dynamic_shapes), checked at batch 1 and 2.
 FAMILY = {
-    f"{arch}_{'dynamo' if dynamo else 'legacy'}": (arch, dynamo, [1])
-    for arch in ["vit_b_32", "convnext_small", "swin_v2_t", "swin_s", "mobilenet_v3_small",
-                 "shufflenet_v2_x0_5", "efficientnet_v2_s", "regnet_y_400mf"]
-    for dynamo in [True, False]
+    f"{arch}_{suffix}": (arch, dynamo, batches)
+    for arch in ["vit_b_16", "vit_b_32", "convnext_tiny", "convnext_small", "swin_t", "swin_v2_t",
+                 "swin_s", "mobilenet_v3_small", "shufflenet_v2_x0_5", "efficientnet_v2_s",
+                 "regnet_y_400mf"]
+    for suffix, dynamo, batches in [("dynamo", True, [1]), ("legacy", False, [1]),
+                                    ("dynbatch", "batch", [1, 2])]
 }
 
 # fixture name -> (torchvision model, dynamo exporter?, batch cases)
@@ -112,7 +116,12 @@ def export(model, dynamo, path):
     import torch
 
     x = torch.zeros(1, 3, 224, 224)
-    if dynamo:
+    if dynamo == "batch":
+        x = torch.zeros(2, 3, 224, 224)
+        torch.onnx.export(model, (x,), path, dynamo=True, input_names=["input"],
+                          output_names=["output"], external_data=False,
+                          dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=1024)},))
+    elif dynamo:
         torch.onnx.export(model, (x,), path, dynamo=True, input_names=["input"],
                           output_names=["output"], external_data=False)
     else:
@@ -127,7 +136,7 @@ def make(out_dir, fixture):
     import torch
     from onnx import numpy_helper
 
-    arch, dynamo, batches = {**FIXTURES, **FAMILY}[fixture]
+    arch, dynamo, batches = {**FAMILY, **FIXTURES}[fixture]
     torch.manual_seed(0)
     d = os.path.join(out_dir, fixture)
     os.makedirs(d, exist_ok=True)
@@ -173,10 +182,10 @@ def make(out_dir, fixture):
             init.ClearField("float_data")
     onnx.save(model, os.path.join(d, "model.graph.onnx"))
     meta = {"source": f"torchvision {arch}, weights=None, "
-                      f"{'dynamo=True' if dynamo else 'dynamo=False opset 17, dynamic batch'}",
+                      f"{'dynamo=False opset 17, dynamic batch' if not dynamo else 'dynamo=True' + (', dynamic batch' if dynamo == 'batch' else '')}",
             "torch": torch.__version__, "onnxruntime": ort.__version__,
             "input_name": inp.name,
-            "input_shape": ["batch" if not dynamo else 1, 3, 224, 224],
+            "input_shape": ["batch" if dynamo in (False, "batch") else 1, 3, 224, 224],
             "input_fill": {"seed": input_seed, "center": 0.0, "half_width": 1.0},
             "output_name": outp.name, "cases": cases}
     json.dump(meta, open(os.path.join(d, "meta.json"), "w"), indent=1)

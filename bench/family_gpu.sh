@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 23's families beyond the pinned fixtures, on the GPU machine: members no
 # test pins (export_fixtures.py's FAMILY: ViT-B/32, ConvNeXt-S, Swin-S, Swin-V2-T
-# by default), exported here by both of PyTorch's exporters with filled weights
+# by default; `_dynbatch` names the dynamo exporter with a dynamic batch,
+# verified at batch 2), exported here by both of PyTorch's exporters with filled weights
 # and ONNX Runtime's output, then checked two ways:
 #  1. the CPU reference against ONNX Runtime (.device/fixtures, fixtures_in_dir:
 #     fp32, rel. L2 <= 1e-4, same top-1);
@@ -34,7 +35,9 @@ for m in $FAMILY; do
   [ -f "$dir/$m/meta.json" ] || { echo "== $m: no export (see export_$m.log)"; continue; }
   python3 bench/refill_fixture.py "$dir/$m" "/tmp/fam_$m.onnx" > /dev/null
   ( for p in ${PRECISIONS:-fp32 fp16}; do
-      timeout "${VERIFY_TIMEOUT:-240}" $B verify "/tmp/fam_$m.onnx" --precision "$p" \
+      batch=""; case $m in *_dynbatch) batch="--batch 2";; esac
+      # shellcheck disable=SC2086
+      timeout "${VERIFY_TIMEOUT:-240}" $B verify "/tmp/fam_$m.onnx" --precision "$p" $batch \
         > "$OUT/verify_${m}_$p.log" 2>&1
       echo "$m $p rc=$? $(grep -E 'rel|top' "$OUT/verify_${m}_$p.log" | tail -2 | tr '\n' ' ')" \
         >> "$OUT/verify_summary.txt"
