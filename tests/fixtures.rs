@@ -150,6 +150,13 @@ fn swin_v2_t_dynamo_matches_onnx_runtime() {
     check_own_fixture("swin_v2_t_dynamo", 1e-4);
 }
 
+/// The dynamo exporter with a dynamic batch (`dynamic_shapes`): sizes are
+/// computed from the input's shape in-graph, and fold for each batch.
+#[test]
+fn swin_v2_t_dynbatch_matches_onnx_runtime() {
+    check_own_fixture("swin_v2_t_dynbatch", 1e-4);
+}
+
 #[test]
 fn swin_v2_t_legacy_matches_onnx_runtime() {
     check_own_fixture("swin_v2_t_legacy", 1e-4);

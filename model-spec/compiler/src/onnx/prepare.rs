@@ -74,7 +74,6 @@ pub fn prepare(
     }
     check_nodes(graph, constants)?;
     apply_missing_defaults(graph);
-    super::proto_fold::fold_integer_constants(graph);
     // Bind constants: they become initializers and stop being graph inputs.
     for c in constants {
         check_initializer(c)?;
@@ -187,6 +186,9 @@ pub fn prepare(
             return Err(ImportError::BatchNotSymbolic { requested, inputs });
         }
     }
+    // After the batch is resolved, so that the shapes of the graph inputs
+    // (and the arithmetic on them) fold too.
+    super::proto_fold::fold_integer_constants(model.graph.mut_or_insert_default());
     let output_names = model.graph.output.iter().map(|o| o.name.clone()).collect();
     Ok(PreparedModel {
         output_names,

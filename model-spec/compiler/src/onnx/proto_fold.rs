@@ -13,7 +13,11 @@
 //! Folded: Add, Sub, Mul, Div (truncating), Mod (`fmod` 0: the divisor's
 //! sign; 1: the dividend's), Neg, Abs, Min, Max, Identity, Cast to an
 //! integer type, Reshape, Unsqueeze, Squeeze, Concat, Gather (axis 0),
-//! on int32/int64 data; binary ops broadcast numpy-style.
+//! on int32/int64 data; binary ops broadcast numpy-style. `Shape` (with its
+//! `start`/`end`) of a graph input whose dims are all static: it runs after
+//! the symbolic batch is resolved, so the dynamo exporter's size arithmetic
+//! on a dynamic batch (`sym_size`: Shape → Squeeze → Mul → Reshape →
+//! Concat) folds to the constant it is for that batch.
 
 use crate::ops::gather::resolve;
 use crate::ops::reshape::reshape_shape;
@@ -38,7 +42,30 @@ pub(crate) fn fold_integer_constants(graph: &mut GraphProto) {
         .iter()
         .filter_map(|t| Some((t.name.clone(), ints_of(t)?)))
         .collect();
+    let input_dims: HashMap<String, Vec<i64>> = graph
+        .input
+        .iter()
+        .filter(|i| !known.contains_key(&i.name))
+        .filter_map(|i| {
+            let dims = &i.type_.as_ref()?.tensor_type().shape.as_ref()?.dim;
+            let dims: Option<Vec<i64>> = dims
+                .iter()
+                .map(|d| (d.has_dim_value() && d.dim_value() > 0).then(|| d.dim_value()))
+                .collect();
+            Some((i.name.clone(), dims?))
+        })
+        .collect();
     for node in graph.node.iter_mut() {
+        if node.op_type == "Shape" && node.output.len() == 1 {
+            if let Some(dims) = node.input.first().and_then(|x| input_dims.get(x)) {
+                if let Some(result) = shape_slice(node, dims) {
+                    let output = node.output[0].clone();
+                    *node = constant_node(&node.name, &output, &result);
+                    known.insert(output, result);
+                }
+            }
+            continue;
+        }
         if node.op_type == "Constant" {
             if let (Some(out), Some(value)) = (node.output.first(), constant_value(node)) {
                 known.insert(out.clone(), value);
@@ -192,6 +219,23 @@ fn evaluate(node: &NodeProto, ins: &[&Ints]) -> Option<Ints> {
         }
         _ => None,
     }
+}
+
+/// `Shape(x)` of an input with static `dims`: dims `start..end` (opset 15;
+/// negative from the end, clamped to the rank as the spec says).
+fn shape_slice(node: &NodeProto, dims: &[i64]) -> Option<Ints> {
+    let rank = dims.len() as i64;
+    let at = |name: &str, default: i64| {
+        let v = attr(node, name).map_or(default, |a| a.i);
+        (if v < 0 { v + rank } else { v }).clamp(0, rank) as usize
+    };
+    let (start, end) = (at("start", 0), at("end", rank));
+    // An empty slice stays a Shape node: the importer's own rules apply.
+    let values: Vec<i64> = dims.get(start..end).filter(|d| !d.is_empty())?.to_vec();
+    Some(Ints {
+        dims: vec![values.len()],
+        values,
+    })
 }
 
 /// Unsqueeze/Squeeze axes: the second input (opset 13+) or the attribute.

@@ -25,6 +25,20 @@ fn import(cx: &mut NodeImport) -> Result<ValueId, ImportError> {
         axis: n.config.axis,
     };
     let mut ins = cx.inputs(1..=usize::MAX)?;
+    // ONNX has no rank-0 Concat inputs; one here is a shape element whose
+    // `Reshape(s, [-1])` onnx-ir dropped as a no-op (seen in dynamo exports
+    // with a dynamic batch). Among vectors it is the one-element vector.
+    let vectors = ins.iter().any(|&v| cx.shape(v).len() == 1);
+    for (k, v) in ins.iter_mut().enumerate() {
+        if vectors && cx.shape(*v).is_empty() {
+            let reshape = Op::Reshape {
+                shape: vec![1],
+                allowzero: false,
+            };
+            let name = format!("{}/vector{k}", cx.name());
+            *v = cx.push_named(&name.clone(), reshape, vec![*v], &name)?;
+        }
+    }
     // Empty constants (sliced-off shape vectors) add nothing.
     if ins.len() > 1 {
         let empty = |cx: &NodeImport, v| cx.constant(v).is_some() && cx.shape(v).contains(&0);
