@@ -32,6 +32,7 @@ impl CpuBackend {
                 batch,
                 precision,
                 channels_last: true,
+                ..Default::default()
             };
             compile_file(model, &options)
                 .map_err(|e| BackendError::Compile(format!("compiling '{}': {e}", model.display())))
