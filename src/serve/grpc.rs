@@ -13,6 +13,7 @@
 //! RESOURCE_EXHAUSTED.
 
 use super::backend::FP32;
+use super::datatype::Datatype;
 use super::error::InferError;
 use super::model_info::{max_batch_size, PLATFORM};
 use super::proto::grpc_inference_service_server::{
@@ -119,6 +120,14 @@ fn decode_infer(request: ModelInferRequest) -> Result<InferCall, InferError> {
     })
 }
 
+/// Triton's model-configuration enum for `datatype`.
+fn data_type(datatype: Datatype) -> DataType {
+    match datatype {
+        Datatype::FP32 => DataType::TypeFp32,
+        Datatype::FP16 => DataType::TypeFp16,
+    }
+}
+
 fn tensor_metadata(
     signature: &super::backend::Signature,
     tensors: &[super::backend::TensorSpec],
@@ -127,7 +136,7 @@ fn tensor_metadata(
         .iter()
         .map(|t| model_metadata_response::TensorMetadata {
             name: t.name.clone(),
-            datatype: FP32.into(),
+            datatype: t.datatype.name().into(),
             shape: signature.client_shape(t),
         })
         .collect()
@@ -211,7 +220,7 @@ impl GrpcInferenceService for Service {
                 .iter()
                 .map(|t| ModelInput {
                     name: t.name.clone(),
-                    data_type: DataType::TypeFp32 as i32,
+                    data_type: data_type(t.datatype) as i32,
                     dims: dims(t),
                 })
                 .collect(),
@@ -220,7 +229,7 @@ impl GrpcInferenceService for Service {
                 .iter()
                 .map(|t| ModelOutput {
                     name: t.name.clone(),
-                    data_type: DataType::TypeFp32 as i32,
+                    data_type: data_type(t.datatype) as i32,
                     dims: dims(t),
                 })
                 .collect(),
