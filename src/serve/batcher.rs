@@ -604,7 +604,10 @@ mod tests {
     /// Like the GPU executor of an FP16 model: one f16 staging buffer, of
     /// which only the request rows are handed to `fill` (and would be copied
     /// to the device); records what the rows-only view held.
-    struct HalfRows(Signature, Arc<Mutex<Vec<(usize, Vec<f32>)>>>);
+    /// Each batch's size and the rows it was handed.
+    type Seen = Arc<Mutex<Vec<(usize, Vec<f32>)>>>;
+
+    struct HalfRows(Signature, Seen);
 
     impl Backend for HalfRows {
         fn signature(&self) -> &Signature {
@@ -614,7 +617,7 @@ mod tests {
             "half rows".into()
         }
         fn executor(&self) -> Result<Box<dyn Executor>, BackendError> {
-            struct Run(Arc<Mutex<Vec<(usize, Vec<f32>)>>>, Vec<half::f16>);
+            struct Run(Seen, Vec<half::f16>);
             impl Executor for Run {
                 fn run(
                     &mut self,
