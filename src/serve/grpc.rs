@@ -3,8 +3,10 @@
 //! ModelMetadata, ModelConfig, RepositoryIndex and ModelInfer.
 //!
 //! ModelInfer takes inputs from `raw_input_contents` (one entry per input, in
-//! input order, as tritonclient sends them) or from each input's `contents`
-//! (`fp32_contents`; `bytes_contents` for BYTES images), and answers in
+//! input order, as tritonclient sends them: little-endian elements of the
+//! input's datatype, FP32 or FP16) or from each input's `contents`
+//! (`fp32_contents`, rounded for an FP16 input; `bytes_contents` for BYTES
+//! images), and answers in
 //! `raw_output_contents` (f32 little-endian), as Triton does. Errors map to
 //! gRPC codes: invalid argument, NOT_FOUND, UNAVAILABLE, RESOURCE_EXHAUSTED
 //! (queue full or message too large), DEADLINE_EXCEEDED and INTERNAL. A
