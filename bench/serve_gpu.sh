@@ -9,7 +9,9 @@
 # Steps:
 #  1. a model repository: resnet50/model.onnx (the zoo ResNet-50),
 #     tuning.json (models/resnet50.best.json), and config.json (PRECISION,
-#     BATCH_SIZES, INSTANCES, MAX_QUEUE_DELAY_US);
+#     BATCH_SIZES, INSTANCES, MAX_QUEUE_DELAY_US, INPUT_DATATYPE: FP16 by
+#     default, so clients send f16 and the model is built with an f16 input;
+#     FP32 measures the f32 input path);
 #  2. `aotune serve` on it, on loopback. The first start builds every batch
 #     size with nvcc into $AOTUNE_CACHE, which takes minutes; a later start on
 #     the same machine reuses the builds;
@@ -24,8 +26,10 @@
 # DRY_RUN=1 runs the same steps without a GPU, on the CPU reference, with small
 # sizes (ResNet-18, batch sizes 1 and 4, concurrency 4, a few seconds). It
 # checks the script end to end on the CPU machine; its numbers mean nothing.
+# It forces INPUT_DATATYPE=FP32: the CPU reference takes FP32 only (an FP16
+# config needs the GPU backend, else the model is not ready).
 # Env: MODEL, TUNING (empty: none), PRECISION, BATCH_SIZES, INSTANCES,
-# MAX_QUEUE_DELAY_US, CONCURRENCY, EXTRA_CONCURRENCY (more load runs on the same
+# MAX_QUEUE_DELAY_US, INPUT_DATATYPE (FP16 | FP32), CONCURRENCY, EXTRA_CONCURRENCY (more load runs on the same
 # server, e.g. "128 256", reported below the bar's row), CONNECTIONS, LOAD_SECONDS, WARMUP_SECONDS,
 # BENCH_BATCH, READY_TIMEOUT (s), B (the CLI), LOAD (the load client).
 set -u
@@ -37,6 +41,7 @@ if [ -n "${DRY_RUN:-}" ]; then
   MODEL=${MODEL:-/tmp/r18.onnx} BATCH_SIZES=${BATCH_SIZES:-1 4} CONCURRENCY=${CONCURRENCY:-4}
   LOAD_SECONDS=${LOAD_SECONDS:-6} WARMUP_SECONDS=${WARMUP_SECONDS:-2} BENCH_BATCH=${BENCH_BATCH:-4}
   TUNING=${TUNING-}
+  INPUT_DATATYPE=FP32
 fi
 MODEL=${MODEL:-/tmp/r50.onnx}
 TUNING=${TUNING-models/resnet50.best.json}
@@ -49,6 +54,7 @@ LOAD_SECONDS=${LOAD_SECONDS:-30}
 WARMUP_SECONDS=${WARMUP_SECONDS:-10}
 BENCH_BATCH=${BENCH_BATCH:-64}
 READY_TIMEOUT=${READY_TIMEOUT:-1800}
+INPUT_DATATYPE=${INPUT_DATATYPE:-FP16}
 
 if ! $B serve --help >/dev/null 2>&1 || [ ! -x "$LOAD" ]; then
   echo "== serve_gpu: $B has no \`serve\` or $LOAD is missing: run \`bash bench/prepare_device.sh serve\` first"
@@ -66,7 +72,8 @@ sizes=$(echo $BATCH_SIZES | tr ' ' ',')
 queue=$((CONCURRENCY * 4 > 1024 ? CONCURRENCY * 4 : 1024))
 cat > "$repo/resnet50/config.json" <<EOF
 {"precision": "$PRECISION", "batch_sizes": [$sizes], "instances": $INSTANCES,
- "max_queue_delay_us": $MAX_QUEUE_DELAY_US, "queue_capacity": $queue, "timeout_ms": 60000}
+ "max_queue_delay_us": $MAX_QUEUE_DELAY_US, "queue_capacity": $queue, "timeout_ms": 60000,
+ "input_datatype": "$INPUT_DATATYPE"}
 EOF
 echo "== serve_gpu: $MODEL ${TUNING:+tuning $TUNING }config $(tr -d '\n' < "$repo/resnet50/config.json")"
 

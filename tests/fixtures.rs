@@ -45,6 +45,7 @@ fn check_dir(dir: &Path, precision: Precision, tolerance: f64, raw_too: bool) ->
             batch: symbolic.then_some(batch),
             precision,
             channels_last: true,
+            ..Default::default()
         };
         let compiled = compile_bytes(&model, name, &options)
             .unwrap_or_else(|e| panic!("{name} b{batch}: {e}"));
@@ -242,6 +243,7 @@ fn vit_b_16_blocks_fuse_to_attention_layernorm_and_gelu() {
             batch: Some(batch),
             precision: Precision::Fp32,
             channels_last: true,
+            ..Default::default()
         };
         let compiled = compile_bytes(&model, name, &options).unwrap();
         let count = |kind: &str| {
@@ -358,6 +360,7 @@ fn swin_t_fuses_all_12_window_attentions() {
                 batch: Some(batch),
                 precision: Precision::Fp32,
                 channels_last: true,
+                ..Default::default()
             };
             let compiled = compile_bytes(&model, name, &options).unwrap();
             let graph = &compiled.graph;

@@ -638,6 +638,7 @@ fn attention_test_models_fuse_to_one_attention() {
                 batch: Some(case.batch),
                 precision,
                 channels_last: true,
+                ..Default::default()
             };
             let compiled = aotune_compiler::compile_bytes(&model(&case), case.label, &options)
                 .unwrap_or_else(|e| panic!("{} {precision}: {e}", case.label));

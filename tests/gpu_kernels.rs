@@ -1472,6 +1472,7 @@ fn sweep(test: &str, net: fn() -> Net, batches: &[usize]) {
                 batch: Some(batch),
                 precision,
                 channels_last: true,
+                ..Default::default()
             };
             let compiled = compile_bytes(&model_bytes, test, &options)
                 .unwrap_or_else(|e| panic!("{test} {precision} b{batch}: compile: {e}"));
@@ -1683,6 +1684,7 @@ fn test_models_compile_and_sample() {
                 batch: Some(3),
                 precision,
                 channels_last: true,
+                ..Default::default()
             };
             let compiled = compile_bytes(&bytes, name, &options)
                 .unwrap_or_else(|e| panic!("{name} {precision}: {e}"));
@@ -1796,6 +1798,7 @@ fn test_models_compile_and_sample() {
         batch: Some(1),
         precision: Precision::Fp16,
         channels_last: true,
+        ..Default::default()
     };
     let compiled = compile_bytes(&bytes, "tiny", &options).unwrap();
     let sw = sweeps(&compiled.graph, &compiled.plan, &compiled.tasks, 12).unwrap();

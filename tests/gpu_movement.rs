@@ -588,6 +588,7 @@ fn movement_cases_generate_kernels() {
                 batch: None,
                 precision,
                 channels_last: true,
+                ..Default::default()
             };
             let compiled = compile_bytes(&bytes, case.name, &options)
                 .unwrap_or_else(|e| panic!("{} {precision}: {e}", case.name));
@@ -646,6 +647,7 @@ fn real_exports_movement_nodes_compile() {
             batch: Some(1),
             precision: Precision::Fp16,
             channels_last: true,
+            ..Default::default()
         };
         let compiled =
             compile_bytes(&bytes, name, &options).unwrap_or_else(|e| panic!("{name}: {e}"));

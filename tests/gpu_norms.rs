@@ -544,6 +544,7 @@ fn build_and_reference(onnx: &Path, tmp: &Path, v: &Variant) -> Result<Checked, 
             batch: Some(v.batch),
             precision: v.precision,
             channels_last: true,
+            ..Default::default()
         };
         let compiled = compile_bytes(&bytes, "k", &options).map_err(|e| e.to_string())?;
         let json = serde_json::to_value(config).map_err(|e| e.to_string())?;
@@ -832,6 +833,7 @@ fn test_models_generate_row_kernels() {
                 batch: Some(2),
                 precision,
                 channels_last: true,
+                ..Default::default()
             };
             let compiled = compile_bytes(&bytes, name, &options)
                 .unwrap_or_else(|e| panic!("{name} {precision}: {e}"));

@@ -67,6 +67,7 @@ fn compiled(batch: usize, precision: Precision) -> Compiled {
             batch: Some(batch),
             precision,
             channels_last: true,
+            ..Default::default()
         },
     )
     .unwrap()

@@ -154,6 +154,13 @@ fn malformed_http_cases() -> Vec<Case> {
             "datatype INT64",
         ),
         case(
+            "FP16 to an FP32 model",
+            infer,
+            infer_json("[1, 3, 8, 8]", "FP16", &zeros(ROW)),
+            400,
+            "expected FP32, got FP16",
+        ),
+        case(
             "too few values",
             infer,
             infer_json("[1, 3, 8, 8]", "FP32", "[1, 2, 3]"),
@@ -315,6 +322,47 @@ fn tiny_repo(name: &str, config: &str) -> std::path::PathBuf {
     repo
 }
 
+/// FP16 inputs need the GPU backend at fp16: on the CPU reference the model
+/// is not ready, and the reason says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_fp16_input_config_on_the_cpu_is_not_ready_with_the_reason() {
+    let repo = tiny_repo("fp16-on-cpu", r#"{"batch_sizes": [1, 4]}"#);
+    add_model(
+        &repo,
+        "half",
+        &tiny_model(),
+        Some(r#"{"backend": "cpu", "input_datatype": "FP16"}"#),
+    );
+    let server = Server::start(&repo, &["--strict-readiness", "false"]);
+    let r = reqwest::get(format!("{}/v2/models/half/ready", server.http))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    let body: serde_json::Value = r.json().await.unwrap();
+    let reason = body["error"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("\"input_datatype\": \"FP16\" needs the GPU backend"),
+        "{body}"
+    );
+    // The FP32 model's metadata and config state its datatype.
+    let meta: serde_json::Value = reqwest::get(format!("{}/v2/models/tiny", server.http))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(meta["inputs"][0]["datatype"], "FP32");
+    let config: serde_json::Value = reqwest::get(format!("{}/v2/models/tiny/config", server.http))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(config["input"][0]["data_type"], "TYPE_FP32");
+    let (code, log) = server.stop();
+    assert_eq!(code, Some(0), "exit status after SIGTERM; log:\n{log}");
+}
+
 async fn infer_ok(client: &reqwest::Client, base: &str, x: &[f32], rows: usize) -> Vec<f32> {
     let body = format!(
         r#"{{"inputs": [{{"name": "x", "shape": [{rows}, 3, 8, 8], "datatype": "FP32", "data": {x:?}}}]}}"#
@@ -374,17 +422,20 @@ async fn malformed_requests_are_answered_and_the_server_keeps_serving() {
     let mut grpc = GrpcInferenceServiceClient::connect(server.grpc.clone())
         .await
         .unwrap();
-    let request = |model: &str, shape: Vec<i64>, raw: Vec<Vec<u8>>| ModelInferRequest {
-        model_name: model.into(),
-        inputs: vec![InferInputTensor {
-            name: "x".into(),
-            datatype: "FP32".into(),
-            shape,
+    let typed_request =
+        |model: &str, datatype: &str, shape: Vec<i64>, raw: Vec<Vec<u8>>| ModelInferRequest {
+            model_name: model.into(),
+            inputs: vec![InferInputTensor {
+                name: "x".into(),
+                datatype: datatype.into(),
+                shape,
+                ..Default::default()
+            }],
+            raw_input_contents: raw.into_iter().map(Into::into).collect(),
             ..Default::default()
-        }],
-        raw_input_contents: raw.into_iter().map(Into::into).collect(),
-        ..Default::default()
-    };
+        };
+    let request =
+        |model: &str, shape: Vec<i64>, raw: Vec<Vec<u8>>| typed_request(model, "FP32", shape, raw);
     let good = f32_bytes(&vec![0.5; ROW]);
     for (what, req, code, needle) in [
         (
@@ -398,6 +449,12 @@ async fn malformed_requests_are_answered_and_the_server_keeps_serving() {
             request("tiny", vec![1, 3, 8, 8], vec![vec![0; 5]]),
             tonic::Code::InvalidArgument,
             "needs 768 bytes",
+        ),
+        (
+            "grpc FP16 to an FP32 model",
+            typed_request("tiny", "FP16", vec![1, 3, 8, 8], vec![vec![0; 2 * ROW]]),
+            tonic::Code::InvalidArgument,
+            "expected FP32, got FP16",
         ),
         (
             "grpc raw count",

@@ -12,6 +12,7 @@ fn compile(batch: usize, precision: Precision) -> Compiled {
         batch: Some(batch),
         precision,
         channels_last: true,
+        ..Default::default()
     };
     compile_bytes(&model, "zoo resnet50", &options).expect("compile zoo resnet50")
 }

@@ -41,6 +41,17 @@ impl DType {
     }
 }
 
+/// `f32`, `f16` or `bf16` (any case), as [`DType::name`] writes them.
+impl std::str::FromStr for DType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [DType::F32, DType::F16, DType::BF16]
+            .into_iter()
+            .find(|d| d.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("unknown dtype '{s}': expected one of f32, f16, bf16"))
+    }
+}
+
 impl fmt::Display for DType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -188,6 +199,18 @@ impl std::str::FromStr for Precision {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dtypes_parse_from_their_names() {
+        for d in [DType::F32, DType::F16, DType::BF16] {
+            assert_eq!(d.name().parse::<DType>(), Ok(d));
+        }
+        assert_eq!("F16".parse::<DType>(), Ok(DType::F16));
+        assert!("fp16"
+            .parse::<DType>()
+            .unwrap_err()
+            .contains("f32, f16, bf16"));
+    }
 
     #[test]
     fn channels_last_strides_are_nhwc() {

@@ -31,6 +31,7 @@ pub struct BuildArgs {
 pub fn build(args: BuildArgs) -> anyhow::Result<()> {
     let mut b = Build::new(&args.model.model)
         .precision(args.model.precision)
+        .input_dtype(args.model.input_dtype)
         .out_dir(&args.out)
         .skip_nvcc(args.no_nvcc)
         .weights(if args.weights_file {

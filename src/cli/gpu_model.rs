@@ -29,6 +29,7 @@ pub fn build(args: &ModelArgs, tuning: Option<&PathBuf>) -> anyhow::Result<Built
     }
     let mut build = Build::new(&args.model)
         .precision(args.precision)
+        .input_dtype(args.input_dtype)
         .out_dir(cache_dir());
     if let Some(b) = args.batch {
         build = build.batch(b);
@@ -36,12 +37,15 @@ pub fn build(args: &ModelArgs, tuning: Option<&PathBuf>) -> anyhow::Result<Built
     if let Some(t) = tuning {
         build = build.tuning(t);
     }
-    let tag = format!(
+    let mut tag = format!(
         "{}_b{}_{}",
         aotune_compiler::build::model_name(&args.model),
         args.batch.unwrap_or(1),
         args.precision
     );
+    if args.input_dtype != aotune_compiler::ir::DType::F32 {
+        tag.push_str(&format!("_{}in", args.input_dtype));
+    }
     let mut built = build
         .name(tag)
         .compile()

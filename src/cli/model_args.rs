@@ -1,7 +1,7 @@
 //! Arguments every model-compiling subcommand shares.
 
 use anyhow::Context;
-use aotune_compiler::ir::Precision;
+use aotune_compiler::ir::{DType, Precision};
 use aotune_compiler::{compile_file, CompileOptions, Compiled};
 use clap::Args;
 use std::path::PathBuf;
@@ -20,6 +20,11 @@ pub struct ModelArgs {
     /// Keep activations in ONNX's NCHW layout instead of NHWC.
     #[arg(long)]
     pub no_channels_last: bool,
+    /// The model input's dtype: f32, or f16 at fp16 (bf16 at bf16), which
+    /// halves the bytes copied to the device. Callers still pass f32; the
+    /// runtime rounds it.
+    #[arg(long, default_value = "f32")]
+    pub input_dtype: DType,
 }
 
 impl ModelArgs {
@@ -35,6 +40,7 @@ impl ModelArgs {
             batch: self.batch,
             precision: self.precision,
             channels_last: !self.no_channels_last,
+            input_dtype: self.input_dtype,
         };
         compile_file(&self.model, &options)
             .with_context(|| format!("compiling '{}'", self.model.display()))

@@ -75,6 +75,7 @@ pub fn prune(args: PruneArgs) -> anyhow::Result<()> {
             batch: Some(s.batch),
             precision: s.precision,
             no_channels_last: args.no_channels_last,
+            input_dtype: aotune_compiler::ir::DType::F32,
         };
         let compiled = model
             .compile()

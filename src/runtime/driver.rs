@@ -269,6 +269,34 @@ impl PinnedBuffer {
         unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut f32, self.bytes / 4) }
     }
 
+    /// The buffer as bytes.
+    pub(crate) fn as_bytes_mut(&mut self) -> &mut [u8] {
+        if self.ptr.is_null() {
+            return &mut [];
+        }
+        // SAFETY: initialized, `bytes` long, and `&mut self` makes the view unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.bytes) }
+    }
+
+    /// The buffer as f16s (`bytes / 2` of them).
+    pub(crate) fn as_f16_mut(&mut self) -> &mut [half::f16] {
+        if self.ptr.is_null() {
+            return &mut [];
+        }
+        // SAFETY: page-aligned, initialized, `bytes / 2` whole f16s (a
+        // transparent u16: any bit pattern is valid); the view is unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut half::f16, self.bytes / 2) }
+    }
+
+    /// The buffer as bf16s (`bytes / 2` of them).
+    pub(crate) fn as_bf16_mut(&mut self) -> &mut [half::bf16] {
+        if self.ptr.is_null() {
+            return &mut [];
+        }
+        // SAFETY: as in `as_f16_mut`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut half::bf16, self.bytes / 2) }
+    }
+
     /// The host address, for copies recorded into graphs.
     fn host_ptr(&self) -> *mut c_void {
         self.ptr as *mut c_void
@@ -517,6 +545,44 @@ pub(crate) unsafe fn copy_pinned_to_device(
         return Ok(());
     }
     sys::cuMemcpyHtoDAsync_v2(dst, src.host_ptr(), src.bytes, stream.raw).result()
+}
+
+/// Async copy of the first `bytes` bytes of `src` (all of it when `bytes`
+/// is larger) to device address `dst` on `stream`.
+///
+/// # Safety
+///
+/// As [`copy_pinned_to_device`], for that many bytes.
+pub(crate) unsafe fn copy_pinned_prefix_to_device(
+    dst: DevicePtr,
+    src: &PinnedBuffer,
+    bytes: usize,
+    stream: &Stream,
+) -> Result<(), DriverError> {
+    let bytes = bytes.min(src.bytes);
+    if bytes == 0 {
+        return Ok(());
+    }
+    sys::cuMemcpyHtoDAsync_v2(dst, src.host_ptr(), bytes, stream.raw).result()
+}
+
+/// Async copy of `bytes` bytes (at most `dst.bytes()`) from device address
+/// `src` into the front of `dst`.
+///
+/// # Safety
+///
+/// As [`copy_device_to_pinned`], for that many bytes.
+pub(crate) unsafe fn copy_device_to_pinned_prefix(
+    dst: &mut PinnedBuffer,
+    src: DevicePtr,
+    bytes: usize,
+    stream: &Stream,
+) -> Result<(), DriverError> {
+    let bytes = bytes.min(dst.bytes);
+    if bytes == 0 {
+        return Ok(());
+    }
+    sys::cuMemcpyDtoHAsync_v2(dst.host_ptr(), src, bytes, stream.raw).result()
 }
 
 /// Async copy of `dst.bytes()` bytes from device address `src` into `dst`.

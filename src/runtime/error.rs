@@ -138,6 +138,21 @@ pub enum RuntimeError {
         expected: usize,
         got: usize,
     },
+    /// [`crate::runtime::Model::infer_staged_rows`] was asked for no rows,
+    /// more than the batch, or a part of a model whose output's first
+    /// dimension is not the batch.
+    #[error(
+        "cannot run {rows} rows of model input `{tensor}` {shape:?}: a batch holds 1 to {batch} \
+         rows, and fewer than {batch} only when the output's first dimension is the batch too \
+         ({output_rows} here)"
+    )]
+    RowsOutOfRange {
+        tensor: String,
+        shape: Vec<usize>,
+        rows: usize,
+        batch: usize,
+        output_rows: usize,
+    },
     /// No compiled batch size takes an input of this length.
     #[error(
         "the input has {got} f32 elements, but this model was compiled for batch sizes {batches:?} \

@@ -2,8 +2,9 @@
 //! consistent, and turning each launch's arguments into the device addresses
 //! its kernel receives.
 //!
-//! A spec is checked once, before any device work: one f32 row-major input
-//! and output, every tensor slot inside the arena, every launch naming an
+//! A spec is checked once, before any device work: one row-major input
+//! (f32, or f16/bf16 from `Build::input_dtype`) and one f32 row-major
+//! output, every tensor slot inside the arena, every launch naming an
 //! existing kernel and value, non-empty grid and block, and every argument
 //! offset inside the arena or the weight blob. After that, resolving an
 //! [`Arg`] is `base + offset`, and the runtime can launch without further
@@ -98,16 +99,20 @@ pub fn validate(spec: &ModelSpec) -> Result<(), RuntimeError> {
     Ok(())
 }
 
-/// A graph input or output: f32, row-major, 4 bytes per element, non-empty.
+/// A graph input or output: row-major, non-empty, `dtype.size()` bytes per
+/// element; an output is f32, an input f32, f16 or bf16 (a build with
+/// `Build::input_dtype`).
 fn check_io_slot(role: &str, slot: &TensorSlot) -> Result<(), String> {
-    if slot.dtype != DType::F32 || slot.layout != Layout::RowMajor {
+    let dtype_ok = slot.dtype == DType::F32 || role == "input";
+    if !dtype_ok || slot.layout != Layout::RowMajor {
         return Err(format!(
-            "graph {role} `{}` is {:?} {:?}; graph inputs and outputs must be f32 row-major",
+            "graph {role} `{}` is {:?} {:?}; graph inputs must be row-major and outputs f32 \
+             row-major",
             slot.name, slot.dtype, slot.layout
         ));
     }
     let elements = slot.elements();
-    if elements == 0 || slot.bytes != 4 * elements as u64 {
+    if elements == 0 || slot.bytes != (slot.dtype.size() * elements) as u64 {
         return Err(format!(
             "graph {role} `{}` has shape {:?} ({elements} elements) but {} bytes",
             slot.name, slot.shape, slot.bytes
@@ -296,7 +301,19 @@ pub(crate) mod tests {
         assert!(text.contains("graph input `x`"), "{text}");
 
         let text = rejection(|s| s.outputs.to_mut()[0].dtype = DType::F16);
-        assert!(text.contains("f32 row-major"), "{text}");
+        assert!(text.contains("outputs f32 row-major"), "{text}");
+
+        // An f16 input holds 2 bytes per element, and only that.
+        let text = rejection(|s| s.inputs.to_mut()[0].dtype = DType::F16);
+        assert!(
+            text.contains("graph input `x`") && text.contains("bytes"),
+            "{text}"
+        );
+        let mut half_input = relu_add_spec(1000, &weights(1000), 0);
+        let input = &mut half_input.inputs.to_mut()[0];
+        input.dtype = DType::F16;
+        input.bytes /= 2;
+        assert!(validate(&half_input).is_ok());
 
         let text = rejection(|s| {
             let extra = s.values[0].clone();

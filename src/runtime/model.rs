@@ -11,7 +11,9 @@
 //! input into the arena, kernels, copy the output slot back to staging). It
 //! then runs `io` once, which checks that every kernel runs and resolves every
 //! driver symbol `infer` needs. `infer` is then: copy into pinned memory, one
-//! graph launch, synchronize, copy out.
+//! graph launch, synchronize, copy out. How the input gets into pinned
+//! memory (f32 converted to the input's dtype, or a server's rows written in
+//! place, copied whole or row by row) is `model/staged_input.rs`.
 //!
 //! Each `Model` owns its stream, module, memory and graphs, so several models
 //! (the same or different ones, on the same or different devices) coexist in
@@ -37,7 +39,9 @@ use super::driver::{
 use super::error::{error_name, CudaVersion, RuntimeError, REQUIRED_CUDA};
 use super::launch_plan::{self, DeviceBases};
 
+mod staged_input;
 mod swap;
+pub use staged_input::InputStaging;
 pub use swap::LaunchKernel;
 
 /// Dynamic shared memory a launch may use without opting in.
@@ -277,41 +281,13 @@ impl Model {
 
     /// Runs the model on `input` (f32, row-major, `spec.inputs[0]`'s element
     /// count) and writes `output` (likewise for `spec.outputs[0]`). Copies
-    /// into pinned staging, launches the captured graph (input copy, kernels,
-    /// output copy), waits, copies out. Allocates nothing on the host or the
-    /// device.
+    /// into pinned staging (rounding to the input's dtype when it is f16 or
+    /// bf16, see [`Model::input_staging`]), launches the captured graph
+    /// (input copy, kernels, output copy), waits, copies out. Allocates
+    /// nothing on the host or the device.
     pub fn infer(&mut self, input: &[f32], output: &mut [f32]) -> Result<(), RuntimeError> {
-        self.check_input(input.len())?;
-        self.input_staging.as_f32_mut().copy_from_slice(input);
+        self.stage_f32(input)?;
         self.infer_staged(output)
-    }
-
-    /// The pinned host buffer `infer` copies its input into
-    /// (`spec().inputs[0]`'s element count, f32). Writing the input here
-    /// and calling [`Model::infer_staged`] saves that copy: a server gathers
-    /// a batch's requests in place.
-    pub fn input_staging(&mut self) -> &mut [f32] {
-        self.input_staging.as_f32_mut()
-    }
-
-    /// [`Model::infer`] on the input already in [`Model::input_staging`].
-    /// Allocates nothing on the host or the device.
-    pub fn infer_staged(&mut self, output: &mut [f32]) -> Result<(), RuntimeError> {
-        self.check_output(output.len())?;
-        self.bind()?;
-        self.io_graph
-            .launch(&self.stream)
-            .map_err(RuntimeError::cuda(
-                "cuGraphLaunch",
-                "launching the inference graph",
-            ))?;
-        self.stream.synchronize().map_err(RuntimeError::cuda(
-            "cuStreamSynchronize",
-            "running the inference graph (`aotune verify --per-layer` runs the launches one by \
-             one to find the failing one)",
-        ))?;
-        output.copy_from_slice(self.output_staging.as_f32());
-        Ok(())
     }
 
     /// Like [`Model::infer`] with device buffers: copies `input` into the
@@ -377,9 +353,8 @@ impl Model {
         input: &[f32],
         mut inspect: impl FnMut(usize, &TensorSlot, &[u8]) -> bool,
     ) -> Result<(), RuntimeError> {
-        self.check_input(input.len())?;
+        self.stage_f32(input)?;
         self.bind()?;
-        self.input_staging.as_f32_mut().copy_from_slice(input);
         let input_at = self.arena.ptr() + self.spec.inputs[0].offset;
         // SAFETY: the input slot is in the arena; the staging buffer is not
         // touched again before the synchronize below.

@@ -3,10 +3,11 @@
 //! implement it: the CPU reference ([`super::cpu_backend`]) and the GPU
 //! runtime ([`super::gpu_backend`]).
 
+use super::datatype::Datatype;
+use aotune::runtime::InputStaging;
 use std::fmt;
 
-/// Per-request data type of every tensor this server exchanges: the compiled
-/// models take and give f32 (KServe's `FP32`).
+/// The datatype of every output (the compiled models give f32).
 pub const FP32: &str = "FP32";
 
 /// One input or output of a model.
@@ -16,10 +17,21 @@ pub struct TensorSpec {
     /// The shape of one row (batch item), without the batch dimension; for an
     /// unbatched model, the whole tensor's shape.
     pub item_shape: Vec<usize>,
+    /// What requests must send (FP32 for every output).
+    pub datatype: Datatype,
 }
 
 impl TensorSpec {
-    /// f32 values in one row.
+    /// An FP32 tensor.
+    pub fn fp32(name: impl Into<String>, item_shape: Vec<usize>) -> TensorSpec {
+        TensorSpec {
+            name: name.into(),
+            item_shape,
+            datatype: Datatype::FP32,
+        }
+    }
+
+    /// Values in one row.
     pub fn item_len(&self) -> usize {
         self.item_shape.iter().product()
     }
@@ -81,19 +93,28 @@ pub enum BackendError {
 }
 
 /// Writes input `i` of a batch into the given buffer (see [`Executor::run`]).
-pub type Fill<'a> = dyn FnMut(usize, &mut [f32]) + 'a;
+pub type Fill<'a> = dyn FnMut(usize, InputStaging<'_>) + 'a;
 
 /// Runs batches of one model. Created on, and used only by, its executor
 /// thread (a GPU model holds a CUDA context that stays on one thread).
 pub trait Executor {
-    /// Runs `batch` rows, `batch` one of [`Signature::batch_sizes`]. The
-    /// batch's inputs are written by `fill(i, values)`, called once per input
-    /// `i` in the signature's input order with a buffer of `batch ×
-    /// inputs[i].item_len()` f32 values that it overwrites entirely (the GPU
-    /// backend hands it the pinned staging buffer the input is copied to the
-    /// device from, so the batch is gathered in place). Returns each output's
-    /// `batch × item_len` f32 values, in the signature's output order.
-    fn run(&mut self, batch: usize, fill: &mut Fill<'_>) -> Result<Vec<Vec<f32>>, BackendError>;
+    /// Runs a batch of `rows` request rows at batch size `batch` (one of
+    /// [`Signature::batch_sizes`], at least `rows`; the rest is padding).
+    /// The inputs are written by `fill(i, buffer)`, called once per input `i`
+    /// in the signature's input order with a buffer of at least `rows ×
+    /// inputs[i].item_len()` elements: it writes the rows at the front,
+    /// converted to the buffer's element type, and zeros the rest. The GPU
+    /// backend hands it the front `rows` rows of the pinned staging buffer
+    /// (in the model input's dtype) and copies only those to the device, so
+    /// the padding rows compute on stale data, which rows computed
+    /// independently never see. Returns the first `rows` rows of each output
+    /// (`rows × item_len` f32 values), in the signature's output order.
+    fn run(
+        &mut self,
+        batch: usize,
+        rows: usize,
+        fill: &mut Fill<'_>,
+    ) -> Result<Vec<Vec<f32>>, BackendError>;
 }
 
 /// A loaded model: its signature, and a factory of executors (one per
@@ -118,10 +139,7 @@ mod tests {
 
     fn signature(batched: bool) -> Signature {
         Signature {
-            inputs: vec![TensorSpec {
-                name: "x".into(),
-                item_shape: vec![3, 4],
-            }],
+            inputs: vec![TensorSpec::fp32("x", vec![3, 4])],
             outputs: vec![],
             batched,
             batch_sizes: vec![1, 8, 32],

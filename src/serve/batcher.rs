@@ -6,8 +6,9 @@
 //! from the front while they fit in the largest batch, as soon as either the
 //! queue holds that many rows or the oldest piece has waited
 //! `max_queue_delay` (or the server is stopping). It pads the rows to the
-//! smallest compiled batch size that holds them, runs the batch, and copies
-//! each piece's rows of every output back to its own request at its own
+//! smallest compiled batch size that holds them, runs the batch (the
+//! executor gets the number of request rows, so the GPU copies only those),
+//! and copies each piece's rows of every output back to its own request at its own
 //! offset, so requests merged into one batch never see each other's rows. A
 //! request is answered when all its pieces are done. Pieces whose client is
 //! gone (the request timed out or disconnected) are dropped before running.
@@ -20,6 +21,7 @@ use super::backend::{Backend, Executor, Signature};
 use super::error::InferError;
 use super::metrics::ModelMetrics;
 use super::rows::Rows;
+use aotune::runtime::InputStaging;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -331,15 +333,16 @@ impl Shared {
         self.metrics.batch_size.observe(rows as f64);
         self.metrics.padding_rows.inc_by((batch - rows) as u64);
         let signature = &self.signature;
-        let mut fill =
-            |i: usize, data: &mut [f32]| gather(&pieces, i, signature.inputs[i].item_len(), data);
+        let mut fill = |i: usize, data: InputStaging<'_>| {
+            gather(&pieces, i, signature.inputs[i].item_len(), data)
+        };
         let start = Instant::now();
-        let result = catch_unwind(AssertUnwindSafe(|| executor.run(batch, &mut fill)));
+        let result = catch_unwind(AssertUnwindSafe(|| executor.run(batch, rows, &mut fill)));
         self.metrics
             .compute_seconds
             .observe(start.elapsed().as_secs_f64());
         let outputs = match result {
-            Ok(Ok(outputs)) => self.check_outputs(batch, outputs),
+            Ok(Ok(outputs)) => self.check_outputs(rows, outputs),
             Ok(Err(e)) => Err(InferError::Internal(e.to_string())),
             Err(_) => Err(InferError::Internal(
                 "the backend panicked on this batch".into(),
@@ -375,22 +378,23 @@ impl Shared {
         }
     }
 
-    /// The backend's outputs must have the signature's sizes at `batch`.
+    /// The backend's outputs must have the signature's sizes for `rows`
+    /// request rows.
     fn check_outputs(
         &self,
-        batch: usize,
+        rows: usize,
         outputs: Vec<Vec<f32>>,
     ) -> Result<Vec<Vec<f32>>, InferError> {
         let sizes_ok = outputs.len() == self.signature.outputs.len()
             && outputs
                 .iter()
                 .zip(&self.signature.outputs)
-                .all(|(o, spec)| o.len() == batch * spec.item_len());
+                .all(|(o, spec)| o.len() == rows * spec.item_len());
         if sizes_ok {
             Ok(outputs)
         } else {
             Err(InferError::Internal(format!(
-                "the backend returned outputs of {:?} values at batch {batch}",
+                "the backend returned outputs of {:?} values for {rows} rows",
                 outputs.iter().map(Vec::len).collect::<Vec<_>>()
             )))
         }
@@ -398,10 +402,11 @@ impl Shared {
 }
 
 /// Writes input `input` of `pieces`, in order, into the front of `data`
-/// (rows of `item` values) and zeros the rest (the padding rows). The pieces
-/// are copied in parallel: a batch of ResNet-50 images is tens of MB, too
-/// much for one thread between two GPU batches.
-fn gather(pieces: &[Piece], input: usize, item: usize, data: &mut [f32]) {
+/// (rows of `item` values, converted to its element type) and zeros the
+/// rest (padding rows, where the executor hands them over). The pieces are
+/// copied in parallel: a batch of ResNet-50 images is tens of MB, too much
+/// for one thread between two GPU batches.
+fn gather(pieces: &[Piece], input: usize, item: usize, data: InputStaging<'_>) {
     use rayon::prelude::*;
     let mut rest = data;
     let mut copies = Vec::with_capacity(pieces.len());
@@ -413,8 +418,7 @@ fn gather(pieces: &[Piece], input: usize, item: usize, data: &mut [f32]) {
     copies
         .into_par_iter()
         .for_each(|(p, dst)| p.job.inputs[input].copy_to(p.offset * item, dst));
-    rest.par_chunks_mut(item.max(1))
-        .for_each(|row| row.fill(0.0));
+    rest.fill_zero();
 }
 
 #[cfg(test)]
@@ -437,12 +441,13 @@ mod tests {
         fn run(
             &mut self,
             batch: usize,
+            rows: usize,
             fill: &mut Fill<'_>,
         ) -> Result<Vec<Vec<f32>>, BackendError> {
             lock(&self.seen).push(batch);
             let mut input = vec![f32::NAN; batch * 2];
-            fill(0, &mut input);
-            Ok(vec![input
+            fill(0, InputStaging::F32(&mut input));
+            Ok(vec![input[..rows * 2]
                 .iter()
                 .map(|v| v * 10.0 + batch as f32)
                 .collect()])
@@ -467,14 +472,8 @@ mod tests {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let backend = Scale {
             signature: Signature {
-                inputs: vec![TensorSpec {
-                    name: "x".into(),
-                    item_shape: vec![2],
-                }],
-                outputs: vec![TensorSpec {
-                    name: "y".into(),
-                    item_shape: vec![2],
-                }],
+                inputs: vec![TensorSpec::fp32("x", vec![2])],
+                outputs: vec![TensorSpec::fp32("y", vec![2])],
                 batched: true,
                 batch_sizes: vec![1, 4, 8],
             },
@@ -557,12 +556,13 @@ mod tests {
                 fn run(
                     &mut self,
                     batch: usize,
+                    rows: usize,
                     fill: &mut Fill<'_>,
                 ) -> Result<Vec<Vec<f32>>, BackendError> {
                     let input = &mut self.1[..batch * 2];
-                    fill(0, input);
+                    fill(0, InputStaging::F32(input));
                     lock(&self.0).push(input.to_vec());
-                    Ok(vec![input.to_vec()])
+                    Ok(vec![input[..rows * 2].to_vec()])
                 }
             }
             Ok(Box::new(Run(Arc::clone(&self.1), vec![f32::NAN; 16])))
@@ -573,10 +573,7 @@ mod tests {
     fn padding_rows_are_zero_after_a_larger_batch() {
         // The executor's input buffer is reused: a smaller batch after a
         // larger one must see zeros in its padding rows, not the old rows.
-        let item = TensorSpec {
-            name: "x".into(),
-            item_shape: vec![2],
-        };
+        let item = TensorSpec::fp32("x", vec![2]);
         let signature = Signature {
             inputs: vec![item.clone()],
             outputs: vec![item],
@@ -601,6 +598,81 @@ mod tests {
         let mut padded = small;
         padded.resize(8, 0.0);
         assert_eq!(*lock(&seen), vec![full, padded]);
+        b.shutdown();
+    }
+
+    /// Like the GPU executor of an FP16 model: one f16 staging buffer, of
+    /// which only the request rows are handed to `fill` (and would be copied
+    /// to the device); records what the rows-only view held.
+    /// Each batch's size and the rows it was handed.
+    type Seen = Arc<Mutex<Vec<(usize, Vec<f32>)>>>;
+
+    struct HalfRows(Signature, Seen);
+
+    impl Backend for HalfRows {
+        fn signature(&self) -> &Signature {
+            &self.0
+        }
+        fn describe(&self) -> String {
+            "half rows".into()
+        }
+        fn executor(&self) -> Result<Box<dyn Executor>, BackendError> {
+            struct Run(Seen, Vec<half::f16>);
+            impl Executor for Run {
+                fn run(
+                    &mut self,
+                    batch: usize,
+                    rows: usize,
+                    fill: &mut Fill<'_>,
+                ) -> Result<Vec<Vec<f32>>, BackendError> {
+                    let staging = InputStaging::F16(&mut self.1[..batch * 2]);
+                    fill(0, staging.split_at_mut(rows * 2).0);
+                    let seen: Vec<f32> = self.1[..rows * 2].iter().map(|h| h.to_f32()).collect();
+                    lock(&self.0).push((batch, seen.clone()));
+                    Ok(vec![seen])
+                }
+            }
+            Ok(Box::new(Run(Arc::clone(&self.1), vec![half::f16::NAN; 16])))
+        }
+    }
+
+    #[test]
+    fn fp16_rows_from_bytes_and_numbers_gather_into_the_rows_of_f16_staging() {
+        use super::super::datatype::Datatype;
+        let input = TensorSpec {
+            datatype: Datatype::FP16,
+            ..TensorSpec::fp32("x", vec![2])
+        };
+        let signature = Signature {
+            inputs: vec![input],
+            outputs: vec![TensorSpec::fp32("y", vec![2])],
+            batched: true,
+            batch_sizes: vec![1, 4, 8],
+        };
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let policy = BatchPolicy {
+            max_queue_delay: Duration::from_millis(200),
+            queue_capacity: 100,
+            instances: 1,
+        };
+        let metrics = Metrics::new().unwrap().model("t");
+        let backend = Arc::new(HalfRows(signature, Arc::clone(&seen)));
+        let b = Batcher::start("t", backend, policy, metrics).unwrap();
+        // Two rows as raw f16 bytes, one row as numbers (rounded to f16):
+        // three rows run at batch 4, and only those three are handed over.
+        let raw = [1.5f32, -2.0, 0.25, 4096.0];
+        let bytes: Vec<u8> = raw
+            .iter()
+            .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
+            .collect();
+        let rows = Rows::from_le_bytes(bytes.into(), Datatype::FP16).unwrap();
+        let first = b.submit(vec![rows], 2, far()).unwrap();
+        let second = b.submit(vec![vec![0.1, 7.0].into()], 1, far()).unwrap();
+        assert_eq!(first.blocking_recv().unwrap().unwrap()[0], raw);
+        let tenth = half::f16::from_f32(0.1).to_f32();
+        assert_eq!(second.blocking_recv().unwrap().unwrap()[0], [tenth, 7.0]);
+        let want: Vec<f32> = raw.iter().copied().chain([tenth, 7.0]).collect();
+        assert_eq!(*lock(&seen), vec![(4, want)]);
         b.shutdown();
     }
 

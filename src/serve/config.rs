@@ -11,10 +11,12 @@
 //!   "instances": 1,               // executors pulling from the model's queue
 //!   "queue_capacity": 1024,       // rows (images) the queue holds before answering 429 / RESOURCE_EXHAUSTED
 //!   "timeout_ms": 30000,          // per-request deadline (a request's own `timeout` parameter may shorten it)
-//!   "image": { "input": "input" } // accept encoded JPEG/PNG as BYTES for this input (ImageNet transform)
+//!   "image": { "input": "input" }, // accept encoded JPEG/PNG as BYTES for this input (ImageNet transform)
+//!   "input_datatype": "FP16"      // FP32 (default) or FP16: what clients send; FP16 needs the GPU at fp16
 //! }
 //! ```
 
+use super::datatype::Datatype;
 use aotune_spec::Precision;
 use serde::Deserialize;
 use std::path::Path;
@@ -57,6 +59,7 @@ struct ConfigFile {
     queue_capacity: Option<usize>,
     timeout_ms: Option<u64>,
     image: Option<ImageInput>,
+    input_datatype: Option<Datatype>,
 }
 
 /// A model's configuration with every default applied, except the
@@ -73,6 +76,11 @@ pub struct ModelConfig {
     pub queue_capacity: usize,
     pub timeout: Duration,
     pub image: Option<ImageInput>,
+    /// What clients send for the model's input: FP32, or FP16 (the GPU
+    /// backend builds the model with an f16 input, which needs fp16
+    /// precision; checked by [`ModelConfig::check_input_datatype`] once the
+    /// backend is known).
+    pub input_datatype: Datatype,
 }
 
 /// The batch sizes compiled when the config names none.
@@ -96,6 +104,7 @@ impl Default for ModelConfig {
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             timeout: DEFAULT_TIMEOUT,
             image: None,
+            input_datatype: Datatype::FP32,
         }
     }
 }
@@ -199,7 +208,28 @@ impl ModelConfig {
             queue_capacity,
             timeout,
             image: file.image,
+            input_datatype: file.input_datatype.unwrap_or_default(),
         })
+    }
+
+    /// `"input_datatype": "FP16"` needs the GPU backend (`gpu`) at fp16
+    /// (`precision`, the precision that backend will use); the message says
+    /// why not, for the model's not-ready reason.
+    pub fn check_input_datatype(&self, gpu: bool, precision: Precision) -> Result<(), String> {
+        match self.input_datatype {
+            Datatype::FP32 => Ok(()),
+            Datatype::FP16 if !gpu => Err(
+                "\"input_datatype\": \"FP16\" needs the GPU backend (the model is built with an \
+                 f16 input); this model runs on the CPU reference: drop the setting or serve it \
+                 on a GPU"
+                    .into(),
+            ),
+            Datatype::FP16 if precision != Precision::Fp16 => Err(format!(
+                "\"input_datatype\": \"FP16\" needs \"precision\": \"fp16\" (activations \
+                 stored as f16); this model is {precision}"
+            )),
+            Datatype::FP16 => Ok(()),
+        }
     }
 }
 
@@ -230,7 +260,7 @@ mod tests {
         let c = parse(
             r#"{"backend": "cpu", "precision": "bf16", "batch_sizes": [16, 2, 2],
                 "max_queue_delay_us": 50000, "instances": 3, "queue_capacity": 7,
-                "timeout_ms": 100, "image": {"input": "x"}}"#,
+                "timeout_ms": 100, "image": {"input": "x"}, "input_datatype": "FP16"}"#,
         )
         .unwrap();
         assert_eq!(c.backend, BackendChoice::Cpu);
@@ -240,6 +270,27 @@ mod tests {
         assert_eq!((c.instances, c.queue_capacity), (3, 7));
         assert_eq!(c.timeout, Duration::from_millis(100));
         assert_eq!(c.image.unwrap().input, "x");
+        assert_eq!(c.input_datatype, Datatype::FP16);
+    }
+
+    #[test]
+    fn fp16_input_needs_the_gpu_at_fp16() {
+        let fp16 = parse(r#"{"input_datatype": "FP16"}"#).unwrap();
+        assert!(fp16.check_input_datatype(true, Precision::Fp16).is_ok());
+        let cpu = fp16
+            .check_input_datatype(false, Precision::Fp16)
+            .unwrap_err();
+        assert!(cpu.contains("needs the GPU backend"), "{cpu}");
+        let bf16 = fp16
+            .check_input_datatype(true, Precision::Bf16)
+            .unwrap_err();
+        assert!(
+            bf16.contains("needs \"precision\": \"fp16\"") && bf16.contains("bf16"),
+            "{bf16}"
+        );
+        let fp32 = parse(r#"{"input_datatype": "FP32"}"#).unwrap();
+        assert_eq!(fp32, ModelConfig::default());
+        assert!(fp32.check_input_datatype(false, Precision::Fp32).is_ok());
     }
 
     #[test]
@@ -254,6 +305,8 @@ mod tests {
             (r#"{"queue_capacity": 0}"#, "\"queue_capacity\""),
             (r#"{"timeout_ms": 0}"#, "\"timeout_ms\""),
             (r#"{"backend": "tpu"}"#, "unknown variant `tpu`"),
+            (r#"{"input_datatype": "FP64"}"#, "unknown variant `FP64`"),
+            (r#"{"input_datatype": "fp16"}"#, "expected `FP32` or `FP16`"),
             ("[1, 2]", "line 1"),
         ] {
             let e = parse(text).unwrap_err();

@@ -4,6 +4,7 @@
 //! result equals `aotune run`'s on the same input.
 
 use super::backend::{Backend, BackendError, Executor, Fill, Signature, TensorSpec};
+use aotune::runtime::InputStaging;
 use aotune_compiler::ir::Graph;
 use aotune_compiler::reference::{run_planned, RunOptions};
 use aotune_compiler::{compile_file, CompileOptions, Compiled};
@@ -32,6 +33,7 @@ impl CpuBackend {
                 batch,
                 precision,
                 channels_last: true,
+                ..Default::default()
             };
             compile_file(model, &options)
                 .map_err(|e| BackendError::Compile(format!("compiling '{}': {e}", model.display())))
@@ -78,14 +80,10 @@ pub fn signature_of(graph: &Graph, batch: Option<usize>) -> Result<Signature, Ba
     let tensor = |id, role: &str| {
         let value = graph.value(id);
         match batch {
-            None => Ok(TensorSpec {
-                name: value.name.clone(),
-                item_shape: value.shape.clone(),
-            }),
-            Some(b) if value.shape.first() == Some(&b) => Ok(TensorSpec {
-                name: value.name.clone(),
-                item_shape: value.shape[1..].to_vec(),
-            }),
+            None => Ok(TensorSpec::fp32(&value.name, value.shape.clone())),
+            Some(b) if value.shape.first() == Some(&b) => {
+                Ok(TensorSpec::fp32(&value.name, value.shape[1..].to_vec()))
+            }
             Some(b) => Err(BackendError::Unsupported(format!(
                 "{role} '{}' {:?}: its first dimension is not the batch ({b}); \
                  only a leading batch dimension is served",
@@ -133,7 +131,12 @@ struct CpuExecutor {
 }
 
 impl Executor for CpuExecutor {
-    fn run(&mut self, batch: usize, fill: &mut Fill<'_>) -> Result<Vec<Vec<f32>>, BackendError> {
+    fn run(
+        &mut self,
+        batch: usize,
+        rows: usize,
+        fill: &mut Fill<'_>,
+    ) -> Result<Vec<Vec<f32>>, BackendError> {
         let compiled = self.graphs.get(&batch).ok_or_else(|| {
             BackendError::Reference(format!("no graph compiled at batch {batch}"))
         })?;
@@ -146,15 +149,20 @@ impl Executor for CpuExecutor {
             .enumerate()
         {
             data.resize(compiled.graph.value(id).shape.iter().product(), 0.0);
-            fill(i, data);
+            fill(i, InputStaging::F32(data));
         }
         let refs: Vec<&[f32]> = self.inputs.iter().map(Vec::as_slice).collect();
-        run_planned(
+        let mut outputs = run_planned(
             &compiled.graph,
             &compiled.plan,
             &refs,
             &RunOptions::default(),
         )
-        .map_err(|e| BackendError::Reference(e.to_string()))
+        .map_err(|e| BackendError::Reference(e.to_string()))?;
+        // Only the request rows go back (the whole tensor when unbatched).
+        for output in &mut outputs {
+            output.truncate(output.len() / batch.max(1) * rows);
+        }
+        Ok(outputs)
     }
 }

@@ -7,12 +7,19 @@
 //! template versions) is unchanged, so a restart reuses the kernels. Each
 //! executor loads its own `Model` per batch size (its own arena and graphs),
 //! so instances run concurrently.
+//!
+//! With `input_datatype` FP16 the model is built with an f16 input
+//! (`Build::input_dtype`, into `serve_<name>_<precision>_f16in_b<batch>/`):
+//! clients send f16 bytes, the batcher gathers them into the f16 staging
+//! buffer, and half the bytes cross to the device. Each batch copies only its
+//! request rows in and out (`Model::infer_staged_rows`).
 
 use super::backend::{Backend, BackendError, Executor, Fill, Signature};
 use super::cpu_backend::signature_of;
+use super::datatype::Datatype;
 use aotune::runtime::{LoadOptions, Model, ModelFiles};
 use aotune_compiler::Build;
-use aotune_spec::Precision;
+use aotune_spec::{DType, Precision};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -26,13 +33,16 @@ pub struct GpuBackend {
 
 impl GpuBackend {
     /// Builds `model` (named `name` in the repository) at `batch_sizes`
-    /// (`symbolic_batch`), or once at its exported batch, into `cache`; then
-    /// loads it once to check that it runs on this GPU.
+    /// (`symbolic_batch`), or once at its exported batch, into `cache`, with
+    /// its input of `input` datatype (FP16 needs fp16 precision); then loads
+    /// it once to check that it runs on this GPU.
+    #[allow(clippy::too_many_arguments)]
     pub fn load(
         name: &str,
         model: &Path,
         tuning: Option<&Path>,
         precision: Precision,
+        input: Datatype,
         batch_sizes: &[usize],
         symbolic_batch: bool,
         cache: &Path,
@@ -41,10 +51,15 @@ impl GpuBackend {
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
             .collect();
+        let (input_dtype, suffix) = match input {
+            Datatype::FP32 => (DType::F32, ""),
+            Datatype::FP16 => (DType::F16, "_f16in"),
+        };
         let mut build = Build::new(model)
             .precision(precision)
+            .input_dtype(input_dtype)
             .out_dir(cache)
-            .name(format!("serve_{tag}_{precision}"));
+            .name(format!("serve_{tag}_{precision}{suffix}"));
         let batch_sizes = if symbolic_batch { batch_sizes } else { &[1] };
         if symbolic_batch {
             build = build.batches(batch_sizes);
@@ -89,13 +104,14 @@ impl GpuBackend {
         let mut signature =
             signature.ok_or_else(|| BackendError::Unsupported("no batch size to build".into()))?;
         signature.batch_sizes = dirs.keys().copied().collect();
+        signature.inputs[0].datatype = input;
         let mut backend = GpuBackend {
             signature,
             precision,
             dirs,
             device: String::new(),
         };
-        let probe = GpuExecutor::load(&backend.dirs)?;
+        let probe = GpuExecutor::load(&backend.dirs, backend.signature.batched)?;
         backend.device = probe
             .models
             .values()
@@ -116,16 +132,22 @@ impl Backend for GpuBackend {
     }
 
     fn executor(&self) -> Result<Box<dyn Executor>, BackendError> {
-        Ok(Box::new(GpuExecutor::load(&self.dirs)?))
+        Ok(Box::new(GpuExecutor::load(
+            &self.dirs,
+            self.signature.batched,
+        )?))
     }
 }
 
 struct GpuExecutor {
     models: BTreeMap<usize, Model>,
+    /// The input's first dimension is the batch (else a request is the
+    /// whole tensor and runs whole).
+    batched: bool,
 }
 
 impl GpuExecutor {
-    fn load(dirs: &BTreeMap<usize, PathBuf>) -> Result<GpuExecutor, BackendError> {
+    fn load(dirs: &BTreeMap<usize, PathBuf>, batched: bool) -> Result<GpuExecutor, BackendError> {
         let mut models = BTreeMap::new();
         for (&batch, dir) in dirs {
             let files = ModelFiles::read_dir(dir).map_err(|e| BackendError::Gpu(e.to_string()))?;
@@ -137,21 +159,34 @@ impl GpuExecutor {
             }
             models.insert(batch, model);
         }
-        Ok(GpuExecutor { models })
+        Ok(GpuExecutor { models, batched })
     }
 }
 
 impl Executor for GpuExecutor {
-    fn run(&mut self, batch: usize, fill: &mut Fill<'_>) -> Result<Vec<Vec<f32>>, BackendError> {
+    fn run(
+        &mut self,
+        batch: usize,
+        rows: usize,
+        fill: &mut Fill<'_>,
+    ) -> Result<Vec<Vec<f32>>, BackendError> {
         let model = self
             .models
             .get_mut(&batch)
             .ok_or_else(|| BackendError::Gpu(format!("no build at batch {batch}")))?;
-        fill(0, model.input_staging());
-        let mut output = vec![0.0f32; model.spec().outputs[0].elements()];
-        model
-            .infer_staged(&mut output)
-            .map_err(|e| BackendError::Gpu(e.to_string()))?;
+        let gpu = |e: aotune::runtime::RuntimeError| BackendError::Gpu(e.to_string());
+        if !self.batched {
+            // One request is the whole tensor, whatever its first dimension.
+            fill(0, model.input_staging());
+            let mut output = vec![0.0f32; model.spec().outputs[0].elements()];
+            model.infer_staged(&mut output).map_err(gpu)?;
+            return Ok(vec![output]);
+        }
+        let staging = model.input_staging();
+        let front = staging.len() / batch * rows;
+        fill(0, staging.split_at_mut(front).0);
+        let mut output = vec![0.0f32; model.spec().outputs[0].elements() / batch * rows];
+        model.infer_staged_rows(rows, &mut output).map_err(gpu)?;
         Ok(vec![output])
     }
 }

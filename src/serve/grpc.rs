@@ -3,8 +3,10 @@
 //! ModelMetadata, ModelConfig, RepositoryIndex and ModelInfer.
 //!
 //! ModelInfer takes inputs from `raw_input_contents` (one entry per input, in
-//! input order, as tritonclient sends them) or from each input's `contents`
-//! (`fp32_contents`; `bytes_contents` for BYTES images), and answers in
+//! input order, as tritonclient sends them: little-endian elements of the
+//! input's datatype, FP32 or FP16) or from each input's `contents`
+//! (`fp32_contents`, rounded for an FP16 input; `bytes_contents` for BYTES
+//! images), and answers in
 //! `raw_output_contents` (f32 little-endian), as Triton does. Errors map to
 //! gRPC codes: invalid argument, NOT_FOUND, UNAVAILABLE, RESOURCE_EXHAUSTED
 //! (queue full or message too large), DEADLINE_EXCEEDED and INTERNAL. A
@@ -13,6 +15,7 @@
 //! RESOURCE_EXHAUSTED.
 
 use super::backend::FP32;
+use super::datatype::Datatype;
 use super::error::InferError;
 use super::model_info::{max_batch_size, PLATFORM};
 use super::proto::grpc_inference_service_server::{
@@ -119,6 +122,14 @@ fn decode_infer(request: ModelInferRequest) -> Result<InferCall, InferError> {
     })
 }
 
+/// Triton's model-configuration enum for `datatype`.
+fn data_type(datatype: Datatype) -> DataType {
+    match datatype {
+        Datatype::FP32 => DataType::TypeFp32,
+        Datatype::FP16 => DataType::TypeFp16,
+    }
+}
+
 fn tensor_metadata(
     signature: &super::backend::Signature,
     tensors: &[super::backend::TensorSpec],
@@ -127,7 +138,7 @@ fn tensor_metadata(
         .iter()
         .map(|t| model_metadata_response::TensorMetadata {
             name: t.name.clone(),
-            datatype: FP32.into(),
+            datatype: t.datatype.name().into(),
             shape: signature.client_shape(t),
         })
         .collect()
@@ -211,7 +222,7 @@ impl GrpcInferenceService for Service {
                 .iter()
                 .map(|t| ModelInput {
                     name: t.name.clone(),
-                    data_type: DataType::TypeFp32 as i32,
+                    data_type: data_type(t.datatype) as i32,
                     dims: dims(t),
                 })
                 .collect(),
@@ -220,7 +231,7 @@ impl GrpcInferenceService for Service {
                 .iter()
                 .map(|t| ModelOutput {
                     name: t.name.clone(),
-                    data_type: DataType::TypeFp32 as i32,
+                    data_type: data_type(t.datatype) as i32,
                     dims: dims(t),
                 })
                 .collect(),

@@ -19,6 +19,7 @@ pub mod backend;
 pub mod batcher;
 pub mod config;
 pub mod cpu_backend;
+pub mod datatype;
 pub mod error;
 pub mod gpu_backend;
 pub mod grpc;

@@ -2,7 +2,7 @@
 //! model metadata and Triton's model configuration. The gRPC service builds
 //! its messages from the same [`Signature`] (in `grpc.rs`).
 
-use super::backend::{Signature, TensorSpec, FP32};
+use super::backend::{Signature, TensorSpec};
 use super::repository::{LoadedModel, VERSION};
 use serde_json::{json, Value};
 
@@ -22,7 +22,7 @@ pub fn max_batch_size(signature: &Signature) -> usize {
 fn tensor_metadata(signature: &Signature, tensor: &TensorSpec) -> Value {
     json!({
         "name": tensor.name,
-        "datatype": FP32,
+        "datatype": tensor.datatype.name(),
         "shape": signature.client_shape(tensor),
     })
 }
@@ -46,7 +46,9 @@ pub fn model_config_json(model: &LoadedModel) -> Value {
     let dims = |t: &TensorSpec| t.item_shape.iter().map(|&d| d as i64).collect::<Vec<_>>();
     let tensors = |ts: &[TensorSpec]| {
         ts.iter()
-            .map(|t| json!({ "name": t.name, "data_type": "TYPE_FP32", "dims": dims(t) }))
+            .map(|t| {
+                json!({ "name": t.name, "data_type": t.datatype.config_name(), "dims": dims(t) })
+            })
             .collect::<Vec<_>>()
     };
     json!({

@@ -288,20 +288,27 @@ fn backend(
             present
         }
     };
+    let precision = config.precision.unwrap_or(if gpu {
+        Precision::Fp16
+    } else {
+        Precision::Fp32
+    });
+    config
+        .check_input_datatype(gpu, precision)
+        .map_err(BackendError::Unsupported)?;
     if gpu {
-        let precision = config.precision.unwrap_or(Precision::Fp16);
         let symbolic = probe_symbolic_batch(model)?;
         Ok(Arc::new(GpuBackend::load(
             name,
             model,
             tuning,
             precision,
+            config.input_datatype,
             &config.batch_sizes,
             symbolic,
             &settings.cache_dir,
         )?))
     } else {
-        let precision = config.precision.unwrap_or(Precision::Fp32);
         Ok(Arc::new(CpuBackend::load(
             model,
             precision,

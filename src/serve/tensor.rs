@@ -2,9 +2,11 @@
 //! HTTP and gRPC decode their wire formats into [`RequestInput`]s, and
 //! [`prepare`] turns them into the rows the batcher runs, or says exactly
 //! what is wrong (unknown, missing or repeated input, datatype, shape, byte
-//! length). [`select_outputs`] and [`output_shape`] do the same for outputs.
+//! length). An input's datatype is the model's (FP32, or FP16 for a model
+//! served with `"input_datatype": "FP16"`): raw data is little-endian
+//! elements of it, numbers are accepted for either and rounded at the batch. [`select_outputs`] and [`output_shape`] do the same for outputs.
 
-use super::backend::{Signature, FP32};
+use super::backend::{Signature, TensorSpec};
 use super::error::InferError;
 use super::rows::Rows;
 use bytes::Bytes;
@@ -50,7 +52,7 @@ pub struct ImageInput<'a> {
 pub struct Prepared {
     /// Batch rows (1 for an unbatched model).
     pub rows: usize,
-    /// Per model input, in signature order: `rows × item_len` f32 values.
+    /// Per model input, in signature order: `rows × item_len` values.
     pub inputs: Vec<Rows>,
 }
 
@@ -112,7 +114,7 @@ pub fn prepare(
                 .ok_or_else(|| InferError::Internal("image input without a decoder".into()))?;
             decode_images(signature, spec.item_len(), input, decode)?
         } else {
-            check_f32(signature, &spec.item_shape, input, is_image)?
+            check_numeric(signature, spec, input, is_image)?
         };
         match rows {
             None => rows = Some(input_rows),
@@ -142,30 +144,31 @@ fn input_names(signature: &Signature) -> String {
         .join(", ")
 }
 
-/// An FP32 input: shape against the model's, values against the shape.
-fn check_f32(
+/// A numeric input of the model's datatype (`spec.datatype`): shape
+/// against the model's, values against the shape.
+fn check_numeric(
     signature: &Signature,
-    item_shape: &[usize],
+    spec: &TensorSpec,
     input: RequestInput,
     is_image: bool,
 ) -> Result<(usize, Rows), InferError> {
     let name = &input.name;
-    if input.datatype != FP32 {
+    let datatype = spec.datatype;
+    let size = datatype.size();
+    if input.datatype != datatype.name() {
         let also = if is_image {
-            " or BYTES (encoded images)"
+            " (or BYTES: encoded images)"
         } else {
             ""
         };
         return Err(InferError::invalid(format!(
-            "input '{name}': datatype {} is not served; this input takes {FP32}{also}",
-            input.datatype
+            "input '{name}': datatype {got} does not match the model's: expected \
+             {datatype}{also}, got {got}",
+            got = input.datatype
         )));
     }
     let count = element_count(name, &input.shape)?;
-    let expected = signature.client_shape(&super::backend::TensorSpec {
-        name: name.clone(),
-        item_shape: item_shape.to_vec(),
-    });
+    let expected = signature.client_shape(spec);
     let fits = input.shape.len() == expected.len()
         && input
             .shape
@@ -193,22 +196,24 @@ fn check_f32(
                 values.len()
             )))
         }
-        InputData::Raw(bytes) if Some(bytes.len()) == count.checked_mul(4) => {
-            Rows::from_le_bytes(bytes).ok_or_else(|| {
-                InferError::Internal(format!("input '{name}': {FP32} bytes not in 4-byte units"))
+        InputData::Raw(bytes) if Some(bytes.len()) == count.checked_mul(size) => {
+            Rows::from_le_bytes(bytes, datatype).ok_or_else(|| {
+                InferError::Internal(format!(
+                    "input '{name}': {datatype} bytes not in {size}-byte units"
+                ))
             })?
         }
         InputData::Raw(bytes) => {
             return Err(InferError::invalid(format!(
-                "input '{name}': shape {:?} of {FP32} needs {} bytes, got {}",
+                "input '{name}': shape {:?} of {datatype} needs {} bytes, got {}",
                 input.shape,
-                count.saturating_mul(4),
+                count.saturating_mul(size),
                 bytes.len()
             )))
         }
         InputData::Strings(_) => {
             return Err(InferError::invalid(format!(
-                "input '{name}': {FP32} data must be numbers, not strings"
+                "input '{name}': {datatype} data must be numbers, not strings"
             )))
         }
     };
@@ -331,25 +336,17 @@ pub fn output_shape(signature: &Signature, index: usize, rows: usize) -> Vec<i64
 
 #[cfg(test)]
 mod tests {
-    use super::super::backend::TensorSpec;
+    use super::super::backend::FP32;
+    use super::super::datatype::Datatype;
     use super::*;
 
     fn signature() -> Signature {
         Signature {
             inputs: vec![
-                TensorSpec {
-                    name: "a".into(),
-                    item_shape: vec![2],
-                },
-                TensorSpec {
-                    name: "b".into(),
-                    item_shape: vec![1],
-                },
+                TensorSpec::fp32("a", vec![2]),
+                TensorSpec::fp32("b", vec![1]),
             ],
-            outputs: vec![TensorSpec {
-                name: "y".into(),
-                item_shape: vec![3],
-            }],
+            outputs: vec![TensorSpec::fp32("y", vec![3])],
             batched: true,
             batch_sizes: vec![1, 4],
         }
@@ -385,7 +382,84 @@ mod tests {
         let values: Vec<Vec<f32>> = p.inputs.iter().map(Rows::to_vec).collect();
         assert_eq!(values, vec![vec![1.0, 2.0, 3.0, 4.0], vec![5.0, 6.0]]);
         // Raw bytes stay bytes until the batch is gathered.
-        assert!(matches!(p.inputs[1], Rows::Le(_)));
+        assert!(matches!(p.inputs[1], Rows::Le { .. }));
+    }
+
+    /// `a` is FP16 (a model built with an f16 input), `b` FP32.
+    fn fp16_signature() -> Signature {
+        let mut s = signature();
+        s.inputs[0].datatype = Datatype::FP16;
+        s
+    }
+
+    fn input(name: &str, datatype: &str, shape: &[i64], data: InputData) -> RequestInput {
+        RequestInput {
+            name: name.into(),
+            datatype: datatype.into(),
+            shape: shape.to_vec(),
+            data,
+        }
+    }
+
+    #[test]
+    fn an_fp16_input_takes_f16_bytes_or_numbers() {
+        let b = || f32_input("b", &[2, 1], &[0.0; 2]);
+        let halves: Vec<u8> = [1.0f32, 2.0, 3.0, 0.5]
+            .iter()
+            .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
+            .collect();
+        let raw = input("a", "FP16", &[2, 2], InputData::Raw(halves.into()));
+        let p = prepare(&fp16_signature(), None, vec![raw, b()]).unwrap();
+        assert!(matches!(
+            p.inputs[0],
+            Rows::Le {
+                datatype: Datatype::FP16,
+                ..
+            }
+        ));
+        assert_eq!(p.inputs[0].to_vec(), [1.0, 2.0, 3.0, 0.5]);
+        let numbers = input("a", "FP16", &[1, 2], InputData::F32(vec![0.1, 2.0]));
+        let b1 = f32_input("b", &[1, 1], &[0.0]);
+        let p = prepare(&fp16_signature(), None, vec![numbers, b1]).unwrap();
+        assert_eq!(p.inputs[0], Rows::F32(vec![0.1, 2.0]));
+        // 2 bytes an element: 4 elements need 8 bytes.
+        let short = input(
+            "a",
+            "FP16",
+            &[2, 2],
+            InputData::Raw(Bytes::from_static(&[0; 16])),
+        );
+        let e = prepare(&fp16_signature(), None, vec![short, b()]).unwrap_err();
+        assert!(
+            e.to_string().contains("of FP16 needs 8 bytes, got 16"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_datatype_mismatch_names_expected_and_received() {
+        let b = || f32_input("b", &[1, 1], &[0.0]);
+        let fp32_to_fp16 = prepare(
+            &fp16_signature(),
+            None,
+            vec![f32_input("a", &[1, 2], &[0.0; 2]), b()],
+        );
+        let e = fp32_to_fp16.unwrap_err().to_string();
+        assert!(
+            e.contains("input 'a'") && e.contains("expected FP16, got FP32"),
+            "{e}"
+        );
+        let raw = input(
+            "a",
+            "FP16",
+            &[1, 2],
+            InputData::Raw(Bytes::from_static(&[0; 4])),
+        );
+        let e = prepare(&signature(), None, vec![raw, b()]).unwrap_err();
+        assert!(
+            matches!(&e, InferError::InvalidArgument(m) if m.contains("expected FP32, got FP16")),
+            "{e}"
+        );
     }
 
     #[test]

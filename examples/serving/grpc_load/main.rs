@@ -15,8 +15,10 @@
 //! ```
 //!
 //! The input shape, datatype and outputs come from `ModelMetadata`; a `-1`
-//! (batch) dimension becomes `--batch-per-request`. Inputs are FP32, one
-//! fixed pseudo-random tensor per client. An answer counts when it carries
+//! (batch) dimension becomes `--batch-per-request`. Inputs are sent in the
+//! datatype the metadata declares, FP32 or FP16 (little-endian f16, half the
+//! bytes: `"input_datatype": "FP16"` in an aotune model's config), one fixed
+//! pseudo-random tensor per client. An answer counts when it carries
 //! every output with the byte length its metadata implies.
 
 mod closed_loop;
@@ -79,6 +81,18 @@ fn element_bytes(datatype: &str) -> Option<usize> {
         "INT64" | "UINT64" | "FP64" => 8,
         _ => return None,
     })
+}
+
+/// `values` as little-endian f32, or f16 (rounded) when `fp16`.
+fn le_bytes(values: &[f32], fp16: bool) -> Vec<u8> {
+    if fp16 {
+        values
+            .iter()
+            .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
+            .collect()
+    } else {
+        values.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
 }
 
 /// `shape` with its `-1` dimensions set to `batch`.
@@ -194,13 +208,13 @@ async fn workload(channel: Channel, args: &Args) -> Result<(Workload, usize), St
         shape,
     } in &metadata.inputs
     {
-        if datatype != "FP32" {
+        if datatype != "FP32" && datatype != "FP16" {
             return Err(format!(
-                "input {name} is {datatype}; this client sends FP32 only"
+                "input {name} is {datatype}; this client sends FP32 or FP16 only"
             ));
         }
         let shape = concrete(shape, batch);
-        sizes.push(elements(&shape));
+        sizes.push((elements(&shape), datatype == "FP16"));
         inputs.push(InferInputTensor {
             name: name.clone(),
             datatype: datatype.clone(),
@@ -220,13 +234,10 @@ async fn workload(channel: Channel, args: &Args) -> Result<(Workload, usize), St
             sizes
                 .iter()
                 .enumerate()
-                .map(|(i, &n)| {
+                .map(|(i, &(n, fp16))| {
                     let seed = 1000 + (client * sizes.len() + i) as u64;
-                    let raw: Vec<u8> = aotune_compiler::zoo::fill(seed, 0.0, 1.0, n)
-                        .iter()
-                        .flat_map(|v| v.to_le_bytes())
-                        .collect();
-                    bytes::Bytes::from(raw)
+                    let values = aotune_compiler::zoo::fill(seed, 0.0, 1.0, n);
+                    bytes::Bytes::from(le_bytes(&values, fp16))
                 })
                 .collect()
         })

@@ -4,7 +4,7 @@
 //! The CLI, the build step and the tuner all call [`compile_file`] or
 //! [`compile_bytes`], so what the tuner measures is what the build emits.
 
-use crate::ir::{Graph, Precision};
+use crate::ir::{DType, Graph, Precision};
 use crate::onnx::{import_bytes, ImportError, ImportOptions};
 use crate::passes::{optimize, PassError, PassOptions, PassReport};
 use crate::plan::{plan_memory, MemoryPlan, PlanError};
@@ -19,6 +19,10 @@ pub struct CompileOptions {
     pub precision: Precision,
     /// Lay activations out NHWC and pre-pack conv weights OHWI.
     pub channels_last: bool,
+    /// The graph inputs' dtype: f32, or the 16-bit storage type of
+    /// `precision` (f16 at fp16, bf16 at bf16), so the caller passes
+    /// half-size data; anything else is [`CompileError::InputDtype`].
+    pub input_dtype: DType,
 }
 
 impl Default for CompileOptions {
@@ -27,6 +31,7 @@ impl Default for CompileOptions {
             batch: None,
             precision: Precision::Fp32,
             channels_last: true,
+            input_dtype: DType::F32,
         }
     }
 }
@@ -55,6 +60,31 @@ pub enum CompileError {
     Pass(#[from] PassError),
     #[error(transparent)]
     Plan(#[from] PlanError),
+    #[error(
+        "input dtype {input_dtype} needs a precision that stores activations as \
+         {input_dtype} (fp16 for f16 inputs, bf16 for bf16); this build is {precision}"
+    )]
+    InputDtype {
+        input_dtype: DType,
+        precision: Precision,
+    },
+}
+
+impl CompileOptions {
+    /// `Err(CompileError::InputDtype)` unless the inputs are f32 or the
+    /// precision's 16-bit storage type.
+    pub fn check_input_dtype(&self) -> Result<(), CompileError> {
+        let storage = self.precision.storage();
+        if self.input_dtype == DType::F32 || (storage != DType::F32 && self.input_dtype == storage)
+        {
+            Ok(())
+        } else {
+            Err(CompileError::InputDtype {
+                input_dtype: self.input_dtype,
+                precision: self.precision,
+            })
+        }
+    }
 }
 
 pub fn compile_file(path: &Path, options: &CompileOptions) -> Result<Compiled, CompileError> {
@@ -67,6 +97,7 @@ pub fn compile_bytes(
     source_name: &str,
     options: &CompileOptions,
 ) -> Result<Compiled, CompileError> {
+    options.check_input_dtype()?;
     let imported = import_bytes(
         bytes,
         source_name,
@@ -81,6 +112,7 @@ pub fn compile_bytes(
         &PassOptions {
             precision: options.precision,
             channels_last: options.channels_last,
+            input_dtype: options.input_dtype,
         },
     )?;
     let plan = plan_memory(&graph)?;

@@ -22,7 +22,7 @@ pub use weights::{pack_weights, WeightBlob, WEIGHT_ALIGNMENT};
 
 use crate::artifact::{Arg, Launch, ModelSpec, TensorSlot, WeightsInfo, FORMAT_VERSION};
 use crate::codegen::cuda::{generate_cuda, CodegenError, ConfigOverrides, CudaModule};
-use crate::ir::{Graph, Precision, ValueId};
+use crate::ir::{DType, Graph, Precision, ValueId};
 use crate::plan::MemoryPlan;
 use crate::schedule::{render_tasks, BestLog, TuningLogError};
 use crate::zoo::fnv1a64;
@@ -69,6 +69,7 @@ pub struct Build {
     tuning: Option<PathBuf>,
     batches: Vec<Option<usize>>,
     precision: Precision,
+    input_dtype: DType,
     out_dir: Option<PathBuf>,
     name: Option<String>,
     weights: WeightsMode,
@@ -113,6 +114,7 @@ impl Build {
             tuning: None,
             batches: vec![None],
             precision: Precision::Fp16,
+            input_dtype: DType::F32,
             out_dir: None,
             name: None,
             weights: WeightsMode::Embedded,
@@ -139,6 +141,16 @@ impl Build {
 
     pub fn precision(mut self, precision: Precision) -> Self {
         self.precision = precision;
+        self
+    }
+
+    /// The dtype of the model's input (default f32): `DType::F16` at fp16
+    /// (or `BF16` at bf16) makes `spec.inputs[0]` that type, so callers
+    /// copy half the bytes and the stem's conversion only changes layout.
+    /// Another combination fails the build with
+    /// [`CompileError::InputDtype`].
+    pub fn input_dtype(mut self, dtype: DType) -> Self {
+        self.input_dtype = dtype;
         self
     }
 
@@ -245,6 +257,7 @@ impl Build {
             batch,
             precision: self.precision,
             channels_last: true,
+            input_dtype: self.input_dtype,
         };
         let compiled = compile_bytes(model_bytes, &self.model.display().to_string(), &options)?;
         let mut notes = Vec::new();
@@ -278,6 +291,10 @@ impl Build {
             format!("aotune-compiler={}", env!("CARGO_PKG_VERSION")),
             format!("{:016x}", fnv1a64(module.source.as_bytes())),
         ];
+        if self.input_dtype != DType::F32 {
+            // Only when set, so f32-input builds keep their keys.
+            key_parts.push(format!("input_dtype={}", self.input_dtype));
+        }
         if let Some((_, bytes)) = tuning {
             key_parts.push(format!("tuning={:016x}", fnv1a64(bytes)));
         }
@@ -527,6 +544,60 @@ fn make_spec(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_f16_input_build_declares_an_f16_input_slot_and_its_own_key() {
+        let dir = std::env::temp_dir().join(format!("aotune-f16-input-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let onnx = dir.join("resnet18.onnx");
+        crate::zoo::write_resnet(crate::zoo::ResNetDepth::R18, 0, &onnx).unwrap();
+        let build = |precision: Precision, input: DType| {
+            Build::new(&onnx)
+                .batch(2)
+                .precision(precision)
+                .input_dtype(input)
+                .name(format!("r18_{precision}_{input}"))
+                .out_dir(&dir)
+                .skip_nvcc(true)
+                .compile()
+                .map(|mut b| b.remove(0))
+        };
+        let f32_in = build(Precision::Fp16, DType::F32).unwrap();
+        let f16_in = build(Precision::Fp16, DType::F16).unwrap();
+        let (a, b) = (&f32_in.spec.inputs[0], &f16_in.spec.inputs[0]);
+        assert_eq!((a.dtype, a.bytes), (DType::F32, 4 * 2 * 3 * 224 * 224));
+        assert_eq!((b.dtype, b.bytes), (DType::F16, 2 * 2 * 3 * 224 * 224));
+        assert_eq!((a.shape.clone(), a.layout), (b.shape.clone(), b.layout));
+        assert_eq!(f16_in.spec.outputs[0].dtype, DType::F32);
+        assert_ne!(f32_in.spec.build_key, f16_in.spec.build_key);
+        // The stem's conversion kernel reads half.
+        let source = std::fs::read_to_string(f16_in.dir.join("kernels.cu")).unwrap();
+        assert!(
+            source.contains("typedef __half TIn;"),
+            "no f16-reading kernel"
+        );
+        // A 16-bit input at another precision is a typed error.
+        for (precision, input) in [
+            (Precision::Fp32, DType::F16),
+            (Precision::Fp16, DType::BF16),
+        ] {
+            let e = build(precision, input).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    BuildError::Compile(CompileError::InputDtype { input_dtype, .. })
+                        if input_dtype == input
+                ),
+                "{e}"
+            );
+            assert!(
+                e.to_string()
+                    .contains(&format!("this build is {precision}")),
+                "{e}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn stale_builds_of_the_model_are_removed_and_nothing_else() {

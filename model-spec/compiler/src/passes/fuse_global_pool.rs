@@ -107,6 +107,7 @@ mod tests {
             &PassOptions {
                 precision,
                 channels_last: true,
+                ..Default::default()
             },
         )
         .expect("passes");

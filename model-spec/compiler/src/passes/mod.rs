@@ -11,9 +11,10 @@
 //! pools become channels-last), precision comes after layout so the
 //! input's NHWC `Convert` doubles as its f16/bf16 conversion, and the stem's
 //! space-to-depth rewrite and channel padding come after both (they rewrite
-//! that f16/bf16 NHWC `Convert`); the space-to-depth rewrite runs first, and
-//! the padding takes the conversions it left. The global pool joins its
-//! conv last, once layouts and dtypes are final.
+//! that f16/bf16 NHWC `Convert`); an f16/bf16 graph input is declared right
+//! after precision, once only conversions read it; the space-to-depth
+//! rewrite runs first, and the padding takes the conversions it left. The
+//! global pool joins its conv last, once layouts and dtypes are final.
 
 mod attention_views;
 mod canonicalize_transpose;
@@ -32,6 +33,7 @@ mod fuse_layer_norm;
 mod fuse_shortcut;
 #[cfg(test)]
 mod fuse_transformer_tests;
+mod input_dtype;
 mod layout;
 mod pad_channels;
 mod precision;
@@ -50,12 +52,13 @@ pub use fuse_gelu::fuse_gelu;
 pub use fuse_global_pool::{fuse_global_pool, MAX_POOLED_PIXELS};
 pub use fuse_layer_norm::fuse_layer_norm;
 pub use fuse_shortcut::fuse_shortcut;
+pub use input_dtype::set_input_dtype;
 pub use layout::to_channels_last;
 pub use pad_channels::pad_input_channels;
 pub use precision::apply_precision;
 pub use space_to_depth::space_to_depth_input;
 
-use crate::ir::{Graph, NodeId, Precision, ValueId};
+use crate::ir::{DType, Graph, NodeId, Precision, ValueId};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
@@ -66,6 +69,9 @@ pub struct PassOptions {
     pub precision: Precision,
     /// Run [`to_channels_last`] (NHWC activations, OHWI weights).
     pub channels_last: bool,
+    /// The dtype of the graph inputs: f32, or the precision's 16-bit storage
+    /// type ([`set_input_dtype`]).
+    pub input_dtype: DType,
 }
 
 impl Default for PassOptions {
@@ -73,6 +79,7 @@ impl Default for PassOptions {
         PassOptions {
             precision: Precision::Fp32,
             channels_last: true,
+            input_dtype: DType::F32,
         }
     }
 }
@@ -172,9 +179,9 @@ impl fmt::Display for PassReport {
 /// Runs every pass in order: dce → fuse_layer_norm → fuse_gelu → fuse_attention →
 /// canonicalize_transpose → fold_batch_norm → canonicalize_global_pool
 /// → fuse_epilogue → fuse_shortcut → lower_dense → to_channels_last (if enabled) →
-/// apply_precision → space_to_depth_input → pad_input_channels →
-/// fuse_global_pool → dce. Each pass verifies the graph it leaves in debug
-/// and test builds.
+/// apply_precision → set_input_dtype (unless f32) → space_to_depth_input →
+/// pad_input_channels → fuse_global_pool → dce. Each pass verifies the graph
+/// it leaves in debug and test builds.
 pub fn optimize(graph: &mut Graph, options: &PassOptions) -> Result<PassReport, PassError> {
     let mut report = PassReport::default();
     report.passes.push(dce(graph)?);
@@ -195,6 +202,11 @@ pub fn optimize(graph: &mut Graph, options: &PassOptions) -> Result<PassReport, 
     report
         .passes
         .push(apply_precision(graph, options.precision)?);
+    if options.input_dtype != DType::F32 {
+        report
+            .passes
+            .push(set_input_dtype(graph, options.input_dtype)?);
+    }
     report.passes.push(space_to_depth_input(graph)?);
     report.passes.push(pad_input_channels(graph)?);
     report.passes.push(fuse_global_pool(graph)?);
@@ -604,6 +616,7 @@ mod tests {
                     let options = PassOptions {
                         precision,
                         channels_last,
+                        ..Default::default()
                     };
                     optimize(&mut opt, &options).unwrap();
                     if precision.storage() != DType::F32 {
@@ -650,6 +663,7 @@ mod tests {
         let options = PassOptions {
             precision: Precision::Fp16,
             channels_last: false,
+            ..Default::default()
         };
         optimize(&mut opt, &options).unwrap();
         assert!(opt.values.iter().all(|v| v.layout == Layout::RowMajor));

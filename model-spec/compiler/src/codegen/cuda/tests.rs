@@ -29,6 +29,7 @@ fn compiled_with(
             batch: Some(batch),
             precision,
             channels_last,
+            ..Default::default()
         },
     )
     .unwrap()

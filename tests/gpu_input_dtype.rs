@@ -1,0 +1,167 @@
+//! A model built with an f16 input (`Build::input_dtype(DType::F16)`, what
+//! `aotune serve` builds for `"input_datatype": "FP16"`), on the GPU: the
+//! zoo's ResNet-18 at fp16, batch 4.
+//!
+//! - `infer` with f32 data (rounded to f16 in staging) agrees with the
+//!   f32-input build on the same data, and with the CPU emulation of the
+//!   f16-input graph, within fp16's tolerance; it allocates nothing.
+//! - `infer_staged_rows` on the first rows gives exactly those rows of
+//!   `infer`, whatever the other rows of the device buffer hold, allocates
+//!   nothing, and refuses row counts outside the batch with a typed error.
+//!
+//! Without a driver or nvcc each test prints `SKIPPED …` and passes
+//! (`AOTUNE_REQUIRE_GPU=1` makes that a failure).
+
+mod common;
+
+use aotune::runtime::{InputStaging, Model, RuntimeError};
+use aotune_compiler::ir::{DType, Precision};
+use aotune_compiler::reference::{rel_l2, run, RunOptions};
+use aotune_compiler::zoo::{fill, write_resnet, ResNetDepth, DEFAULT_SEED};
+use aotune_compiler::{Build, Built};
+use common::gpu::{self, Mode, TempDir};
+use counting_allocator::allocations_in;
+use std::sync::OnceLock;
+
+#[path = "common/counting_allocator.rs"]
+mod counting_allocator;
+
+const BATCH: usize = 4;
+
+fn tmp() -> &'static TempDir {
+    static TMP: OnceLock<TempDir> = OnceLock::new();
+    TMP.get_or_init(|| TempDir::reused("gpu-input-dtype"))
+}
+
+/// ResNet-18 fp16 at batch 4 with an `input` dtype input.
+fn build(input: DType) -> Result<Built, String> {
+    let onnx = tmp().path().join("resnet18.onnx");
+    if !onnx.is_file() {
+        write_resnet(ResNetDepth::R18, DEFAULT_SEED, &onnx).map_err(|e| format!("zoo: {e}"))?;
+    }
+    let _slot = gpu::slot();
+    Build::new(&onnx)
+        .batch(BATCH)
+        .precision(Precision::Fp16)
+        .input_dtype(input)
+        .name(format!("resnet18_fp16_b{BATCH}_{input}in"))
+        .out_dir(tmp().path())
+        .compile()
+        .map_err(|e| format!("build with {input} input: {e}"))?
+        .into_iter()
+        .next()
+        .ok_or_else(|| "the build returned nothing".to_string())
+}
+
+fn f16_input() -> &'static Result<Built, String> {
+    static BUILT: OnceLock<Result<Built, String>> = OnceLock::new();
+    BUILT.get_or_init(|| build(DType::F16))
+}
+
+fn f32_input() -> &'static Result<Built, String> {
+    static BUILT: OnceLock<Result<Built, String>> = OnceLock::new();
+    BUILT.get_or_init(|| build(DType::F32))
+}
+
+/// The loaded model, or `None` (skipped, or a dry run that checked the load
+/// fails with NoDriver).
+fn load(test: &str, mode: Mode, built: &Built) -> Option<Model> {
+    let model = gpu::load(&built.dir, mode).unwrap_or_else(|e| panic!("{test}: {e}"));
+    if model.is_none() {
+        assert_eq!(mode, Mode::DryRun);
+        println!("DRY RUN {test}: built {}", built.dir.display());
+    }
+    model
+}
+
+fn input(model: &Model, seed: u64) -> Vec<f32> {
+    fill(seed, 0.0, 1.0, model.spec().inputs[0].elements())
+}
+
+#[test]
+fn f16_input_infer_matches_the_f32_input_build_and_allocates_nothing() {
+    let test = "f16_input_infer_matches_the_f32_input_build_and_allocates_nothing";
+    let Some(mode) = gpu::mode_or_skip(test) else {
+        return;
+    };
+    let half = f16_input().as_ref().unwrap_or_else(|e| panic!("{e}"));
+    let full = f32_input().as_ref().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(half.spec.inputs[0].dtype, DType::F16);
+    let (Some(mut half_model), Some(mut full_model)) =
+        (load(test, mode, half), load(test, mode, full))
+    else {
+        return;
+    };
+    assert_eq!(half_model.input_dtype(), DType::F16);
+    assert!(matches!(half_model.input_staging(), InputStaging::F16(_)));
+    let x = input(&half_model, 31);
+    let mut got = vec![f32::NAN; half_model.spec().outputs[0].elements()];
+    let (allocations, result) =
+        allocations_in(|| (0..5).try_for_each(|_| half_model.infer(&x, &mut got)));
+    result.unwrap_or_else(|e| panic!("infer: {e}"));
+    allocations.assert_none("5 infer calls with an f16 input");
+    let mut want = vec![f32::NAN; got.len()];
+    full_model
+        .infer(&x, &mut want)
+        .unwrap_or_else(|e| panic!("infer: {e}"));
+    let tol = gpu::tolerance(Precision::Fp16);
+    let vs_f32_input = rel_l2(&got, &want);
+    let emulated = run(&half.compiled.graph, &[&x], &RunOptions::default())
+        .unwrap_or_else(|e| panic!("emulation: {e}"))
+        .swap_remove(0);
+    let vs_emulation = rel_l2(&got, &emulated);
+    println!(
+        "f16 input: rel. L2 {vs_f32_input:.3e} vs the f32-input build, {vs_emulation:.3e} vs its \
+         emulation (tolerance {tol:e})"
+    );
+    assert!(vs_f32_input <= tol, "{vs_f32_input:e} > {tol:e}");
+    assert!(vs_emulation <= tol, "{vs_emulation:e} > {tol:e}");
+}
+
+#[test]
+fn staged_rows_give_those_rows_of_infer_and_allocate_nothing() {
+    let test = "staged_rows_give_those_rows_of_infer_and_allocate_nothing";
+    let Some(mode) = gpu::mode_or_skip(test) else {
+        return;
+    };
+    let half = f16_input().as_ref().unwrap_or_else(|e| panic!("{e}"));
+    let Some(mut model) = load(test, mode, half) else {
+        return;
+    };
+    let x = input(&model, 41);
+    let y = input(&model, 42);
+    let outputs = model.spec().outputs[0].elements();
+    let (in_row, out_row) = (x.len() / BATCH, outputs / BATCH);
+    let mut want = vec![f32::NAN; outputs];
+    model.infer(&x, &mut want).unwrap();
+    for rows in [1, 2, 3] {
+        // The device buffer's other rows now hold y's.
+        let mut other = vec![f32::NAN; outputs];
+        model.infer(&y, &mut other).unwrap();
+        let (mut front, _) = model.input_staging().split_at_mut(rows * in_row);
+        front.write_f32(&x[..rows * in_row]);
+        let mut got = vec![f32::NAN; rows * out_row];
+        let (allocations, result) = allocations_in(|| model.infer_staged_rows(rows, &mut got));
+        result.unwrap_or_else(|e| panic!("infer_staged_rows({rows}): {e}"));
+        allocations.assert_none(&format!("infer_staged_rows({rows})"));
+        let same = got
+            .iter()
+            .zip(&want[..rows * out_row])
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "{rows} rows differ from infer's");
+    }
+    // The whole batch through the same call is infer_staged.
+    model.input_staging().write_f32(&x);
+    let mut got = vec![f32::NAN; outputs];
+    model.infer_staged_rows(BATCH, &mut got).unwrap();
+    assert_eq!(got, want);
+    for rows in [0, BATCH + 1] {
+        let e = model.infer_staged_rows(rows, &mut got).unwrap_err();
+        assert!(matches!(e, RuntimeError::RowsOutOfRange { .. }), "{e}");
+    }
+    let e = model.infer_staged_rows(2, &mut got).unwrap_err();
+    assert!(
+        matches!(e, RuntimeError::WrongLength { expected, .. } if expected == 2 * out_row),
+        "{e}"
+    );
+}
