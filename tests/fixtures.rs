@@ -469,6 +469,7 @@ fn tiny_vit_dynamo_with_external_data_compiles_by_path() {
         batch: Some(1),
         precision: Precision::Fp32,
         channels_last: true,
+        ..Default::default()
     };
     let by_path = aotune_compiler::compile_file(&dir.join("model.onnx"), &options).unwrap();
     let by_bytes = compile_bytes(&inline, "tiny_vit_dynamo", &options).unwrap();
