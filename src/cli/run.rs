@@ -29,7 +29,7 @@ pub struct RunArgs {
 /// When the output holds NaN or infinity: runs the graph once more keeping
 /// every node's output and names the first node whose output is not finite,
 /// with the largest magnitude of each of its inputs.
-fn report_first_non_finite(
+pub(super) fn report_first_non_finite(
     graph: &aotune_compiler::ir::Graph,
     input: &[f32],
     options: &RunOptions,

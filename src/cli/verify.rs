@@ -51,8 +51,18 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
     let emulated = run(&compiled.graph, &[&input], &RunOptions::default())?;
     let mut output = vec![0.0f32; spec.outputs[0].elements()];
     gpu.model.infer(&input, &mut output)?;
+    if emulated[0].iter().any(|x| !x.is_finite()) {
+        super::run::report_first_non_finite(&compiled.graph, &input, &RunOptions::default())?;
+        bail!(
+            "the CPU emulation of {precision} already gives NaN or infinity (first node above): \
+             the model's values leave {precision}'s range; try --precision fp32 or bf16"
+        );
+    }
     if output.iter().any(|x| !x.is_finite()) {
-        bail!("the GPU output holds NaN or infinity");
+        bail!(
+            "the GPU output holds NaN or infinity while the CPU emulation of {precision} is \
+             finite; --per-layer names the first layer that differs"
+        );
     }
     let err_ref = rel_l2(&output, &reference[0]);
     let err_emu = rel_l2(&output, &emulated[0]);
