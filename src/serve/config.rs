@@ -7,7 +7,7 @@
 //!   "backend": "auto",            // "auto" (GPU when there is a driver, else CPU), "gpu" or "cpu"
 //!   "precision": "fp16",          // fp32 | tf32 | fp16 | bf16; default fp16 on the GPU, fp32 on the CPU
 //!   "batch_sizes": [1, 8, 32],    // the batch sizes compiled; requests are merged or split into them
-//!   "max_queue_delay_us": 2000,   // how long the oldest queued request may wait for others
+//!   "max_queue_delay_us": 500,    // how long the oldest queued request may wait for others
 //!   "instances": 1,               // executors pulling from the model's queue
 //!   "queue_capacity": 1024,       // rows (images) the queue holds before answering 429 / RESOURCE_EXHAUSTED
 //!   "timeout_ms": 30000,          // per-request deadline (a request's own `timeout` parameter may shorten it)
@@ -85,7 +85,7 @@ pub struct ModelConfig {
 
 /// The batch sizes compiled when the config names none.
 pub const DEFAULT_BATCH_SIZES: [usize; 3] = [1, 8, 32];
-pub const DEFAULT_MAX_QUEUE_DELAY: Duration = Duration::from_micros(2000);
+pub const DEFAULT_MAX_QUEUE_DELAY: Duration = Duration::from_micros(500);
 pub const DEFAULT_QUEUE_CAPACITY: usize = 1024;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// More executors than this per model is a config mistake, not a wish.

@@ -182,9 +182,10 @@ impl Model {
             });
         }
         let output_len = output_slot.elements() / batch * rows;
-        let mut output_shape = output_slot.shape.to_vec();
-        output_shape[0] = rows;
         if output.len() != output_len {
+            // Built only here: the success path allocates nothing.
+            let mut output_shape = output_slot.shape.to_vec();
+            output_shape[0] = rows;
             return Err(RuntimeError::WrongLength {
                 role: "output",
                 tensor: output_slot.name.to_string(),
