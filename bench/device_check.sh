@@ -16,7 +16,7 @@ for MODE in "${@:-check}"; do
 case $MODE in
 tests)
   export AOTUNE_BIN=$PWD/.device/aotune   # the tuner-fault test starts its worker from it
-  for t in ${TEST_BINARIES:-aotune-lib-tests gpu_runtime gpu_tuner_faults gpu_kernels gpu_movement gpu_norms gpu_attention gpu_fixtures gpu_templates}; do
+  for t in ${TEST_BINARIES:-aotune-lib-tests gpu_runtime gpu_tuner_faults gpu_kernels gpu_movement gpu_norms gpu_attention gpu_input_dtype gpu_fixtures gpu_templates}; do
     [ -x .device/$t ] || continue
     timeout "${TEST_TIMEOUT:-300}" .device/$t --test-threads=1 > "$OUT/test_$t.log" 2>&1
     rc=$?

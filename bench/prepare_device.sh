@@ -31,14 +31,14 @@ fi
 log=$(mktemp)
 AOTUNE_NO_EMBED=1 cargo test --profile ci --no-run -p aotune --features cli --lib \
   --test gpu_runtime --test gpu_kernels --test gpu_fixtures --test gpu_templates \
-  --test gpu_movement --test gpu_norms --test gpu_attention 2>&1 | tee "$log" >/dev/null
+  --test gpu_movement --test gpu_norms --test gpu_attention --test gpu_input_dtype 2>&1 | tee "$log" >/dev/null
 pick() { sed -n "s/.*Executable $1 (\(.*\))/\1/p" "$log"; }
 cp "$(pick 'unittests src\/lib.rs' | grep '/aotune-' )" .device/aotune-lib-tests
 AOTUNE_NO_EMBED=1 cargo test --profile ci --no-run --features cli --test gpu_tuner_faults 2>&1 | tee -a "$log" >/dev/null
-for t in gpu_runtime gpu_kernels gpu_fixtures gpu_templates gpu_tuner_faults gpu_movement gpu_norms gpu_attention; do cp "$(pick "tests\/$t.rs" | head -1)" ".device/$t"; done
+for t in gpu_runtime gpu_kernels gpu_fixtures gpu_templates gpu_tuner_faults gpu_movement gpu_norms gpu_attention gpu_input_dtype; do cp "$(pick "tests\/$t.rs" | head -1)" ".device/$t"; done
 strip --strip-debug .device/aotune-lib-tests .device/gpu_runtime
 strip .device/gpu_kernels .device/gpu_fixtures .device/gpu_templates .device/gpu_tuner_faults \
-  .device/gpu_movement .device/gpu_norms .device/gpu_attention
+  .device/gpu_movement .device/gpu_norms .device/gpu_attention .device/gpu_input_dtype
 if [ -d ../shared/fixtures ]; then
   cargo test --profile ci --test gpu_fixtures -- --ignored pack_fixtures_for_gpu >/dev/null
   rm -rf .device/fixture-pack && cp -r target/gpu-fixture-pack .device/fixture-pack
