@@ -35,6 +35,9 @@ AOTUNE_NO_EMBED=1 cargo test --profile ci --no-run -p aotune --features cli --li
 pick() { sed -n "s/.*Executable $1 (\(.*\))/\1/p" "$log"; }
 cp "$(pick 'unittests src\/lib.rs' | grep '/aotune-' )" .device/aotune-lib-tests
 AOTUNE_NO_EMBED=1 cargo test --profile ci --no-run --features cli --test gpu_tuner_faults 2>&1 | tee -a "$log" >/dev/null
+# The CPU fixture test, for bench/family_gpu.sh (the CPU reference against ONNX Runtime there).
+cargo test --profile ci --no-run --test fixtures 2>&1 | tee -a "$log" >/dev/null
+cp "$(pick 'tests\/fixtures.rs' | head -1)" .device/fixtures && strip .device/fixtures
 for t in gpu_runtime gpu_kernels gpu_fixtures gpu_templates gpu_tuner_faults gpu_movement gpu_norms gpu_attention gpu_input_dtype; do cp "$(pick "tests\/$t.rs" | head -1)" ".device/$t"; done
 strip --strip-debug .device/aotune-lib-tests .device/gpu_runtime
 strip .device/gpu_kernels .device/gpu_fixtures .device/gpu_templates .device/gpu_tuner_faults \
