@@ -153,11 +153,16 @@ pub fn setup() -> Result<PathBuf, NvrtcSetupError> {
 }
 
 /// The NVRTC options matching the build's nvcc flags (`-O3 -std=c++17`,
-/// sm_90a SASS), plus ptxas's verbose report.
+/// sm_90a SASS), plus ptxas's verbose report. `-default-device`: what nvcc
+/// compiles must compile here, and nvcc takes the generic lambdas and
+/// `constexpr` helpers inside device code (the row kernels' `each`) as
+/// device code, where NVRTC in JIT mode would call them host functions and
+/// fail every candidate of the task (tests/nvrtc_candidates.rs).
 fn options(include: &Path) -> Vec<String> {
     vec![
         "--gpu-architecture=sm_90a".into(),
         "-std=c++17".into(),
+        "-default-device".into(),
         "--ptxas-options=-v".into(),
         format!("--include-path={}", include.display()),
     ]

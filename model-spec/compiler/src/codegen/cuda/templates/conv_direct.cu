@@ -28,7 +28,7 @@ struct DepthwiseTiling {
   static constexpr int V = 4;
   static constexpr int CVEC = P::C / V;
   static constexpr int RS = P::R * P::S;
-  static constexpr int lanes_for(int l) {
+  __host__ __device__ static constexpr int lanes_for(int l) {
     return l <= 1 ? 1 : (CVEC % l == 0 && l * V * RS * 4 <= 32768) ? l : lanes_for(l / 2);
   }
   static constexpr int LANES = lanes_for(32);
