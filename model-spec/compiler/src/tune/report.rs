@@ -124,6 +124,32 @@ impl TuneOutcome {
                 left_out.join(", ")
             ));
         }
+        // A task none of whose trials ran is a kernel that does not build or
+        // run in the tuner: say so with the first failure, not only a count.
+        for t in self
+            .tasks
+            .iter()
+            .filter(|t| t.trials > 0 && t.failures == t.trials)
+        {
+            let first = self
+                .records
+                .iter()
+                .find_map(|r| (r.task == t.task).then_some(r.failure.as_ref()).flatten());
+            let why = first.map_or("no record kept".to_string(), |f| {
+                let line = f
+                    .reason
+                    .lines()
+                    .find(|l| l.contains("error"))
+                    .or_else(|| f.reason.lines().next())
+                    .unwrap_or_default();
+                format!("{:?}: {}", f.stage, line.trim())
+            });
+            notes.push(format!(
+                "every one of task {} ({})'s {} trials failed, first {why}; the build keeps \
+                 its default kernel (this is an aotune bug: please report it with this line)",
+                t.task, t.op, t.trials
+            ));
+        }
         Report {
             rows,
             e2e_default_us,
@@ -307,5 +333,62 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("after 0 trials"), "{text}");
+    }
+
+    /// Every trial of a task failed (a template NVRTC refuses): the report
+    /// says so with the first error line, beyond the failure count.
+    #[test]
+    fn a_task_whose_every_trial_failed_is_named_with_its_first_error() {
+        use crate::schedule::Target;
+        use crate::tune::records::{RecordFailure, TuneRecord, RECORD_FORMAT};
+        use crate::tune::FailStage;
+        let mut broken = task("dw", 3, None, None);
+        broken.trials = 12;
+        broken.failures = 12;
+        let record = TuneRecord {
+            format: RECORD_FORMAT.into(),
+            task: "dw".into(),
+            op: "FusedConv".into(),
+            key: "k".into(),
+            template: "conv/2".into(),
+            config: serde_json::json!({ "block": 128 }),
+            target: Target {
+                gpu: "H100".into(),
+                sm: "90".into(),
+                driver: "580".into(),
+                cuda: "13.0".into(),
+                timing: Default::default(),
+            },
+            batch: 1,
+            precision: "fp16".into(),
+            compiler: String::new(),
+            repeats_us: vec![],
+            median_us: None,
+            compile_ms: 0.0,
+            failure: Some(RecordFailure {
+                stage: FailStage::Compile,
+                reason: "NVRTC: NvrtcError(NVRTC_ERROR_COMPILATION)\nx.cu(456): error: A function \
+                         without execution space annotations"
+                    .into(),
+            }),
+            timestamp: "2026-12-06T00:00:00.000Z".into(),
+        };
+        let outcome = TuneOutcome {
+            tasks: vec![task("a", 1, Some(10.0), Some(5.0)), broken],
+            records: vec![record],
+            trace: vec![],
+            trials: 44,
+            elapsed: Duration::from_secs(3),
+            notes: vec![],
+        };
+        let text = outcome.report().to_string();
+        assert!(
+            text.contains(
+                "every one of task dw (FusedConv)'s 12 trials failed, first Compile: \
+                           x.cu(456): error: A function without execution space annotations"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("task a (FusedConv)'s"), "{text}");
     }
 }
