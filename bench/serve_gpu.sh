@@ -174,14 +174,21 @@ for line in open(bench_path):
         bench, bench_note = bench_batch / float(m.group(1)) * 1e3, f"CPU reference, median {m.group(1)} ms at batch {bench_batch}"
 metrics = open(metrics_path).read() if metrics_path else ""
 def metric(name):
-    m = re.search(rf'^{name}{{model="resnet50"}} ([0-9.e+-]+)$', metrics, re.M)
-    return float(m.group(1)) if m else float("nan")
+    # Summed over the other labels (the request histogram's protocol).
+    found = re.findall(rf'^{name}{{model="resnet50"[^}}]*}} ([0-9.e+-]+)$', metrics, re.M)
+    return sum(float(v) for v in found) if found else float("nan")
 batches = metric("aotune_batch_size_count")
 mean_batch = metric("aotune_batch_size_sum") / batches if batches else float("nan")
 compute_ms = metric("aotune_compute_duration_seconds_sum") / batches * 1e3 if batches else float("nan")
+gather_ms = metric("aotune_gather_duration_seconds_sum") / batches * 1e3 if batches else float("nan")
+requests = metric("aotune_request_duration_seconds_count")
+request_ms = metric("aotune_request_duration_seconds_sum") / requests * 1e3 if requests else float("nan")
+queued = metric("aotune_queue_duration_seconds_count")
+queue_ms = metric("aotune_queue_duration_seconds_sum") / queued * 1e3 if queued else float("nan")
 print(f"== server: {load['requests']} requests in {load['seconds']} s at concurrency {load['concurrency']} "
       f"({load['connections']} connections), {load['errors']} errors; mean batch {mean_batch:.1f}, "
-      f"compute {compute_ms:.2f} ms per batch (whole run)")
+      f"compute {compute_ms:.2f} ms per batch of which gather {gather_ms:.2f}; per request "
+      f"{request_ms:.2f} ms receipt to response, {queue_ms:.2f} ms queued (whole run)")
 print(f"== bench: {bench_note}")
 ratio = load["images_per_s"] / bench if bench else float("nan")
 print(f"{'server img/s':>13} {'p50 ms':>8} {'p99 ms':>8} {'bench img/s':>12} {'ratio':>7}")

@@ -333,14 +333,18 @@ impl Shared {
         self.metrics.batch_size.observe(rows as f64);
         self.metrics.padding_rows.inc_by((batch - rows) as u64);
         let signature = &self.signature;
+        let mut gathering = Duration::ZERO;
         let mut fill = |i: usize, data: InputStaging<'_>| {
-            gather(&pieces, i, signature.inputs[i].item_len(), data)
+            let start = Instant::now();
+            gather(&pieces, i, signature.inputs[i].item_len(), data);
+            gathering += start.elapsed();
         };
         let start = Instant::now();
         let result = catch_unwind(AssertUnwindSafe(|| executor.run(batch, rows, &mut fill)));
         self.metrics
             .compute_seconds
             .observe(start.elapsed().as_secs_f64());
+        self.metrics.gather_seconds.observe(gathering.as_secs_f64());
         let outputs = match result {
             Ok(Ok(outputs)) => self.check_outputs(rows, outputs),
             Ok(Err(e)) => Err(InferError::Internal(e.to_string())),

@@ -6,6 +6,7 @@
 //! | `aotune_request_duration_seconds` | histogram | model, protocol | receipt to response of successful inferences |
 //! | `aotune_queue_duration_seconds` | histogram | model | time a request (piece) waited in the queue |
 //! | `aotune_compute_duration_seconds` | histogram | model | time the backend took per batch, gathering its inputs included |
+//! | `aotune_gather_duration_seconds` | histogram | model | the part of that spent copying the requests' rows into the batch's input buffer |
 //! | `aotune_batch_size` | histogram | model | request rows per executed batch (padding not counted) |
 //! | `aotune_batch_padding_rows_total` | counter | model | rows of padding added to reach a compiled size |
 //! | `aotune_queue_rows` | gauge | model | rows waiting in the queue |
@@ -23,6 +24,7 @@ pub struct Metrics {
     request_seconds: HistogramVec,
     queue_seconds: HistogramVec,
     compute_seconds: HistogramVec,
+    gather_seconds: HistogramVec,
     batch_size: HistogramVec,
     padding_rows: IntCounterVec,
     queue_rows: IntGaugeVec,
@@ -72,6 +74,11 @@ impl Metrics {
                 "Backend time per executed batch, gathering its inputs included",
                 &["model"],
             )?,
+            gather_seconds: seconds(
+                "aotune_gather_duration_seconds",
+                "Part of the backend time per batch spent copying request rows into its input buffer",
+                &["model"],
+            )?,
             batch_size: HistogramVec::new(
                 HistogramOpts::new(
                     "aotune_batch_size",
@@ -102,6 +109,7 @@ impl Metrics {
         r.register(Box::new(metrics.request_seconds.clone()))?;
         r.register(Box::new(metrics.queue_seconds.clone()))?;
         r.register(Box::new(metrics.compute_seconds.clone()))?;
+        r.register(Box::new(metrics.gather_seconds.clone()))?;
         r.register(Box::new(metrics.batch_size.clone()))?;
         r.register(Box::new(metrics.padding_rows.clone()))?;
         r.register(Box::new(metrics.queue_rows.clone()))?;
@@ -139,6 +147,7 @@ impl Metrics {
         ModelMetrics {
             queue_seconds: self.queue_seconds.with_label_values(&[model]),
             compute_seconds: self.compute_seconds.with_label_values(&[model]),
+            gather_seconds: self.gather_seconds.with_label_values(&[model]),
             batch_size: self.batch_size.with_label_values(&[model]),
             padding_rows: self.padding_rows.with_label_values(&[model]),
             queue_rows: self.queue_rows.with_label_values(&[model]),
@@ -162,6 +171,7 @@ impl Metrics {
 pub struct ModelMetrics {
     pub queue_seconds: Histogram,
     pub compute_seconds: Histogram,
+    pub gather_seconds: Histogram,
     pub batch_size: Histogram,
     pub padding_rows: IntCounter,
     pub queue_rows: IntGauge,
