@@ -94,3 +94,43 @@ fn every_task_of_the_transformer_fixtures_compiles_with_nvrtc() {
     );
     eprintln!("{total} kernels compiled with NVRTC");
 }
+
+/// The configs of every task's search space render (a config that fails
+/// before compiling is a trial the tuner wastes): about 200 per task,
+/// spread over the space. Needs no CUDA at all.
+#[test]
+fn configs_across_the_search_spaces_render() {
+    let mut rendered = 0;
+    for fixture in [
+        "convnext_tiny_dynamo",
+        "swin_t_dynamo",
+        "tiny_vit_dynamo",
+        "mobilenet_v3_large_dynamo",
+    ] {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(fixture);
+        let model = common::fixture::refilled_model(&dir);
+        let options = CompileOptions {
+            batch: Some(1),
+            precision: Precision::Fp16,
+            channels_last: true,
+            ..Default::default()
+        };
+        let compiled = compile_bytes(&model, fixture, &options).expect("compiles");
+        for task in &compiled.tasks {
+            let node = task.nodes[0];
+            let space = task_candidates(&compiled.graph, node).expect("space");
+            // At most ~200 per task, spread over the space (the largest
+            // spaces hold tens of thousands).
+            let step = space.configs.len().div_ceil(200);
+            for config in space.configs.iter().step_by(step) {
+                if let Err(e) = render_candidate(&compiled.graph, node, config) {
+                    panic!("{fixture}: config {config} of its space does not render: {e}");
+                }
+                rendered += 1;
+            }
+        }
+    }
+    eprintln!("{rendered} configs rendered");
+}
