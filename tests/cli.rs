@@ -173,6 +173,36 @@ fn prune_drops_only_records_no_build_uses() {
         "{out}"
     );
 
+    // The stem conversion of the f16-input build (a server's FP16 input) is
+    // a task of its own; an fp16 build serves it too, so its record stays.
+    let (ok, out, err) = aotune(&[
+        "dump",
+        model_s,
+        "--precision",
+        "fp16",
+        "--input-dtype",
+        "f16",
+    ]);
+    assert!(ok, "{err}");
+    let stem = out
+        .lines()
+        .skip_while(|l| !l.starts_with("hash "))
+        .find(|l| l.contains("in0=f16[1x3x224x224]"))
+        .and_then(|l| l.split_whitespace().next())
+        .expect("the f16 input's conversion task")
+        .to_string();
+    let with_stem = format!(
+        r#"{{"format": "aotune-best/1", "records": [{}, {}]}}"#,
+        record(&real),
+        record(&stem)
+    );
+    std::fs::write(&best, &with_stem).unwrap();
+    let (ok, out, _) = prune(&[]);
+    assert!(
+        ok && out.contains("2 of 2 records") && out.contains("unchanged"),
+        "{out}"
+    );
+
     // At batch 8 the task is another one: its record goes too.
     let (ok, out, _) = aotune(&[
         "prune",

@@ -1,12 +1,13 @@
 //! `aotune prune`: drops the records of a tuning log that no build of the
 //! model can use any more (a task a pass has since fused away, a task whose
 //! key changed), given every batch size and precision the log serves. Needs
-//! no GPU: it compiles the model for each of them and keeps the records whose
-//! task one of those builds has.
+//! no GPU: it compiles the model for each of them (16-bit ones with an f32
+//! and with a 16-bit input) and keeps the records whose task one of those
+//! builds has.
 
 use super::model_args::ModelArgs;
 use anyhow::Context;
-use aotune_compiler::ir::Precision;
+use aotune_compiler::ir::{DType, Precision};
 use aotune_compiler::schedule::BestLog;
 use clap::Args;
 use std::collections::BTreeSet;
@@ -70,24 +71,37 @@ pub fn prune(args: PruneArgs) -> anyhow::Result<()> {
     let mut log = BestLog::read(&args.best)?;
     let mut tasks = BTreeSet::new();
     for s in &args.serves {
-        let model = ModelArgs {
-            model: args.model.clone(),
-            batch: Some(s.batch),
-            precision: s.precision,
-            no_channels_last: args.no_channels_last,
-            input_dtype: aotune_compiler::ir::DType::F32,
+        // A 16-bit build may also take its input in that type (`--input-dtype`,
+        // a server's FP16 input): its first conversion is another task.
+        let storage = s.precision.storage();
+        let input_dtypes = if storage == DType::F32 {
+            vec![DType::F32]
+        } else {
+            vec![DType::F32, storage]
         };
-        let compiled = model
-            .compile()
-            .with_context(|| format!("building for {}:{}", s.batch, s.precision))?;
-        eprintln!(
-            "{} at batch {} {}: {} tasks",
-            args.model.display(),
-            s.batch,
-            s.precision,
-            compiled.tasks.len()
-        );
-        tasks.extend(compiled.tasks.iter().map(|t| t.key.hash_hex()));
+        for input_dtype in input_dtypes {
+            let model = ModelArgs {
+                model: args.model.clone(),
+                batch: Some(s.batch),
+                precision: s.precision,
+                no_channels_last: args.no_channels_last,
+                input_dtype,
+            };
+            let compiled = model.compile().with_context(|| {
+                format!(
+                    "building for {}:{} ({input_dtype} input)",
+                    s.batch, s.precision
+                )
+            })?;
+            eprintln!(
+                "{} at batch {} {}, {input_dtype} input: {} tasks",
+                args.model.display(),
+                s.batch,
+                s.precision,
+                compiled.tasks.len()
+            );
+            tasks.extend(compiled.tasks.iter().map(|t| t.key.hash_hex()));
+        }
     }
     let total = log.records.len();
     let dropped = log.retain_tasks(&tasks);
