@@ -12,10 +12,37 @@ mod common;
 use aotune::tune::compile_pool::{compile_all, CompileIn, Job};
 use aotune_compiler::codegen::cuda::candidate::{render_candidate, task_candidates};
 use aotune_compiler::ir::{NodeId, Precision};
-use aotune_compiler::{compile_bytes, CompileOptions};
+use aotune_compiler::{compile_bytes, CompileOptions, Compiled};
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
+
+/// The fixtures both tests walk, compiled at fp16 batch 1 as `aotune tune`
+/// compiles them.
+fn compiled_fixtures() -> Vec<(&'static str, Compiled)> {
+    [
+        "convnext_tiny_dynamo",
+        "swin_t_dynamo",
+        "tiny_vit_dynamo",
+        "mobilenet_v3_large_dynamo",
+    ]
+    .into_iter()
+    .map(|fixture| {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(fixture);
+        let model = common::fixture::refilled_model(&dir);
+        let options = CompileOptions {
+            batch: Some(1),
+            precision: Precision::Fp16,
+            channels_last: true,
+            ..Default::default()
+        };
+        let compiled = compile_bytes(&model, fixture, &options).expect("compiles");
+        (fixture, compiled)
+    })
+    .collect()
+}
 
 #[test]
 fn every_task_of_the_transformer_fixtures_compiles_with_nvrtc() {
@@ -29,23 +56,7 @@ fn every_task_of_the_transformer_fixtures_compiles_with_nvrtc() {
     let mut seen = HashSet::new();
     let mut jobs = Vec::new();
     let mut names = Vec::new();
-    for fixture in [
-        "convnext_tiny_dynamo",
-        "swin_t_dynamo",
-        "tiny_vit_dynamo",
-        "mobilenet_v3_large_dynamo",
-    ] {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures")
-            .join(fixture);
-        let model = common::fixture::refilled_model(&dir);
-        let options = CompileOptions {
-            batch: Some(1),
-            precision: Precision::Fp16,
-            channels_last: true,
-            ..Default::default()
-        };
-        let compiled = compile_bytes(&model, fixture, &options).expect("compiles");
+    for (fixture, compiled) in compiled_fixtures() {
         for task in &compiled.tasks {
             let node: NodeId = task.nodes[0];
             let space = task_candidates(&compiled.graph, node).expect("space");
@@ -101,23 +112,7 @@ fn every_task_of_the_transformer_fixtures_compiles_with_nvrtc() {
 #[test]
 fn configs_across_the_search_spaces_render() {
     let mut rendered = 0;
-    for fixture in [
-        "convnext_tiny_dynamo",
-        "swin_t_dynamo",
-        "tiny_vit_dynamo",
-        "mobilenet_v3_large_dynamo",
-    ] {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures")
-            .join(fixture);
-        let model = common::fixture::refilled_model(&dir);
-        let options = CompileOptions {
-            batch: Some(1),
-            precision: Precision::Fp16,
-            channels_last: true,
-            ..Default::default()
-        };
-        let compiled = compile_bytes(&model, fixture, &options).expect("compiles");
+    for (fixture, compiled) in compiled_fixtures() {
         for task in &compiled.tasks {
             let node = task.nodes[0];
             let space = task_candidates(&compiled.graph, node).expect("space");

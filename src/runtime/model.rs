@@ -318,12 +318,7 @@ impl Model {
             "cuMemcpyDtoDAsync",
             "copying the input into the arena",
         ))?;
-        self.forward_graph
-            .launch(&self.stream)
-            .map_err(RuntimeError::cuda(
-                "cuGraphLaunch",
-                "launching the forward graph",
-            ))?;
+        self.launch_forward_graph()?;
         // SAFETY: as above, for the output slot and `output`.
         unsafe {
             driver::copy_device_to_device(

@@ -214,12 +214,7 @@ impl Model {
             "cuMemcpyHtoDAsync",
             "copying the input rows into the arena",
         ))?;
-        self.forward_graph
-            .launch(&self.stream)
-            .map_err(RuntimeError::cuda(
-                "cuGraphLaunch",
-                "launching the forward graph",
-            ))?;
+        self.launch_forward_graph()?;
         // SAFETY: as above, for the output slot and the output staging.
         unsafe {
             driver::copy_device_to_pinned_prefix(

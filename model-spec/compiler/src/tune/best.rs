@@ -80,13 +80,21 @@ pub fn merge_into(existing: &BestLog, fresh: &BestLog) -> BestLog {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::tune::records::{RecordFailure, RECORD_FORMAT};
     use crate::tune::FailStage;
     use serde_json::json;
 
-    fn rec(task: &str, gpu: &str, template: &str, block: u32, us: Option<f64>) -> TuneRecord {
+    /// A record of `task` on `gpu`: measured at `us`, or (`None`) a compile
+    /// failure.
+    pub(crate) fn rec(
+        task: &str,
+        gpu: &str,
+        template: &str,
+        block: u32,
+        us: Option<f64>,
+    ) -> TuneRecord {
         TuneRecord {
             format: RECORD_FORMAT.into(),
             task: task.into(),

@@ -339,40 +339,19 @@ mod tests {
     /// says so with the first error line, beyond the failure count.
     #[test]
     fn a_task_whose_every_trial_failed_is_named_with_its_first_error() {
-        use crate::schedule::Target;
-        use crate::tune::records::{RecordFailure, TuneRecord, RECORD_FORMAT};
+        use crate::tune::best::tests::rec;
+        use crate::tune::records::RecordFailure;
         use crate::tune::FailStage;
         let mut broken = task("dw", 3, None, None);
         broken.trials = 12;
         broken.failures = 12;
-        let record = TuneRecord {
-            format: RECORD_FORMAT.into(),
-            task: "dw".into(),
-            op: "FusedConv".into(),
-            key: "k".into(),
-            template: "conv/2".into(),
-            config: serde_json::json!({ "block": 128 }),
-            target: Target {
-                gpu: "H100".into(),
-                sm: "90".into(),
-                driver: "580".into(),
-                cuda: "13.0".into(),
-                timing: Default::default(),
-            },
-            batch: 1,
-            precision: "fp16".into(),
-            compiler: String::new(),
-            repeats_us: vec![],
-            median_us: None,
-            compile_ms: 0.0,
-            failure: Some(RecordFailure {
-                stage: FailStage::Compile,
-                reason: "NVRTC: NvrtcError(NVRTC_ERROR_COMPILATION)\nx.cu(456): error: A function \
-                         without execution space annotations"
-                    .into(),
-            }),
-            timestamp: "2026-12-06T00:00:00.000Z".into(),
-        };
+        let mut record = rec("dw", "H100", "conv/2", 128, None);
+        record.failure = Some(RecordFailure {
+            stage: FailStage::Compile,
+            reason: "NVRTC: NvrtcError(NVRTC_ERROR_COMPILATION)\nx.cu(456): error: A function \
+                     without execution space annotations"
+                .into(),
+        });
         let outcome = TuneOutcome {
             tasks: vec![task("a", 1, Some(10.0), Some(5.0)), broken],
             records: vec![record],
