@@ -44,6 +44,7 @@
 use super::config::{KernelConfig, LinearConfig, LinearShape};
 use super::conv_shape::{ConvShape, ShortcutShape, DEPTHWISE_VECTOR};
 use super::cost_model;
+use super::depthwise_config::DepthwiseConfig;
 use super::implicit_gemm::{cheapest, SimtConfig};
 use super::index_map::same_order;
 use super::mma_config::MmaConfig;
@@ -63,6 +64,8 @@ pub enum ConvConfig {
     Mma(MmaConfig),
     Wgmma(WgmmaConfig),
     Direct(LinearConfig),
+    /// Depthwise only: the register-window kernel ([`DepthwiseConfig`]).
+    DepthwiseWindow(DepthwiseConfig),
 }
 
 impl ConvConfig {
@@ -79,6 +82,7 @@ impl ConvConfig {
                     smem_bytes: 0,
                 }
             }
+            ConvConfig::DepthwiseWindow(c) => c.geometry(shape),
         }
     }
 
@@ -87,7 +91,7 @@ impl ConvConfig {
             ConvConfig::Simt(c) => c.workspace(shape),
             ConvConfig::Mma(c) => c.workspace(shape),
             ConvConfig::Wgmma(c) => c.workspace(shape),
-            ConvConfig::Direct(_) => Workspace::default(),
+            ConvConfig::Direct(_) | ConvConfig::DepthwiseWindow(_) => Workspace::default(),
         }
     }
 
@@ -96,7 +100,7 @@ impl ConvConfig {
             ConvConfig::Simt(_) => Template::ConvSimt,
             ConvConfig::Mma(_) => Template::ConvMma,
             ConvConfig::Wgmma(_) => Template::ConvWgmma,
-            ConvConfig::Direct(_) => Template::ConvDirect,
+            ConvConfig::Direct(_) | ConvConfig::DepthwiseWindow(_) => Template::ConvDirect,
         }
     }
 }
@@ -131,7 +135,12 @@ impl KernelConfig for ConvConfig {
     }
 
     fn validate(&self, shape: &ConvShape) -> Result<(), String> {
-        if shape.pool && matches!(self, ConvConfig::Simt(_) | ConvConfig::Direct(_)) {
+        if shape.pool
+            && matches!(
+                self,
+                ConvConfig::Simt(_) | ConvConfig::Direct(_) | ConvConfig::DepthwiseWindow(_)
+            )
+        {
             return Err(
                 "the SIMT and direct kernels have no pooled epilogue (the tensor-core ones do)"
                     .into(),
@@ -150,17 +159,24 @@ impl KernelConfig for ConvConfig {
                 format!("per_thread {} > 4 for the depthwise kernel", c.per_thread),
             ),
             ConvConfig::Direct(c) => c.validate(&direct_items(shape)),
+            ConvConfig::DepthwiseWindow(c) => c.validate(shape),
         }
     }
 
     /// Tensor-core and SIMT tiles for groups = 1 (tensor-core only under a
     /// pooled epilogue, which the SIMT kernel lacks), the direct kernel's
-    /// block sizes otherwise.
+    /// block sizes otherwise, and for depthwise convolutions the
+    /// register-window kernel's configs.
     fn search_space(shape: &ConvShape) -> Vec<Self> {
         if shape.groups != 1 {
             return LinearConfig::search_space(&direct_items(shape))
                 .into_iter()
                 .map(ConvConfig::Direct)
+                .chain(
+                    DepthwiseConfig::search_space(shape)
+                        .into_iter()
+                        .map(ConvConfig::DepthwiseWindow),
+                )
                 .filter(|c| c.validate(shape).is_ok())
                 .collect();
         }
@@ -182,6 +198,7 @@ impl KernelConfig for ConvConfig {
             ConvConfig::Mma(c) => c.tag(),
             ConvConfig::Wgmma(c) => c.tag(),
             ConvConfig::Direct(c) => format!("direct_{}", c.tag()),
+            ConvConfig::DepthwiseWindow(c) => c.tag(),
         }
     }
 
@@ -207,7 +224,7 @@ impl ConvConfig {
             ConvConfig::Simt(c) => Some(c.model(shape)),
             ConvConfig::Mma(c) => Some(c.model(shape)),
             ConvConfig::Wgmma(c) => Some(c.model(shape)),
-            ConvConfig::Direct(_) => None,
+            ConvConfig::Direct(_) | ConvConfig::DepthwiseWindow(_) => None,
         }
     }
 
@@ -470,6 +487,12 @@ pub fn instantiate(shape: &ConvShape, config: &ConvConfig, symbol: &str) -> Inst
                 .boolean("DW_VECTOR", shape.depthwise_vectorized());
             "conv_direct"
         }
+        ConvConfig::DepthwiseWindow(c) => {
+            p.int("PER_THREAD", c.cols)
+                .int("DWW_LANES", c.lanes)
+                .int("DWW_THREADS", c.block);
+            "conv_depthwise_window"
+        }
     };
     let mut args = vec![
         Arg::input("x", shape.x_dtype),
@@ -498,7 +521,9 @@ pub fn instantiate(shape: &ConvShape, config: &ConvConfig, symbol: &str) -> Inst
     // The tensor-core templates read their first weight tiles before the
     // grid dependency wait (`load_prologue` in conv_mma.cu).
     let wait = match config {
-        ConvConfig::Mma(_) | ConvConfig::Wgmma(_) => DependencyWait::InTemplate,
+        ConvConfig::Mma(_) | ConvConfig::Wgmma(_) | ConvConfig::DepthwiseWindow(_) => {
+            DependencyWait::InTemplate
+        }
         _ => DependencyWait::AtEntry,
     };
     let min_blocks = config.min_blocks();
@@ -510,6 +535,11 @@ pub fn instantiate(shape: &ConvShape, config: &ConvConfig, symbol: &str) -> Inst
             tiled_wrapper(symbol, threads, 1, DependencyWait::AtEntry, &args, &call)
         }
         ConvConfig::Direct(_) => wrapper(symbol, threads, &args, &call),
+        // One CTA per SM as the minimum: ptxas keeps the input window in
+        // registers instead of capping them for occupancy.
+        ConvConfig::DepthwiseWindow(_) => {
+            tiled_wrapper(symbol, threads, 1, DependencyWait::InTemplate, &args, &call)
+        }
         _ => match config.cluster_split() {
             Some(split) => {
                 clustered_wrapper(symbol, threads, min_blocks, split, wait, &args, &call)
@@ -540,6 +570,7 @@ mod tests {
             ConvConfig::Mma(_) => "mma",
             ConvConfig::Simt(_) => "simt",
             ConvConfig::Direct(_) => "direct",
+            ConvConfig::DepthwiseWindow(_) => "window",
         }
     }
 

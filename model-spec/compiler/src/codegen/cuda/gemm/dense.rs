@@ -160,11 +160,13 @@ impl KernelConfig for DenseConfig {
             ConvConfig::Simt(c) => DenseConfig::Simt(c),
             // Not reachable for groups = 1; a one-column-per-warp GEMV is the
             // safe fallback.
-            ConvConfig::Direct(_) => DenseConfig::Gemv(GemvConfig {
-                warps: 4,
-                rows: 1,
-                unroll: 1,
-            }),
+            ConvConfig::Direct(_) | ConvConfig::DepthwiseWindow(_) => {
+                DenseConfig::Gemv(GemvConfig {
+                    warps: 4,
+                    rows: 1,
+                    unroll: 1,
+                })
+            }
         }
     }
 
@@ -200,7 +202,7 @@ impl KernelConfig for DenseConfig {
                     ConvConfig::Mma(c) => Some(DenseConfig::Mma(c)),
                     ConvConfig::Wgmma(c) => Some(DenseConfig::Wgmma(c)),
                     ConvConfig::Simt(c) => Some(DenseConfig::Simt(c)),
-                    ConvConfig::Direct(_) => None,
+                    ConvConfig::Direct(_) | ConvConfig::DepthwiseWindow(_) => None,
                 }),
         );
         out

@@ -12,6 +12,7 @@ pub mod conv;
 pub mod conv_shape;
 pub mod cost_model;
 pub mod dense;
+pub mod depthwise_config;
 pub mod implicit_gemm;
 pub mod matmul;
 pub mod mma_config;

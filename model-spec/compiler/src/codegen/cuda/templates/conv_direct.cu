@@ -113,6 +113,92 @@ __device__ __forceinline__ void conv_depthwise(const typename P::TIn* __restrict
   }
 }
 
+// conv_depthwise_window (DepthwiseConfig in depthwise_config.rs): a block
+// takes one chunk of CB = DWW_LANES * 4 channels and DWW_THREADS /
+// DWW_LANES strips of PER_THREAD output columns. It stages the chunk's taps
+// in shared memory before the grid dependency wait (weights do not depend on
+// the previous kernel), then loads every input vector of its window, all
+// filter rows, into registers before the first multiply-add: one wait for
+// memory per thread instead of one per filter row.
+template <class P>
+__device__ __forceinline__ void conv_depthwise_window(const typename P::TIn* __restrict__ x,
+                                                      const typename P::TW* __restrict__ wgt,
+                                                      const typename P::TBias* __restrict__ bias,
+                                                      const typename P::TRes* __restrict__ res,
+                                                      const typename P::TIn* __restrict__,
+                                                      typename P::TOut* __restrict__ y) {
+  static_assert(!P::HAS_SC && !P::POOL, "no shortcut or pooled epilogue");
+  constexpr int V = 4, TW = P::PER_THREAD, LANES = P::DWW_LANES, RS = P::R * P::S;
+  constexpr int CB = LANES * V, CHUNKS = P::C / CB, ROW = CB + 4;
+  constexpr int SPB = P::DWW_THREADS / LANES;
+  constexpr int QT = (P::Q + TW - 1) / TW;
+  constexpr int STRIPS = P::N * P::P * QT;
+  constexpr int NCOL = (TW - 1) * P::SW + (P::S - 1) * P::DW + 1;
+  static_assert(P::C % CB == 0, "whole channel chunks");
+  typedef typename RawBytes<V * sizeof(typename P::TIn)>::type Raw;
+  __shared__ __align__(16) float w_s[RS * ROW];
+  const int k0 = (blockIdx.x % CHUNKS) * CB;
+  const int strip = (blockIdx.x / CHUNKS) * SPB + threadIdx.x / LANES;
+  const int lane = threadIdx.x % LANES;
+  // OHWI with one input channel: the chunk's taps are CB * RS contiguous
+  // values, read coalesced and stored transposed ([tap][channel]).
+  for (int e = threadIdx.x; e < CB * RS; e += P::DWW_THREADS)
+    w_s[(e % RS) * ROW + e / RS] = operand<P::TF32>(to_f32(wgt[(size_t)k0 * RS + e]));
+  grid_dependency_wait();
+  launch_dependents();
+  const bool live = strip < STRIPS;
+  const int qt = strip % QT;
+  const int p = (strip / QT) % P::P;
+  const int n = strip / (QT * P::P);
+  const int c = k0 + lane * V;
+  const int q0 = qt * TW;
+  const int w0 = q0 * P::SW - P::PW;
+  Raw win[P::R][NCOL];
+#pragma unroll
+  for (int r = 0; r < P::R; ++r) {
+    const int h = p * P::SH - P::PH + r * P::DH;
+    const bool row_in = live && h >= 0 && h < P::H;
+    const typename P::TIn* row = x + ((size_t)(n * P::H + (row_in ? h : 0)) * P::W) * P::C + c;
+#pragma unroll
+    for (int i = 0; i < NCOL; ++i) {
+      const int w = w0 + i;
+      win[r][i] = Raw{};
+      if (row_in && w >= 0 && w < P::W) win[r][i] = *reinterpret_cast<const Raw*>(row + (size_t)w * P::C);
+    }
+  }
+  __syncthreads();  // the staged taps
+  float acc[TW][V];
+#pragma unroll
+  for (int t = 0; t < TW; ++t)
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[t][v] = 0.0f;
+#pragma unroll
+  for (int r = 0; r < P::R; ++r) {
+    float xin[NCOL][V];
+#pragma unroll
+    for (int i = 0; i < NCOL; ++i) {
+      const typename P::TIn* e = reinterpret_cast<const typename P::TIn*>(&win[r][i]);
+#pragma unroll
+      for (int v = 0; v < V; ++v) xin[i][v] = operand<P::TF32>(to_f32(e[v]));
+    }
+#pragma unroll
+    for (int s = 0; s < P::S; ++s) {
+      const float4 wv = *reinterpret_cast<const float4*>(&w_s[(r * P::S + s) * ROW + lane * V]);
+      const float wk[V] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+      for (int t = 0; t < TW; ++t)
+#pragma unroll
+        for (int v = 0; v < V; ++v)
+          acc[t][v] = fmaf(xin[t * P::SW + s * P::DW][v], wk[v], acc[t][v]);
+    }
+  }
+  if (!live) return;
+  const int m0 = (n * P::P + p) * P::Q + q0;
+#pragma unroll
+  for (int t = 0; t < TW; ++t)
+    if (q0 + t < P::Q) epilogue_store<P, V>(y, bias, res, m0 + t, c, acc[t]);
+}
+
 template <class P>
 __device__ __forceinline__ void conv_direct(const typename P::TIn* __restrict__ x,
                                             const typename P::TW* __restrict__ wgt,
