@@ -146,6 +146,10 @@ __device__ __forceinline__ void conv_depthwise_window(const typename P::TIn* __r
     w_s[(e % RS) * ROW + e / RS] = operand<P::TF32>(to_f32(wgt[(size_t)k0 * RS + e]));
   grid_dependency_wait();
   launch_dependents();
+  // The previous kernel's output, read through pointers the compiler cannot
+  // hoist above the wait.
+  x = after_dependency_wait(x);
+  res = after_dependency_wait(res);
   const bool live = strip < STRIPS;
   const int qt = strip % QT;
   const int p = (strip / QT) % P::P;
