@@ -39,7 +39,7 @@ use common::gpu::{self, Mode};
 use common::kernels;
 use common::template_cases::{
     conv_cases, dense_cases, misc_cases, mma_coverage, pooled_cases, spread_variants,
-    stem_head_cases,
+    stem_head_cases, warp_specialized_variants,
 };
 
 /// Against the CPU emulation of the same precision.
@@ -114,10 +114,16 @@ fn configs(graph: &Graph, label: &str, per_template: usize) -> Vec<Instance> {
         Op::Dense { .. } => {
             let shape = dense::dense_shape(graph, NodeId(0)).unwrap();
             let space = DenseConfig::search_space(&shape);
-            add(sample(&space, 2 * per_template)
+            let mut picked: Vec<serde_json::Value> = sample(&space, 2 * per_template)
                 .iter()
                 .map(|c| json(c))
-                .collect());
+                .collect();
+            picked.extend(
+                warp_specialized_variants(&shape)
+                    .into_iter()
+                    .map(|c| json(&DenseConfig::Wgmma(c))),
+            );
+            add(picked);
         }
         Op::Gemm { .. } | Op::MatMul => {
             let shape = matmul::matmul_shape(graph, NodeId(0)).unwrap();
@@ -274,10 +280,25 @@ fn gpu_templates_match_the_reference() {
     };
     let failures = check_all(mode, |precision| {
         let mut cases = conv_cases(precision);
-        cases.extend(dense_cases(precision));
         cases.extend(misc_cases(precision));
         cases
     });
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// The Dense cases (`template_cases::dense_cases`), each over a sample of
+/// its space plus the warp-specialized tiles, against the reference.
+#[test]
+fn gpu_dense_templates_match_the_reference() {
+    let Some(mode) = gpu::mode_or_skip("gpu_dense_templates_match_the_reference") else {
+        return;
+    };
+    let failures = check_all(mode, dense_cases);
     assert!(
         failures.is_empty(),
         "{} failures:\n{}",

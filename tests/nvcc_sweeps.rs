@@ -20,7 +20,7 @@ use aotune_compiler::codegen::cuda::{
 use aotune_compiler::ir::{NodeId, Op, Precision};
 use common::template_cases::{
     conv_cases, dense_cases, early_trigger_variants, misc_cases, mma_coverage, pooled_cases,
-    spread_variants, stem_head_cases,
+    spread_variants, stem_head_cases, warp_specialized_variants,
 };
 
 fn conv_instances(precision: Precision, per_case: usize) -> Vec<Instance> {
@@ -125,6 +125,11 @@ fn dense_templates_compile_without_spills() {
             let mut configs = sample(&gemv, 4);
             configs.extend(sample(&tiled, 4));
             configs.push(DenseConfig::default_for(&shape));
+            configs.extend(
+                warp_specialized_variants(&shape)
+                    .into_iter()
+                    .map(DenseConfig::Wgmma),
+            );
             for (i, c) in configs.iter().enumerate() {
                 instances.push(node_instance(
                     &graph,

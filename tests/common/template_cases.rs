@@ -360,6 +360,30 @@ pub fn mma_coverage(shape: &ConvShape) -> Vec<ConvConfig> {
     out
 }
 
+/// Warp-specialized wgmma tiles for `shape` (64×64 with 3 stages, 128×128
+/// with 4, 128×192 with 5, 128×256 with 4) where they validate: the search
+/// space holds them only for GEMMs of at least two persistent waves of
+/// 128×256 tiles, so the sweep's smaller shapes get them here.
+pub fn warp_specialized_variants(shape: &ConvShape) -> Vec<WgmmaConfig> {
+    [(64, 64, 3), (128, 128, 4), (128, 192, 5), (128, 256, 4)]
+        .into_iter()
+        .map(|(block_m, block_n, stages)| WgmmaConfig {
+            block_m,
+            block_n,
+            stages,
+            split_k: 1,
+            epilogue: MmaEpilogue::Direct,
+            split_reduce: SplitReduce::Global,
+            min_blocks: 1,
+            prefetch_residual: false,
+            swap_ab: false,
+            early_trigger: false,
+            warp_specialized: true,
+        })
+        .filter(|c| c.validate(shape).is_ok())
+        .collect()
+}
+
 /// The first mma and the first wgmma config of `space` with `early_trigger`
 /// on: no space holds it (`refine --candidates trigger` sets it), so it is
 /// compiled here.
@@ -416,6 +440,10 @@ pub fn dense_cases(precision: Precision) -> Vec<(String, Graph)> {
         (40, 130, 96, true, Activation::Relu),
         // A ViT-like MLP row count: the tiled templates, ragged M.
         (197, 72, 48, true, gelu(false)),
+        // More tiles than the persistent grid's 132 CTAs, ragged in M, N
+        // and K: warp-specialized CTAs walk several tiles and their ring
+        // wraps inside and across tiles (`warp_specialized_variants`).
+        (2200, 2120, 200, true, gelu(false)),
     ] {
         let epilogue = Epilogue {
             bias: true,

@@ -21,6 +21,8 @@ pub enum Template {
     ConvSimt,
     ConvMma,
     ConvWgmma,
+    /// `conv_wgmma.cu`'s warp-specialized, persistent form.
+    ConvWgmmaWs,
     ConvDirect,
     DenseGemv,
     Pool,
@@ -39,6 +41,7 @@ impl Template {
             Template::ConvSimt => "conv_simt.cu",
             Template::ConvMma => "conv_mma.cu",
             Template::ConvWgmma => "conv_wgmma.cu",
+            Template::ConvWgmmaWs => "conv_wgmma_ws.cu",
             Template::ConvDirect => "conv_direct.cu",
             Template::DenseGemv => "dense_gemv.cu",
             Template::Pool => "pool.cu",
@@ -57,6 +60,7 @@ impl Template {
             Template::ConvSimt => include_str!("templates/conv_simt.cu"),
             Template::ConvMma => include_str!("templates/conv_mma.cu"),
             Template::ConvWgmma => include_str!("templates/conv_wgmma.cu"),
+            Template::ConvWgmmaWs => include_str!("templates/conv_wgmma_ws.cu"),
             Template::ConvDirect => include_str!("templates/conv_direct.cu"),
             Template::DenseGemv => include_str!("templates/dense_gemv.cu"),
             Template::Pool => include_str!("templates/pool.cu"),
@@ -75,6 +79,7 @@ impl Template {
     pub fn requires(self) -> &'static [Template] {
         match self {
             Template::ConvWgmma => &[Template::ConvMma],
+            Template::ConvWgmmaWs => &[Template::ConvMma, Template::ConvWgmma],
             Template::Rows => &[Template::Reduce],
             _ => &[],
         }

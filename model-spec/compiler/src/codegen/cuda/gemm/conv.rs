@@ -99,6 +99,7 @@ impl ConvConfig {
         match self {
             ConvConfig::Simt(_) => Template::ConvSimt,
             ConvConfig::Mma(_) => Template::ConvMma,
+            ConvConfig::Wgmma(c) if c.warp_specialized => Template::ConvWgmmaWs,
             ConvConfig::Wgmma(_) => Template::ConvWgmma,
             ConvConfig::Direct(_) | ConvConfig::DepthwiseWindow(_) => Template::ConvDirect,
         }
@@ -480,7 +481,11 @@ pub fn instantiate(shape: &ConvShape, config: &ConvConfig, symbol: &str) -> Inst
         }
         ConvConfig::Wgmma(c) => {
             c.render(&mut p, shape);
-            "conv_wgmma"
+            if c.warp_specialized {
+                "conv_wgmma_ws"
+            } else {
+                "conv_wgmma"
+            }
         }
         ConvConfig::Direct(c) => {
             p.int("PER_THREAD", c.per_thread)

@@ -36,6 +36,16 @@ pub const SWAP_MAX_N: usize = 128;
 /// Resident CTAs per SM a config may ask ptxas for.
 pub const MIN_BLOCKS: [u32; 4] = [1, 2, 3, 4];
 
+/// CTAs of a warp-specialized (persistent) grid at most: one per SM of
+/// the H100 and H200. On a GPU with fewer SMs the grid still computes every
+/// tile, in more than one wave.
+pub const PERSISTENT_CTAS: usize = 132;
+
+/// Smallest GEMM, in tiles, whose search space holds warp-specialized
+/// configs: two waves of the persistent grid, so that a CTA has a next
+/// tile whose pipeline fill the current one hides.
+const WS_MIN_TILES: usize = 2 * PERSISTENT_CTAS;
+
 /// CTA tile `block_m × block_n` (`block_m / 64` warpgroups), a
 /// `stages`-deep cp.async pipeline, `split_k` slices, and the epilogue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -80,6 +90,16 @@ pub struct WgmmaConfig {
     /// Absent from the JSON when false.
     #[serde(default, skip_serializing_if = "is_false")]
     pub early_trigger: bool,
+    /// One more warpgroup, the producer, copies k tiles into a ring of
+    /// `stages` stages ordered by mbarriers while the `block_m / 64`
+    /// consumer warpgroups only run wgmmas and the epilogue, over a
+    /// persistent grid of at most [`PERSISTENT_CTAS`] CTAs that walk the
+    /// tiles (`conv_wgmma_ws.cu`): no CTA-wide barrier per k tile, and each
+    /// tile's pipeline fill overlaps the previous tile's last k tiles and
+    /// epilogue. Split 1 and the direct epilogue only. Absent from the JSON
+    /// when false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub warp_specialized: bool,
 }
 
 fn one() -> u32 {
@@ -114,14 +134,20 @@ impl WgmmaConfig {
         self.instruction_n() as usize / 2
     }
 
+    /// The consumer warpgroups, plus the producer when warp-specialized.
     pub fn threads(&self) -> usize {
-        128 * self.warpgroups()
+        128 * (self.warpgroups() + usize::from(self.warp_specialized))
     }
 
     /// Stages the kernel allocates: `stages`, or fewer when a CTA's k
     /// range has fewer k tiles (a 1×1 conv over 64 channels has one), which
     /// are all it ever fills.
+    /// A warp-specialized CTA cycles its ring over all its tiles' k
+    /// tiles: all `stages` are allocated.
     pub fn allocated_stages(&self, shape: &ConvShape) -> usize {
+        if self.warp_specialized {
+            return self.stages as usize;
+        }
         let k_tiles = shape.gemm_k().div_ceil(BLOCK_K as usize);
         let per_cta = k_tiles.div_ceil(self.split_k.max(1) as usize).max(1);
         per_cta.min(self.stages as usize)
@@ -164,8 +190,14 @@ impl WgmmaConfig {
     /// Dynamic shared memory: the pipeline or the staged epilogue, the
     /// prefetched residual tile, the spread reduction's region, plus the
     /// alignment slack.
+    /// A warp-specialized ring ends with two 8-byte mbarriers per stage.
     pub fn smem_bytes(&self, shape: &ConvShape) -> usize {
-        self.spread_offset(shape) + self.spread_region_bytes() + ALIGN_SLACK
+        let barriers = if self.warp_specialized {
+            16 * self.stages as usize
+        } else {
+            0
+        };
+        self.spread_offset(shape) + self.spread_region_bytes() + barriers + ALIGN_SLACK
     }
 
     /// Where the spread reduction's region starts: past everything else,
@@ -198,16 +230,28 @@ impl WgmmaConfig {
     /// sweep's stem, 3×3 and 1×1 shapes, split-K ≤ 2: 688 kernels); without
     /// the split-K terms it fell up to 27 short on 256-wide split tiles,
     /// which spilled at 255.
+    ///
+    /// Warp-specialized, the larger of the two roles': a consumer holds the
+    /// accumulators and about 40 more, the producer its 128 threads' share
+    /// of the copies and about 30.
     pub fn regs_estimate(&self, shape: &ConvShape) -> usize {
         let chunks = ROW_BYTES / 16;
-        let la = (self.block_m as usize * chunks).div_ceil(self.threads());
-        let lb = (self.block_n as usize * chunks).div_ceil(self.threads());
+        let loaders = if self.warp_specialized {
+            128
+        } else {
+            self.threads()
+        };
+        let la = (self.block_m as usize * chunks).div_ceil(loaders);
+        let lb = (self.block_n as usize * chunks).div_ceil(loaders);
         let gather = if MmaConfig::a_vectorized(shape) {
             5
         } else {
             10
         };
         let accumulators = self.accumulators();
+        if self.warp_specialized {
+            return (accumulators + 40).max(la * gather + lb * 4 + 30);
+        }
         let split = match (self.split_k > 1, accumulators) {
             (false, _) => 0,
             (true, 128..) => 48,
@@ -271,6 +315,9 @@ impl WgmmaConfig {
         }
         if self.swap_ab {
             self.check_swap_ab()?;
+        }
+        if self.warp_specialized {
+            self.check_warp_specialized(shape)?;
         }
         mma_grid(shape, self.block_m, self.block_n, self.split_k).map(|_| ())
     }
@@ -341,6 +388,36 @@ impl WgmmaConfig {
         Ok(())
     }
 
+    /// A warp-specialized tile has one or two consumer warpgroups (with
+    /// the producer, up to 384 threads, which leaves ptxas 168 registers a
+    /// thread), its whole k range (split 1), the direct epilogue (the ring
+    /// stays in use across tiles), at least 3 stages, and no other variant.
+    fn check_warp_specialized(&self, shape: &ConvShape) -> Result<(), String> {
+        if !matches!(self.block_m, 64 | 128) {
+            return Err(
+                "warp_specialized needs block_m 64 or 128 (one or two consumer warpgroups)".into(),
+            );
+        }
+        if self.split_k != 1 || self.epilogue != MmaEpilogue::Direct {
+            return Err("warp_specialized needs split_k = 1 and the direct epilogue".into());
+        }
+        if self.stages < 3 {
+            return Err(
+                "warp_specialized needs at least 3 stages (one multiplied, one released, one filling)"
+                    .into(),
+            );
+        }
+        if self.swap_ab || self.prefetch_residual || self.early_trigger || self.min_blocks != 1 {
+            return Err(
+                "warp_specialized takes no swapped operands, residual prefetch, early trigger or min_blocks".into(),
+            );
+        }
+        if shape.pool {
+            return Err("warp_specialized does not pool (a pooled epilogue is staged)".into());
+        }
+        Ok(())
+    }
+
     /// The residual tile can be prefetched when the staged epilogue
     /// finishes it whole, in 16-byte chunks of 16-bit outputs, without
     /// split-K (whose slices would each copy it for one to use).
@@ -397,6 +474,7 @@ impl WgmmaConfig {
                                         prefetch_residual,
                                         swap_ab,
                                         early_trigger: false,
+                                        warp_specialized: false,
                                     };
                                     if !c.redundant_stages(shape) && c.validate(shape).is_ok() {
                                         out.push(c);
@@ -404,6 +482,40 @@ impl WgmmaConfig {
                                 }
                             }
                         }
+                    }
+                }
+            }
+        }
+        out.extend(Self::warp_specialized_space(shape));
+        out
+    }
+
+    /// The warp-specialized configs of a GEMM of at least [`WS_MIN_TILES`]
+    /// 128×256 tiles' worth of work: 64 or 128 rows × every `block_n` ≥ 64
+    /// × 3..=6 stages that validate.
+    fn warp_specialized_space(shape: &ConvShape) -> Vec<Self> {
+        if shape.gemm_m().div_ceil(128) * shape.gemm_n().div_ceil(256) < WS_MIN_TILES {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for block_m in [64, 128] {
+            for block_n in BLOCK_NS.into_iter().filter(|&n| n >= 64) {
+                for stages in 3..=6 {
+                    let c = WgmmaConfig {
+                        block_m,
+                        block_n,
+                        stages,
+                        split_k: 1,
+                        epilogue: MmaEpilogue::Direct,
+                        split_reduce: SplitReduce::Global,
+                        min_blocks: 1,
+                        prefetch_residual: false,
+                        swap_ab: false,
+                        early_trigger: false,
+                        warp_specialized: true,
+                    };
+                    if c.validate(shape).is_ok() {
+                        out.push(c);
                     }
                 }
             }
@@ -442,15 +554,16 @@ impl WgmmaConfig {
             && self.min_blocks == 1
             && !self.prefetch_residual
             && !self.swap_ab
+            && !self.warp_specialized
     }
 
     /// `wgmma_m128n256p4s1`, then `c` for the cluster split-K reduction (`rs`: reduce-scatter),
     /// `d` for the direct epilogue, `r` for the prefetched residual,
-    /// `b3` for `min_blocks` 3, `x` for swapped operands and `t` for the
-    /// early trigger.
+    /// `b3` for `min_blocks` 3, `x` for swapped operands, `t` for the
+    /// early trigger and `w` for warp-specialized.
     pub fn tag(&self) -> String {
         format!(
-            "wgmma_m{}n{}p{}s{}{}{}{}{}{}{}",
+            "wgmma_m{}n{}p{}s{}{}{}{}{}{}{}{}",
             self.block_m,
             self.block_n,
             self.stages,
@@ -467,13 +580,21 @@ impl WgmmaConfig {
                 String::new()
             },
             if self.swap_ab { "x" } else { "" },
-            if self.early_trigger { "t" } else { "" }
+            if self.early_trigger { "t" } else { "" },
+            if self.warp_specialized { "w" } else { "" }
         )
     }
 
+    /// A warp-specialized grid is persistent: one CTA per tile up to
+    /// [`PERSISTENT_CTAS`].
     pub fn geometry(&self, shape: &ConvShape) -> Geometry {
+        let mut grid =
+            mma_grid(shape, self.block_m, self.block_n, self.split_k).unwrap_or([1, 1, 1]);
+        if self.warp_specialized {
+            grid[0] = grid[0].min(PERSISTENT_CTAS as u32);
+        }
         Geometry {
-            grid: mma_grid(shape, self.block_m, self.block_n, self.split_k).unwrap_or([1, 1, 1]),
+            grid,
             block: [self.threads() as u32, 1, 1],
             smem_bytes: self.smem_bytes(shape) as u32,
         }
@@ -488,7 +609,11 @@ impl WgmmaConfig {
     /// issued: `stages - 2` with 4 or more stages (one more stage holds the
     /// previous tile, whose wgmmas stay in flight), `stages - 1` with 2 or 3
     /// (each tile waits for its wgmmas; see conv_wgmma.cu).
+    /// Warp-specialized: every stage but the one being multiplied.
     pub fn tiles_in_flight(&self) -> usize {
+        if self.warp_specialized {
+            return self.stages as usize - 1;
+        }
         if self.stages >= 4 {
             self.stages as usize - 2
         } else {
@@ -524,7 +649,10 @@ impl WgmmaConfig {
             // With 3 stages (each k tile waits for its wgmmas before the next
             // barrier) 128×128 tiles reached 52% of the measured peak on
             // ResNet-50's 3×3 layers at batch 256.
-            inner_efficiency: 0.55 * (mma_clocks / smem_clocks).min(1.0),
+            // Warp-specialized: no barrier per k tile and the fill hidden
+            // behind the previous tile (a guess until measured).
+            inner_efficiency: if self.warp_specialized { 0.65 } else { 0.55 }
+                * (mma_clocks / smem_clocks).min(1.0),
             saturating_warps: 8.0,
             element_bytes: 2,
             gather_penalty: if MmaConfig::a_vectorized(shape) {
@@ -622,6 +750,7 @@ mod tests {
             prefetch_residual: false,
             swap_ab: false,
             early_trigger: false,
+            warp_specialized: false,
         }
     }
 
@@ -867,8 +996,10 @@ mod tests {
         // 1×1 over 64 channels: one k tile, so only 3 stages are offered
         // (2..=6 would be the same kernel); 3×3 over 64 keeps them all.
         let one_tile = expand_with_residual();
+        // (A warp-specialized ring cycles across tiles: its depth matters.)
         let stages: std::collections::BTreeSet<u32> = WgmmaConfig::search_space(&one_tile)
             .iter()
+            .filter(|c| !c.warp_specialized)
             .map(|c| c.stages)
             .collect();
         assert_eq!(stages.into_iter().collect::<Vec<_>>(), [3]);
@@ -947,6 +1078,86 @@ mod tests {
             .validate(&shape)
             .unwrap_err()
             .contains("staged epilogue"));
+    }
+
+    /// ViT-B/16's qkv Dense at batch 64: 12608 × 2304 × 768.
+    fn vit_qkv() -> ConvShape {
+        conv(12608, 768, 1, 2304, 1, 1, DType::F16)
+    }
+
+    fn ws() -> WgmmaConfig {
+        WgmmaConfig {
+            block_n: 256,
+            epilogue: MmaEpilogue::Direct,
+            warp_specialized: true,
+            ..base()
+        }
+    }
+
+    #[test]
+    fn a_warp_specialized_tile_adds_a_producer_and_a_persistent_grid() {
+        let shape = vit_qkv();
+        let c = ws();
+        assert_eq!(c.validate(&shape), Ok(()));
+        assert_eq!((c.warpgroups(), c.threads()), (2, 384));
+        assert_eq!(c.tag(), "wgmma_m128n256p4s1dw");
+        // 99 × 9 tiles on at most 132 CTAs.
+        let g = c.geometry(&shape);
+        assert_eq!(g.grid, [PERSISTENT_CTAS as u32, 1, 1]);
+        assert_eq!(g.block, [384, 1, 1]);
+        // Every stage of the ring plus two mbarriers each, and the slack.
+        assert_eq!(
+            c.smem_bytes(&shape),
+            4 * (128 + 256) * 128 + 4 * 16 + ALIGN_SLACK
+        );
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(json.ends_with(r#""warp_specialized":true}"#), "{json}");
+        assert_eq!(serde_json::from_str::<WgmmaConfig>(&json).unwrap(), c);
+        assert!(!serde_json::to_string(&base())
+            .unwrap()
+            .contains("warp_specialized"));
+        assert!(!c.default_candidate());
+        // A small GEMM's grid is one CTA per tile.
+        let small = conv(197, 768, 1, 768, 1, 1, DType::F16);
+        assert_eq!(c.geometry(&small).grid, [2 * 3, 1, 1]);
+    }
+
+    #[test]
+    fn warp_specialized_rules_say_why() {
+        let shape = vit_qkv();
+        let with = |edit: fn(&mut WgmmaConfig)| {
+            let mut c = ws();
+            edit(&mut c);
+            c.validate(&shape).unwrap_err()
+        };
+        assert!(with(|c| {
+            c.block_m = 192;
+            c.block_n = 64;
+        })
+        .contains("block_m 64 or 128"));
+        assert!(with(|c| c.split_k = 2).contains("split_k = 1"));
+        assert!(with(|c| c.epilogue = MmaEpilogue::Staged).contains("direct epilogue"));
+        assert!(with(|c| c.stages = 2).contains("at least 3 stages"));
+        assert!(with(|c| c.early_trigger = true).contains("early trigger"));
+        // 5 stages of 128 × 256 do not fit.
+        assert!(with(|c| c.stages = 5).contains("shared memory"));
+    }
+
+    #[test]
+    fn only_large_gemms_search_warp_specialized_tiles() {
+        let large = WgmmaConfig::search_space(&vit_qkv());
+        let specialized: Vec<_> = large.iter().filter(|c| c.warp_specialized).collect();
+        assert!(specialized.len() >= 12, "{}", specialized.len());
+        assert!(specialized.iter().all(|c| c.split_k == 1
+            && c.epilogue == MmaEpilogue::Direct
+            && c.block_n >= 64
+            && c.stages >= 3));
+        assert!(specialized.contains(&&ws()));
+        // ViT-B/16 at batch 1 (197 rows) keeps the plain space.
+        let b1 = conv(197, 768, 1, 2304, 1, 1, DType::F16);
+        assert!(WgmmaConfig::search_space(&b1)
+            .iter()
+            .all(|c| !c.warp_specialized));
     }
 
     #[test]

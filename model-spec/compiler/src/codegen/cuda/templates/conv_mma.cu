@@ -410,8 +410,11 @@ struct TileLoader {
   int a_pix[LA], a_h[P::A_BOUNDS ? LA : 1], a_w[P::A_BOUNDS ? LA : 1];
   int s_pix[P::HAS_SC ? LA : 1];
 
-  __device__ __forceinline__ TileLoader(const TE* x_, const TE* w_, const TE* xs_, int m0, int n0_)
-      : x(x_), wgt(w_), xs(xs_), chunk(threadIdx.x % KC), row0(threadIdx.x / KC), n0(n0_) {
+  // `tid`: this thread's index among the T that load (threadIdx.x unless
+  // a warp-specialized kernel's producer warpgroup loads).
+  __device__ __forceinline__ TileLoader(const TE* x_, const TE* w_, const TE* xs_, int m0, int n0_,
+                                        int tid = threadIdx.x)
+      : x(x_), wgt(w_), xs(xs_), chunk(tid % KC), row0(tid / KC), n0(n0_) {
 #pragma unroll
     for (int l = 0; l < LA; ++l) {
       const int m = m0 + row0 + l * ROW_STEP;
