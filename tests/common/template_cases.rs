@@ -361,27 +361,36 @@ pub fn mma_coverage(shape: &ConvShape) -> Vec<ConvConfig> {
 }
 
 /// Warp-specialized wgmma tiles for `shape` (64×64 with 3 stages, 128×128
-/// with 4, 128×192 with 5, 128×256 with 4) where they validate: the search
+/// with 4, 128×192 with 5, 128×256 with 4; ping-pong 64×128 with 3 stages
+/// and 64×256 with 4) where they validate: the search
 /// space holds them only for GEMMs of at least two persistent waves of
 /// 128×256 tiles, so the sweep's smaller shapes get them here.
 pub fn warp_specialized_variants(shape: &ConvShape) -> Vec<WgmmaConfig> {
-    [(64, 64, 3), (128, 128, 4), (128, 192, 5), (128, 256, 4)]
-        .into_iter()
-        .map(|(block_m, block_n, stages)| WgmmaConfig {
-            block_m,
-            block_n,
-            stages,
-            split_k: 1,
-            epilogue: MmaEpilogue::Direct,
-            split_reduce: SplitReduce::Global,
-            min_blocks: 1,
-            prefetch_residual: false,
-            swap_ab: false,
-            early_trigger: false,
-            warp_specialized: true,
-        })
-        .filter(|c| c.validate(shape).is_ok())
-        .collect()
+    [
+        (64, 64, 3, false),
+        (128, 128, 4, false),
+        (128, 192, 5, false),
+        (128, 256, 4, false),
+        (64, 128, 3, true),
+        (64, 256, 4, true),
+    ]
+    .into_iter()
+    .map(|(block_m, block_n, stages, pingpong)| WgmmaConfig {
+        block_m,
+        block_n,
+        stages,
+        split_k: 1,
+        epilogue: MmaEpilogue::Direct,
+        split_reduce: SplitReduce::Global,
+        min_blocks: 1,
+        prefetch_residual: false,
+        swap_ab: false,
+        early_trigger: false,
+        warp_specialized: true,
+        pingpong,
+    })
+    .filter(|c| c.validate(shape).is_ok())
+    .collect()
 }
 
 /// The first mma and the first wgmma config of `space` with `early_trigger`

@@ -100,6 +100,11 @@ pub struct WgmmaConfig {
     /// when false.
     #[serde(default, skip_serializing_if = "is_false")]
     pub warp_specialized: bool,
+    /// Warp-specialized with two consumer warpgroups that take the CTA's
+    /// 64-row tiles in turn, one running its epilogue while the other
+    /// multiplies (`block_m` 64 only). Absent from the JSON when false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub pingpong: bool,
 }
 
 fn one() -> u32 {
@@ -134,9 +139,19 @@ impl WgmmaConfig {
         self.instruction_n() as usize / 2
     }
 
+    /// Warpgroups running wgmmas: two that alternate tiles when
+    /// ping-pong, else one per 64 rows of the tile.
+    pub fn consumer_warpgroups(&self) -> usize {
+        if self.pingpong {
+            2
+        } else {
+            self.warpgroups()
+        }
+    }
+
     /// The consumer warpgroups, plus the producer when warp-specialized.
     pub fn threads(&self) -> usize {
-        128 * (self.warpgroups() + usize::from(self.warp_specialized))
+        128 * (self.consumer_warpgroups() + usize::from(self.warp_specialized))
     }
 
     /// Stages the kernel allocates: `stages`, or fewer when a CTA's k
@@ -190,10 +205,11 @@ impl WgmmaConfig {
     /// Dynamic shared memory: the pipeline or the staged epilogue, the
     /// prefetched residual tile, the spread reduction's region, plus the
     /// alignment slack.
-    /// A warp-specialized ring ends with two 8-byte mbarriers per stage.
+    /// A warp-specialized ring ends with two 8-byte mbarriers per stage and
+    /// the ping-pong hand-off's.
     pub fn smem_bytes(&self, shape: &ConvShape) -> usize {
         let barriers = if self.warp_specialized {
-            16 * self.stages as usize
+            16 * self.stages as usize + 8 * usize::from(self.pingpong)
         } else {
             0
         };
@@ -318,6 +334,11 @@ impl WgmmaConfig {
         }
         if self.warp_specialized {
             self.check_warp_specialized(shape)?;
+        }
+        if self.pingpong && !(self.warp_specialized && self.block_m == 64) {
+            return Err(
+                "pingpong needs warp_specialized and block_m 64 (a tile per warpgroup)".into(),
+            );
         }
         mma_grid(shape, self.block_m, self.block_n, self.split_k).map(|_| ())
     }
@@ -475,6 +496,7 @@ impl WgmmaConfig {
                                         swap_ab,
                                         early_trigger: false,
                                         warp_specialized: false,
+                                        pingpong: false,
                                     };
                                     if !c.redundant_stages(shape) && c.validate(shape).is_ok() {
                                         out.push(c);
@@ -491,17 +513,19 @@ impl WgmmaConfig {
     }
 
     /// The warp-specialized configs of a GEMM of at least [`WS_MIN_TILES`]
-    /// 128×256 tiles' worth of work: 64 or 128 rows × every `block_n` ≥ 64
-    /// × 3..=6 stages that validate.
+    /// 128×256 tiles' worth of work: 64 rows (one consumer, or two in
+    /// ping-pong) or 128 rows × every `block_n` ≥ 64 × 3..=6 stages that
+    /// validate.
     fn warp_specialized_space(shape: &ConvShape) -> Vec<Self> {
         if shape.gemm_m().div_ceil(128) * shape.gemm_n().div_ceil(256) < WS_MIN_TILES {
             return Vec::new();
         }
         let mut out = Vec::new();
-        for block_m in [64, 128] {
+        for (block_m, pingpong) in [(64, false), (64, true), (128, false)] {
             for block_n in BLOCK_NS.into_iter().filter(|&n| n >= 64) {
                 for stages in 3..=6 {
                     let c = WgmmaConfig {
+                        pingpong,
                         block_m,
                         block_n,
                         stages,
@@ -560,10 +584,10 @@ impl WgmmaConfig {
     /// `wgmma_m128n256p4s1`, then `c` for the cluster split-K reduction (`rs`: reduce-scatter),
     /// `d` for the direct epilogue, `r` for the prefetched residual,
     /// `b3` for `min_blocks` 3, `x` for swapped operands, `t` for the
-    /// early trigger and `w` for warp-specialized.
+    /// early trigger, `w` for warp-specialized and `wp` for ping-pong.
     pub fn tag(&self) -> String {
         format!(
-            "wgmma_m{}n{}p{}s{}{}{}{}{}{}{}{}",
+            "wgmma_m{}n{}p{}s{}{}{}{}{}{}{}{}{}",
             self.block_m,
             self.block_n,
             self.stages,
@@ -581,7 +605,8 @@ impl WgmmaConfig {
             },
             if self.swap_ab { "x" } else { "" },
             if self.early_trigger { "t" } else { "" },
-            if self.warp_specialized { "w" } else { "" }
+            if self.warp_specialized { "w" } else { "" },
+            if self.pingpong { "p" } else { "" }
         )
     }
 
@@ -689,7 +714,8 @@ impl WgmmaConfig {
             early_trigger: self.early_trigger,
         }
         .render(p, shape);
-        p.boolean("SWAP_AB", self.swap_ab);
+        p.boolean("SWAP_AB", self.swap_ab)
+            .boolean("PINGPONG", self.pingpong);
     }
 }
 
@@ -751,6 +777,7 @@ mod tests {
             swap_ab: false,
             early_trigger: false,
             warp_specialized: false,
+            pingpong: false,
         }
     }
 
@@ -1141,6 +1168,40 @@ mod tests {
         assert!(with(|c| c.early_trigger = true).contains("early trigger"));
         // 5 stages of 128 × 256 do not fit.
         assert!(with(|c| c.stages = 5).contains("shared memory"));
+    }
+
+    #[test]
+    fn ping_pong_tiles_are_64_rows_for_each_of_two_consumers() {
+        let shape = vit_qkv();
+        let pp = WgmmaConfig {
+            block_m: 64,
+            pingpong: true,
+            ..ws()
+        };
+        assert_eq!(pp.validate(&shape), Ok(()));
+        assert_eq!((pp.consumer_warpgroups(), pp.threads()), (2, 384));
+        assert_eq!(pp.tag(), "wgmma_m64n256p4s1dwp");
+        // 197 × 9 tiles of 64 × 256 on 132 CTAs; the hand-off barrier.
+        assert_eq!(pp.geometry(&shape).grid, [132, 1, 1]);
+        assert_eq!(
+            pp.smem_bytes(&shape),
+            4 * (64 + 256) * 128 + 4 * 16 + 8 + ALIGN_SLACK
+        );
+        let mut p = Params::new("P");
+        pp.render(&mut p, &shape);
+        assert!(p.render().contains("PINGPONG = true;"));
+        let wide = WgmmaConfig { block_m: 128, ..pp };
+        assert!(wide.validate(&shape).unwrap_err().contains("block_m 64"));
+        let plain = WgmmaConfig {
+            warp_specialized: false,
+            epilogue: MmaEpilogue::Staged,
+            ..pp
+        };
+        assert!(plain
+            .validate(&shape)
+            .unwrap_err()
+            .contains("warp_specialized"));
+        assert!(WgmmaConfig::search_space(&shape).contains(&pp));
     }
 
     #[test]

@@ -35,6 +35,18 @@
 // previous fill after each wait; at the end of a tile wgmma_wait<0> drains
 // the group and releases the last fill before the epilogue.
 //
+// Ping-pong (P::PINGPONG, BM = 64): two consumer warpgroups take the CTA's
+// tiles in turn (warpgroup i % 2 its i-th), each a whole 64 x BN tile. The
+// ring hands out fills in tile order, so one warpgroup's k loop follows the
+// other's, and each runs its epilogue while the other multiplies: the
+// tensor cores (which one warpgroup's wgmmas occupy whole) do not wait for
+// epilogues. Fill f then belongs to tile f / KT, and only that tile's
+// warpgroup (4 warps) releases it. A warpgroup starts tile i's k loop only
+// once the other has passed its wait for tile i - 1's last fill (the
+// `handoff` barrier, one phase per tile): a parity wait tells phase k from
+// phase k - 2 only, so a warpgroup must not wait for fill f while fill
+// f - STAGES, the other's, may still be outstanding.
+//
 // Dependent launches: every thread waits for the previous kernel before
 // its first global access of activations (the producer before its first
 // copy, the consumers before their first epilogue); each CTA lets the next
@@ -86,7 +98,9 @@ __device__ __forceinline__ void conv_wgmma_ws(const typename P::TIn* __restrict_
                                               typename P::TOut* __restrict__ y) {
   typedef typename P::TIn TE;
   constexpr int BM = P::BM, BN = P::BN, BK = P::BK, STAGES = P::STAGES;
-  constexpr int WGS = BM / 64, T = 128 * WGS;  // consumer warpgroups and threads
+  constexpr bool PP = P::PINGPONG;
+  constexpr int WGS = PP ? 2 : BM / 64, T = 128 * WGS;  // consumer warpgroups and threads
+  static_assert(!PP || BM == 64, "a ping-pong warpgroup owns a whole 64-row tile");
   constexpr int ROW = BK * (int)sizeof(TE);   // 128 bytes
   constexpr int A_STAGE = BM * ROW, B_STAGE = BN * ROW;
   constexpr int KSTEPS = BK / 16;
@@ -110,14 +124,16 @@ __device__ __forceinline__ void conv_wgmma_ws(const typename P::TIn* __restrict_
   unsigned char* Bs = smem + STAGES * A_STAGE;
   unsigned long long* full = reinterpret_cast<unsigned long long*>(Bs + STAGES * B_STAGE);
   unsigned long long* empty = full + STAGES;
+  unsigned long long* handoff = empty + STAGES;  // ping-pong only
 
   const int tid = threadIdx.x;
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(&full[s], 128);
-      mbar_init(&empty[s], T / 32);
+      mbar_init(&empty[s], PP ? 4 : T / 32);  // the warps that read a fill
     }
+    if (PP) mbar_init(handoff, 4);
   }
   __syncthreads();
 
@@ -142,22 +158,29 @@ __device__ __forceinline__ void conv_wgmma_ws(const typename P::TIn* __restrict_
   }
 
   // The consumer warpgroups: warpgroup wg multiplies rows 64 wg .. 64 wg +
-  // 63 of each tile by its BN columns.
+  // 63 of each tile by its BN columns (ping-pong: all 64 rows of its own
+  // tiles); `tile_warp` is the warp's 16-row slice of the tile.
   const int lane = tid % 32, warp = tid / 32, wg = tid / 128;
+  const int tile_warp = PP ? warp % 4 : warp;
   grid_dependency_wait();
   const typename P::TRes* __restrict__ r = after_dependency_wait(res);
-  const unsigned int a_base = smem_addr(As) + wg * 64 * ROW;
+  const unsigned int a_base = smem_addr(As) + (PP ? 0 : wg * 64 * ROW);
   const unsigned int b_base = smem_addr(Bs);
   const int g = lane / 4, t4 = lane % 4;
   float acc[R];
-  int fill = 0;
-  for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x) {
+  bool triggered = false;
+  int i = 0;  // the CTA's tiles so far
+  for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x, ++i) {
+    if (PP && i % 2 != wg) continue;
     const int m0 = (tile / N_TILES) * BM, n0 = (tile % N_TILES) * BN;
 #pragma unroll
-    for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+    for (int e = 0; e < R; ++e) acc[e] = 0.0f;
+    if (PP && i > 0) mbar_wait(handoff, (i - 1) & 1);  // tile i - 1 has all its fills
+    int fill = i * KT;
     for (int kt = 0; kt < KT; ++kt, ++fill) {
       const int stage = fill % STAGES;
       mbar_wait(&full[stage], (fill / STAGES) & 1);
+      if (PP && kt == KT - 1 && lane == 0) mbar_arrive(handoff);
       fence_async_shared();
       const unsigned int a = a_base + stage * A_STAGE, b = b_base + stage * B_STAGE;
       fence_operands(acc);
@@ -175,9 +198,14 @@ __device__ __forceinline__ void conv_wgmma_ws(const typename P::TIn* __restrict_
     wgmma_wait<0>();
     fence_operands(acc);
     if (lane == 0) mbar_arrive(&empty[(fill - 1) % STAGES]);
-    if (tile + (int)gridDim.x >= TILES) launch_dependents();
-    direct_epilogue<P, 1, NI, 16, BN>(acc, warp, 0, g, t4, m0, n0, y, bias, r);
+    // This warpgroup's last tile: the next kernel may start.
+    if (tile + (PP ? 2 : 1) * (int)gridDim.x >= TILES) {
+      launch_dependents();
+      triggered = true;
+    }
+    direct_epilogue<P, 1, NI, 16, BN>(acc, tile_warp, 0, g, t4, m0, n0, y, bias, r);
   }
+  if (!triggered) launch_dependents();  // a ping-pong warpgroup without a tile
 }
 
 }  // namespace aotune
