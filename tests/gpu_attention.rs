@@ -25,7 +25,9 @@
 mod common;
 
 use aotune_compiler::build::template_versions;
-use aotune_compiler::codegen::cuda::ops::attention::{attention_shape, AttentionConfig};
+use aotune_compiler::codegen::cuda::ops::attention::{
+    attention_shape, AttentionConfig, AttentionShape,
+};
 use aotune_compiler::codegen::cuda::KernelConfig;
 use aotune_compiler::ir::{Graph, NodeId, Precision};
 use aotune_compiler::reference::{rel_l2, run, RunOptions};
@@ -512,14 +514,9 @@ fn check(job: &Job, checked: Checked, mode: Mode) -> Result<Option<(f64, f64, f6
     Ok(Some((err_emu, err_ref, micros)))
 }
 
-/// Configs of the sweep: `AOTUNE_SWEEP_CONFIGS` (a number or `all`),
-/// default 12, evenly spaced over the space, the default first.
-fn config_sample(case: &Case, precision: Precision) -> Vec<AttentionConfig> {
-    let n = match std::env::var("AOTUNE_SWEEP_CONFIGS").ok().as_deref() {
-        Some("all") => usize::MAX,
-        Some(n) => n.parse().ok().filter(|&n| n > 0).unwrap_or(12),
-        None => 12,
-    };
+/// The attention task's shape of `case` at `precision` (a build without
+/// nvcc).
+fn case_shape(case: &Case, precision: Precision) -> AttentionShape {
     let dir = TempDir::new(&format!("gpu-attention-space-{}", case.label));
     let onnx = dir.path().join("m.onnx");
     std::fs::write(&onnx, model(case)).expect("write the model");
@@ -532,7 +529,18 @@ fn config_sample(case: &Case, precision: Precision) -> Vec<AttentionConfig> {
         .compile()
         .expect("the sweep's model compiles");
     let graph = &built[0].compiled.graph;
-    let shape = attention_shape(graph, attention_node(graph).unwrap()).unwrap();
+    attention_shape(graph, attention_node(graph).unwrap()).unwrap()
+}
+
+/// Configs of the sweep: `AOTUNE_SWEEP_CONFIGS` (a number or `all`),
+/// default 12, evenly spaced over the space, the default first.
+fn config_sample(case: &Case, precision: Precision) -> Vec<AttentionConfig> {
+    let n = match std::env::var("AOTUNE_SWEEP_CONFIGS").ok().as_deref() {
+        Some("all") => usize::MAX,
+        Some(n) => n.parse().ok().filter(|&n| n > 0).unwrap_or(12),
+        None => 12,
+    };
+    let shape = case_shape(case, precision);
     let default = AttentionConfig::default_for(&shape);
     let space: Vec<AttentionConfig> = AttentionConfig::search_space(&shape)
         .into_iter()
@@ -625,6 +633,41 @@ fn attention_config_sample_matches_the_cpu() {
             index,
         })
         .collect();
+    run_jobs(test, mode, jobs);
+}
+
+/// Every tensor-core case (masks, shifted windows, causal, long keys, one
+/// key/value head) at fp16 with the first config of its space that splits
+/// the keys over 2 and over 4 warp groups: the groups' merge sees every
+/// masking path.
+#[test]
+fn attention_key_groups_match_the_cpu() {
+    let test = "attention_key_groups_match_the_cpu";
+    let Some(mode) = gpu::mode_or_skip(test) else {
+        return;
+    };
+    let mut jobs = Vec::new();
+    for case in cases() {
+        let shape = case_shape(&case, Precision::Fp16);
+        for split in [2, 4] {
+            let first = AttentionConfig::search_space(&shape)
+                .into_iter()
+                .find(|c| matches!(c, AttentionConfig::Mma(m) if m.kv_split == split));
+            if let Some(config) = first {
+                jobs.push(Job {
+                    case: case.clone(),
+                    precision: Precision::Fp16,
+                    config: Some(config),
+                    index: jobs.len(),
+                });
+            }
+        }
+    }
+    assert!(
+        jobs.len() >= 10,
+        "key-group configs for most cases: {}",
+        jobs.len()
+    );
     run_jobs(test, mode, jobs);
 }
 

@@ -234,9 +234,13 @@ fn tensor_core_fields(
 
 /// `config` with its trigger moved: a tensor-core conv config (`mma`,
 /// `wgmma`) with `early_trigger` flipped (absent when false, as the configs
-/// serialize); `None` for every other kernel.
+/// serialize); `None` for every other kernel and for warp-specialized
+/// tiles (whose trigger follows each warpgroup's last tile).
 pub fn trigger_variant(config: &serde_json::Value) -> Option<serde_json::Value> {
     let mut out = tensor_core_fields(config)?;
+    if out.get("warp_specialized") == Some(&serde_json::Value::Bool(true)) {
+        return None;
+    }
     let early = out
         .get("early_trigger")
         .and_then(serde_json::Value::as_bool)
@@ -680,6 +684,8 @@ mod tests {
         assert_eq!(on["block_m"], json!(32));
         // flipped back, it is the config as it serializes: the field absent.
         assert_eq!(trigger_variant(&on).unwrap(), mma);
+        let ws = json!({"kernel": "wgmma", "block_m": 64, "warp_specialized": true});
+        assert_eq!(trigger_variant(&ws), None);
         let wgmma = json!({"kernel": "wgmma", "block_m": 64, "early_trigger": true});
         assert!(trigger_variant(&wgmma)
             .unwrap()

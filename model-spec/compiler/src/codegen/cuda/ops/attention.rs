@@ -228,29 +228,47 @@ pub fn attention_shape(graph: &Graph, node: NodeId) -> Result<AttentionShape, St
 }
 
 /// The tensor-core kernel's tiles: `block_q` query rows per CTA (16 per
-/// warp), `block_kv` keys per step, `stages` key/value tiles in flight.
+/// warp), `block_kv` keys per step and key group, `stages` key/value tiles
+/// in flight, and `kv_split` groups of warps that share the query rows and
+/// split each step's keys (merged at the end: `attention.cu`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct AttentionMmaConfig {
     pub block_q: u32,
     pub block_kv: u32,
     pub stages: u32,
+    /// Absent from the JSON when 1.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub kv_split: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(v: &u32) -> bool {
+    *v == 1
 }
 
 impl AttentionMmaConfig {
     pub fn threads(&self) -> u32 {
-        self.block_q / 16 * 32
+        self.block_q / 16 * 32 * self.kv_split
     }
 
-    /// Dynamic shared memory: the Q tile and `stages` K and V tiles, rows
-    /// padded by 16 bytes (the output is staged in the Q tile).
+    /// Keys a step stages: `block_kv` for each key group.
+    pub fn step_keys(&self) -> usize {
+        (self.block_kv * self.kv_split) as usize
+    }
+
+    /// Dynamic shared memory: the Q tile and `stages` steps of K and V,
+    /// rows padded by 16 bytes (the output is staged in the Q tile), or,
+    /// if larger, what groups 1.. hand group 0 after the loop (per thread:
+    /// two row maxima, two sums and Dv/2 outputs, in f32).
     pub fn smem_bytes(&self, shape: &AttentionShape) -> usize {
-        let (bq, bkv, stages) = (
-            self.block_q as usize,
-            self.block_kv as usize,
-            self.stages as usize,
-        );
+        let (bq, stages) = (self.block_q as usize, self.stages as usize);
         let qp = shape.d.max(shape.dv) + 8;
-        2 * (bq * qp + stages * bkv * (shape.d + 8 + shape.dv + 8))
+        let kv = 2 * stages * self.step_keys() * (shape.d + 8 + shape.dv + 8);
+        let handover = 4 * (self.kv_split as usize - 1) * (bq / 16) * 32 * (shape.dv / 2 + 4);
+        2 * bq * qp + kv.max(handover)
     }
 
     /// Registers per thread: Q's fragments (D/4), the scores (BKV/2) and
@@ -273,17 +291,33 @@ impl AttentionMmaConfig {
         if !(1..=3).contains(&self.stages) {
             return Err("stages must be 1, 2 or 3".into());
         }
-        let tiles = shape.key_tiles(self.block_kv as usize);
+        if !matches!(self.kv_split, 1 | 2 | 4) {
+            return Err("kv_split must be 1, 2 or 4".into());
+        }
+        if self.threads() > 1024 {
+            return Err(format!("{} threads per CTA", self.threads()));
+        }
+        if self.kv_split > 1 && shape.skv <= (self.block_kv * (self.kv_split - 1)) as usize {
+            return Err(format!(
+                "kv_split {} leaves a key group without keys ({} keys, {} per group)",
+                self.kv_split, shape.skv, self.block_kv
+            ));
+        }
+        let tiles = shape.key_tiles(self.step_keys());
         if self.stages as usize > tiles.max(1) {
-            return Err(format!("{} stages for {tiles} key tile(s)", self.stages));
+            return Err(format!("{} stages for {tiles} key step(s)", self.stages));
         }
         let smem = self.smem_bytes(shape);
         if smem > MAX_SMEM_BYTES {
             return Err(format!("{smem} B of shared memory"));
         }
         let regs = self.regs_estimate(shape);
-        if regs > MAX_REGS {
-            return Err(format!("about {regs} registers per thread"));
+        let cap = ((65536 / self.threads() as usize) & !7).min(MAX_REGS);
+        if regs > cap {
+            return Err(format!(
+                "about {regs} registers per thread, {cap} available to {} threads",
+                self.threads()
+            ));
         }
         if shape.ctas(self.block_q as usize) > i32::MAX as usize {
             return Err("grid exceeds the launch limits".into());
@@ -316,6 +350,7 @@ impl AttentionMmaConfig {
             block_q,
             block_kv,
             stages,
+            kv_split: 1,
         };
         // Large heads with a mask: fewer keys per step keeps the registers
         // within the budget.
@@ -331,18 +366,23 @@ impl AttentionMmaConfig {
         c
     }
 
+    /// Every tile and stage count, each with 1, 2 or 4 key groups where
+    /// that validates.
     fn search_space(shape: &AttentionShape) -> Vec<Self> {
         let mut out = Vec::new();
         for block_q in [16, 32, 64, 128] {
             for block_kv in [32, 64, 128] {
                 for stages in 1..=3 {
-                    let c = AttentionMmaConfig {
-                        block_q,
-                        block_kv,
-                        stages,
-                    };
-                    if c.validate(shape).is_ok() {
-                        out.push(c);
+                    for kv_split in [1, 2, 4] {
+                        let c = AttentionMmaConfig {
+                            block_q,
+                            block_kv,
+                            stages,
+                            kv_split,
+                        };
+                        if c.validate(shape).is_ok() {
+                            out.push(c);
+                        }
                     }
                 }
             }
@@ -523,7 +563,12 @@ impl KernelConfig for AttentionConfig {
     fn tag(&self) -> String {
         match self {
             AttentionConfig::Mma(c) => {
-                format!("mma_q{}k{}s{}", c.block_q, c.block_kv, c.stages)
+                let split = if c.kv_split > 1 {
+                    format!("x{}", c.kv_split)
+                } else {
+                    String::new()
+                };
+                format!("mma_q{}k{}s{}{split}", c.block_q, c.block_kv, c.stages)
             }
             AttentionConfig::Simt(c) => {
                 format!("simt_q{}k{}t{}", c.block_q, c.block_kv, c.threads_per_row)
@@ -603,6 +648,7 @@ pub fn instantiate(shape: &AttentionShape, config: &AttentionConfig, symbol: &st
                 ("BQ", c.block_q.into()),
                 ("BKV", c.block_kv.into()),
                 ("STAGES", c.stages.into()),
+                ("KV_SPLIT", c.kv_split.into()),
             ]);
             ("attention_mma", c.geometry(shape))
         }

@@ -4,7 +4,7 @@
 //! and every template variant × a sample of its space through nvcc without
 //! spills (skipped without nvcc), with ptxas's registers of the defaults.
 
-use super::attention::{attention_shape, AttentionConfig, AttentionShape};
+use super::attention::{attention_shape, AttentionConfig, AttentionMmaConfig, AttentionShape};
 use crate::codegen::cuda::config::KernelConfig;
 use crate::codegen::cuda::source::Instance;
 use crate::codegen::cuda::test_support::{compile_all, node_instance, nvcc, sample};
@@ -181,6 +181,57 @@ fn configs_round_trip_through_json_and_invalid_ones_say_why() {
 }
 
 #[test]
+fn key_groups_split_the_keys_and_hand_over_through_the_kv_stages() {
+    // ViT-B/16 at batch 1: 197 keys, d = dv = 64.
+    let shape = cases()[0].shape(Precision::Fp16);
+    let json = serde_json::json!(
+        {"kernel": "mma", "block_q": 32, "block_kv": 64, "stages": 2, "kv_split": 2}
+    );
+    let c: AttentionConfig = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(c.validate(&shape), Ok(()));
+    assert_eq!(c.tag(), "mma_q32k64s2x2");
+    assert_eq!(serde_json::to_value(c).unwrap(), json);
+    let AttentionConfig::Mma(m) = c else {
+        unreachable!()
+    };
+    assert_eq!(m.threads(), 2 * 32 * 2);
+    // Q tile 32 × 72 halves, 2 steps of 128 keys × (72 + 72) halves.
+    assert_eq!(m.smem_bytes(&shape), 2 * 32 * 72 + 2 * 2 * 128 * 144);
+    // Without the field: one group, as before.
+    let old: AttentionConfig = serde_json::from_value(serde_json::json!(
+        {"kernel": "mma", "block_q": 32, "block_kv": 64, "stages": 2}
+    ))
+    .unwrap();
+    assert!(matches!(old, AttentionConfig::Mma(m) if m.kv_split == 1));
+    assert_eq!(old.tag(), "mma_q32k64s2");
+    let with = |block_kv, stages, kv_split| AttentionMmaConfig {
+        block_q: 32,
+        block_kv,
+        stages,
+        kv_split,
+    };
+    assert!(with(64, 1, 3)
+        .validate(&shape)
+        .unwrap_err()
+        .contains("1, 2 or 4"));
+    // 4 groups of 128 keys leave the last ones none of the 197.
+    assert!(with(128, 1, 4)
+        .validate(&shape)
+        .unwrap_err()
+        .contains("without keys"));
+    // Two steps of 256 keys would need 394.
+    assert!(with(128, 2, 2)
+        .validate(&shape)
+        .unwrap_err()
+        .contains("key step"));
+    let space = AttentionConfig::search_space(&shape);
+    assert!(space.contains(&c));
+    assert!(space
+        .iter()
+        .any(|c| matches!(c, AttentionConfig::Mma(m) if m.kv_split == 4)));
+}
+
+#[test]
 fn default_configs_of_real_models() {
     let mut table = String::new();
     for c in cases() {
@@ -251,7 +302,17 @@ fn sweep_instances(per_case: usize) -> (Vec<Instance>, Vec<(String, String)>) {
             } else {
                 2
             };
-            for (i, config) in sample(&space, n).iter().enumerate() {
+            let mut configs = sample(&space, n);
+            // The first config with each key-group count (the merge path).
+            for split in [2, 4] {
+                configs.extend(
+                    space
+                        .iter()
+                        .find(|c| matches!(c, AttentionConfig::Mma(m) if m.kv_split == split))
+                        .copied(),
+                );
+            }
+            for (i, config) in configs.iter().enumerate() {
                 instances.push(node_instance(&graph, Some(config), &format!("{label}_{i}")));
             }
         }

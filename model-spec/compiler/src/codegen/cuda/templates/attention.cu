@@ -32,6 +32,15 @@
 // the tile. At the end each warp stages its 16 output rows in its own rows
 // of the Q tile and stores them with 16-byte accesses.
 //
+// With KV_SPLIT > 1 the keys are split across KV_SPLIT groups of BQ/16
+// warps: a step's stage holds KV_SPLIT * BKV keys and group s takes rows
+// s * BKV .. (s + 1) * BKV - 1 of it, each group keeping its own running
+// max, sum and output for the same query rows (so a CTA's dependent chain
+// over the keys is KV_SPLIT times shorter, what counts when a batch-1 grid
+// has few CTAs). After the loop groups 1.. leave their state in shared
+// memory, per thread (the same fragment positions), and group 0 merges it:
+// m = max m_s, sum = sum_s sum_s * 2^(m_s - m), o likewise, then stores.
+//
 // attention_simt (any types, any head sizes; fp32 and tf32 storage): the
 // same online softmax in f32 FMAs. TPR threads own one query row: each
 // computes the scores of keys u, u + TPR, ... of the tile, the row's max
@@ -149,25 +158,28 @@ __device__ __forceinline__ void attention_mma(const typename P::TQ* __restrict__
   typedef typename P::TQ T;
   typedef typename P::TOut TOut;
   constexpr int BQ = P::BQ, BKV = P::BKV, STAGES = P::STAGES, D = P::D, DV = P::DV;
-  constexpr int WARPS = BQ / 16, THREADS = WARPS * 32;
+  constexpr int KS = P::KV_SPLIT, BKVS = BKV * KS;  // key groups, keys per step
+  constexpr int WQ = BQ / 16, WARPS = WQ * KS, THREADS = WARPS * 32;
   // Row pitches in elements: 16 bytes of padding, an odd number of 16-byte
   // chunks per row (D, DV multiples of 16).
   constexpr int QP = (D > DV ? D : DV) + 8, KP = D + 8, VP = DV + 8;
   constexpr int QT = (P::SQ + BQ - 1) / BQ, NI = BKV / 8;
+  constexpr int MERGE = DV / 2 + 4;  // floats a thread of a group > 0 hands over
   static_assert(D % 16 == 0 && DV % 16 == 0 && BKV % 16 == 0 && BQ % 16 == 0, "mma tiles");
   extern __shared__ __align__(16) unsigned char attn_smem[];
   T* sq = reinterpret_cast<T*>(attn_smem);
   T* sk = sq + BQ * QP;
-  T* sv = sk + STAGES * BKV * KP;
+  T* sv = sk + STAGES * BKVS * KP;
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int qw = warp % WQ, split = warp / WQ;  // the warp's query rows and key group
   const int qt = blockIdx.x % QT, bh = blockIdx.x / QT;
   const int head = bh % P::H, batch = bh / P::H, kvh = head / (P::H / P::HKV);
   const int q0 = qt * BQ;
   const T* qb = q + P::Q_OFF + batch * P::Q_SB + head * P::Q_SH;
   const T* kb = k + P::K_OFF + batch * P::K_SB + kvh * P::K_SH;
   const T* vb = v + P::V_OFF + batch * P::V_SB + kvh * P::V_SH;
-  const int nt = attn::key_tiles<P, BQ, BKV>(q0);
+  const int nt = attn::key_tiles<P, BQ, BKVS>(q0);
 
   {
     constexpr int C = D / 8;
@@ -180,18 +192,18 @@ __device__ __forceinline__ void attention_mma(const typename P::TQ* __restrict__
     attn::cp_async_commit();
   }
   auto load_kv = [&](int j, int stage) {
-    T* dk = sk + stage * BKV * KP;
-    T* dv = sv + stage * BKV * VP;
+    T* dk = sk + stage * BKVS * KP;
+    T* dv = sv + stage * BKVS * VP;
     constexpr int KC = D / 8, VC = DV / 8;
 #pragma unroll
-    for (int i = tid; i < BKV * KC; i += THREADS) {
-      const int r = i / KC, c = i % KC, key = j * BKV + r;
+    for (int i = tid; i < BKVS * KC; i += THREADS) {
+      const int r = i / KC, c = i % KC, key = j * BKVS + r;
       const bool ok = key < P::SKV;
       attn::cp_async_16(dk + r * KP + c * 8, ok ? kb + key * P::K_SS + c * 8 : kb, ok);
     }
 #pragma unroll
-    for (int i = tid; i < BKV * VC; i += THREADS) {
-      const int r = i / VC, c = i % VC, key = j * BKV + r;
+    for (int i = tid; i < BKVS * VC; i += THREADS) {
+      const int r = i / VC, c = i % VC, key = j * BKVS + r;
       const bool ok = key < P::SKV;
       attn::cp_async_16(dv + r * VP + c * 8, ok ? vb + key * P::V_SS + c * 8 : vb, ok);
     }
@@ -203,7 +215,7 @@ __device__ __forceinline__ void attention_mma(const typename P::TQ* __restrict__
   }
 
   const int g = lane / 4, t = lane % 4;
-  const int wrow = q0 + warp * 16;  // the warp's first query row
+  const int wrow = q0 + qw * 16;  // the warp's first query row
   const int rows[2] = {wrow + g, wrow + g + 8};
   const typename P::TMask* mrow[2] = {mask, mask};
   if (P::HAS_MASK) {
@@ -228,15 +240,16 @@ __device__ __forceinline__ void attention_mma(const typename P::TQ* __restrict__
     if (j == 0) {
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
-        const int r = warp * 16 + ((lane / 8) % 2) * 8 + lane % 8;
+        const int r = qw * 16 + ((lane / 8) % 2) * 8 + lane % 8;
         attn::ldsm_x4(qf[kk], sq + r * QP + kk * 16 + (lane / 16) * 8);
       }
     }
-    const bool skip = !live_rows || (P::CAUSAL && j * BKV > wrow + 15);
+    const int kfirst = j * BKVS + split * BKV;  // the group's first key of the step
+    const bool skip = !live_rows || (P::CAUSAL && kfirst > wrow + 15);
     if (!skip) {
-      const T* ks = sk + (j % STAGES) * BKV * KP;
-      const T* vs = sv + (j % STAGES) * BKV * VP;
-      const int key0 = j * BKV + 2 * t;
+      const T* ks = sk + (j % STAGES) * BKVS * KP + split * BKV * KP;
+      const T* vs = sv + (j % STAGES) * BKVS * VP + split * BKV * VP;
+      const int key0 = kfirst + 2 * t;
       float mk[NI][4];
       if (P::HAS_MASK) {
 #pragma unroll
@@ -269,7 +282,7 @@ __device__ __forceinline__ void attention_mma(const typename P::TQ* __restrict__
           const int key = key0 + n * 8 + (e & 1);
           float x = P::HAS_MASK ? fmaf(mk[n][e], attn::LOG2E, s[n][e] * P::SCALE_LOG2)
                                 : s[n][e] * P::SCALE_LOG2;
-          if ((P::SKV % BKV != 0 && key >= P::SKV) || (P::CAUSAL && key > rows[e >> 1]))
+          if ((P::SKV % BKVS != 0 && key >= P::SKV) || (P::CAUSAL && key > rows[e >> 1]))
             x = neg_inf();
           s[n][e] = x;
           mx[e >> 1] = fmaxf(mx[e >> 1], x);
@@ -315,18 +328,53 @@ __device__ __forceinline__ void attention_mma(const typename P::TQ* __restrict__
   }
   attn::cp_async_wait<0>();
 
-  float inv[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 1);
     row_sum[r] += __shfl_xor_sync(0xffffffffu, row_sum[r], 2);
-    inv[r] = 1.0f / row_sum[r];
   }
+  if constexpr (KS > 1) {
+    // The K/V stages (every group is done with them) hold the hand-over.
+    float* hand = reinterpret_cast<float*>(sk);
+    __syncthreads();
+    if (split > 0) {
+      float* h = hand + (((split - 1) * WQ + qw) * 32 + lane) * MERGE;
+      h[0] = row_max[0], h[1] = row_max[1], h[2] = row_sum[0], h[3] = row_sum[1];
+#pragma unroll
+      for (int n = 0; n < DV / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) h[4 + 4 * n + e] = o[n][e];
+    }
+    __syncthreads();
+    if (split > 0) return;
+#pragma unroll 1
+    for (int s2 = 1; s2 < KS; ++s2) {
+      const float* h = hand + (((s2 - 1) * WQ + qw) * 32 + lane) * MERGE;
+      float c_self[2], c_other[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float m = fmaxf(row_max[r], h[r]);
+        const float base = m == neg_inf() ? 0.0f : m;
+        c_self[r] = attn::exp2_approx(row_max[r] - base);
+        c_other[r] = attn::exp2_approx(h[r] - base);
+        row_max[r] = m;
+        row_sum[r] = row_sum[r] * c_self[r] + h[2 + r] * c_other[r];
+      }
+#pragma unroll
+      for (int n = 0; n < DV / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          o[n][e] = o[n][e] * c_self[e >> 1] + h[4 + 4 * n + e] * c_other[e >> 1];
+    }
+  }
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) inv[r] = 1.0f / row_sum[r];
   if (!live_rows) return;
   TOut* ob = out + P::O_OFF + batch * P::O_SB + head * P::O_SH;
   if constexpr (sizeof(TOut) == 2) {
     // Through this warp's own rows of the Q tile (only it read them).
-    TOut* so = reinterpret_cast<TOut*>(sq) + warp * 16 * QP;
+    TOut* so = reinterpret_cast<TOut*>(sq) + qw * 16 * QP;
 #pragma unroll
     for (int n = 0; n < DV / 8; ++n) {
       attn::store2(so + g * QP + n * 8 + 2 * t, o[n][0] * inv[0], o[n][1] * inv[0]);
