@@ -835,8 +835,11 @@ struct TileLoader {
   int a_pix[LA], a_h[P::A_BOUNDS ? LA : 1], a_w[P::A_BOUNDS ? LA : 1];
   int s_pix[P::HAS_SC ? LA : 1];
 
-  __device__ __forceinline__ TileLoader(const TE* x_, const TE* w_, const TE* xs_, int m0, int n0_)
-      : x(x_), wgt(w_), xs(xs_), chunk(threadIdx.x % KC), row0(threadIdx.x / KC), n0(n0_) {
+  // `tid`: this thread's index among the T that load (threadIdx.x unless
+  // a warp-specialized kernel's producer warpgroup loads).
+  __device__ __forceinline__ TileLoader(const TE* x_, const TE* w_, const TE* xs_, int m0, int n0_,
+                                        int tid = threadIdx.x)
+      : x(x_), wgt(w_), xs(xs_), chunk(tid % KC), row0(tid / KC), n0(n0_) {
 #pragma unroll
     for (int l = 0; l < LA; ++l) {
       const int m = m0 + row0 + l * ROW_STEP;
@@ -2154,6 +2157,7 @@ struct conv_973f3cf9_wgmma_m64n32p5s1_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
+  static constexpr bool PINGPONG = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_973f3cf9_wgmma_m64n32p5s1(
     const __half* __restrict__ x,
@@ -2267,6 +2271,7 @@ struct conv_63fe5adf_wgmma_m128n32p6s2rsd_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
+  static constexpr bool PINGPONG = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(256, 1) conv_63fe5adf_wgmma_m128n32p6s2rsd(
     const __half* __restrict__ x,
@@ -2359,6 +2364,7 @@ struct conv_a108646c_wgmma_m64n32p6s1_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
+  static constexpr bool PINGPONG = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_a108646c_wgmma_m64n32p6s1(
     const __half* __restrict__ x,
@@ -2405,6 +2411,7 @@ struct conv_75aac976_wgmma_m64n32p2s1r_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
+  static constexpr bool PINGPONG = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_75aac976_wgmma_m64n32p2s1r(
     const __half* __restrict__ x,
@@ -2452,6 +2459,7 @@ struct conv_0f655a00_wgmma_m64n64p6s1d_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
+  static constexpr bool PINGPONG = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_0f655a00_wgmma_m64n64p6s1d(
     const __half* __restrict__ x,
@@ -2498,6 +2506,7 @@ struct conv_44c505d7_wgmma_m64n32p6s2rsd_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
+  static constexpr bool PINGPONG = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_44c505d7_wgmma_m64n32p6s2rsd(
     const __half* __restrict__ x,
@@ -2544,6 +2553,7 @@ struct conv_c07f5ecf_wgmma_m64n64p6s1t_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = true;
   static constexpr bool SWAP_AB = false;
+  static constexpr bool PINGPONG = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_c07f5ecf_wgmma_m64n64p6s1t(
     const __half* __restrict__ x,
@@ -2591,6 +2601,7 @@ struct conv_18bd6406_wgmma_m64n32p6s2rsd_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
+  static constexpr bool PINGPONG = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_18bd6406_wgmma_m64n32p6s2rsd(
     const __half* __restrict__ x,
@@ -2637,6 +2648,7 @@ struct conv_48c2d048_wgmma_m64n32p6s4rsd_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
+  static constexpr bool PINGPONG = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_48c2d048_wgmma_m64n32p6s4rsd(
     const __half* __restrict__ x,
@@ -2683,6 +2695,7 @@ struct conv_1e32aea3_wgmma_m64n32p3s1r_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
+  static constexpr bool PINGPONG = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_1e32aea3_wgmma_m64n32p3s1r(
     const __half* __restrict__ x,
@@ -2730,6 +2743,7 @@ struct conv_c68ad69f_wgmma_m64n64p6s2rsd_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
+  static constexpr bool PINGPONG = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_c68ad69f_wgmma_m64n64p6s2rsd(
     const __half* __restrict__ x,
@@ -2776,6 +2790,7 @@ struct conv_098434ab_wgmma_m64n32p6s6rsd_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
+  static constexpr bool PINGPONG = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) conv_098434ab_wgmma_m64n32p6s6rsd(
     const __half* __restrict__ x,
@@ -2822,6 +2837,7 @@ struct conv_e0e12d6f_wgmma_m64n32p6s2rsd_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
+  static constexpr bool PINGPONG = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 2) __launch_bounds__(128, 1) conv_e0e12d6f_wgmma_m64n32p6s2rsd(
     const __half* __restrict__ x,
@@ -2914,6 +2930,7 @@ struct conv_48e86b9e_wgmma_m64n64p6s6rsd_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
+  static constexpr bool PINGPONG = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 6) __launch_bounds__(128, 1) conv_48e86b9e_wgmma_m64n64p6s6rsd(
     const __half* __restrict__ x,
@@ -2960,6 +2977,7 @@ struct conv_282f15c5_wgmma_m64n64p6s1rt_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = true;
   static constexpr bool SWAP_AB = false;
+  static constexpr bool PINGPONG = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_282f15c5_wgmma_m64n64p6s1rt(
     const __half* __restrict__ x,
@@ -3052,6 +3070,7 @@ struct conv_d82ebd66_wgmma_m64n32p6s8rsdt_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = true;
   static constexpr bool SWAP_AB = false;
+  static constexpr bool PINGPONG = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(128, 1) conv_d82ebd66_wgmma_m64n32p6s8rsdt(
     const __half* __restrict__ x,
@@ -3098,6 +3117,7 @@ struct conv_af188f81_wgmma_m64n32p5s4rsd_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
+  static constexpr bool PINGPONG = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 4) __launch_bounds__(128, 1) conv_af188f81_wgmma_m64n32p5s4rsd(
     const __half* __restrict__ x,
@@ -3190,6 +3210,7 @@ struct conv_c46df034_wgmma_m64n32p6s8rsd_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
+  static constexpr bool PINGPONG = false;
 };
 extern "C" __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(128, 1) conv_c46df034_wgmma_m64n32p6s8rsd(
     const __half* __restrict__ x,
@@ -3236,6 +3257,7 @@ struct conv_3e532f52_wgmma_m64n32p6s1r_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = false;
   static constexpr bool SWAP_AB = false;
+  static constexpr bool PINGPONG = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_3e532f52_wgmma_m64n32p6s1r(
     const __half* __restrict__ x,
@@ -3283,6 +3305,7 @@ struct conv_210f51a2_wgmma_m64n32p6s1rt_p {
   static constexpr bool WEIGHTS_FIRST = true;
   static constexpr bool EARLY_TRIGGER = true;
   static constexpr bool SWAP_AB = false;
+  static constexpr bool PINGPONG = false;
 };
 extern "C" __global__ void __launch_bounds__(128, 1) conv_210f51a2_wgmma_m64n32p6s1rt(
     const __half* __restrict__ x,
