@@ -58,6 +58,7 @@ pub fn conv_graph(
             epilogue,
             shortcut: None,
             pool: None,
+            norm: None,
         },
         &inputs,
         out_dtype,
@@ -99,6 +100,7 @@ pub fn shortcut_graph(
             strides: [stride; 2],
         }),
         pool: None,
+        norm: None,
     };
     one_op(op, &inputs, s, cl, precision).0
 }
