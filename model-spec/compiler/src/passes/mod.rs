@@ -13,8 +13,10 @@
 //! space-to-depth rewrite and channel padding come after both (they rewrite
 //! that f16/bf16 NHWC `Convert`); an f16/bf16 graph input is declared right
 //! after precision, once only conversions read it; the space-to-depth
-//! rewrite runs first, and the padding takes the conversions it left. The
-//! global pool joins its conv last, once layouts and dtypes are final.
+//! rewrite runs first, and the padding takes the conversions it left. A
+//! LayerNorm over channels joins its depthwise conv, and the global pool
+//! its conv, last, once layouts and dtypes are final (the first matches the
+//! free Transpose view of a channels-last conv output that layout leaves).
 
 mod attention_views;
 mod canonicalize_transpose;
@@ -182,8 +184,8 @@ impl fmt::Display for PassReport {
 /// canonicalize_transpose → fold_batch_norm → canonicalize_global_pool
 /// → fuse_epilogue → fuse_shortcut → lower_dense → to_channels_last (if enabled) →
 /// apply_precision → set_input_dtype (unless f32) → space_to_depth_input →
-/// pad_input_channels → fuse_global_pool → dce. Each pass verifies the graph
-/// it leaves in debug and test builds.
+/// pad_input_channels → fuse_conv_layer_norm → fuse_global_pool → dce. Each
+/// pass verifies the graph it leaves in debug and test builds.
 pub fn optimize(graph: &mut Graph, options: &PassOptions) -> Result<PassReport, PassError> {
     let mut report = PassReport::default();
     report.passes.push(dce(graph)?);
@@ -211,6 +213,7 @@ pub fn optimize(graph: &mut Graph, options: &PassOptions) -> Result<PassReport, 
     }
     report.passes.push(space_to_depth_input(graph)?);
     report.passes.push(pad_input_channels(graph)?);
+    report.passes.push(fuse_conv_layer_norm(graph)?);
     report.passes.push(fuse_global_pool(graph)?);
     report.passes.push(dce(graph)?);
     Ok(report)
@@ -428,6 +431,7 @@ mod tests {
         precision: no change
         space_to_depth: no change
         pad_channels: no change
+        fuse_conv_layer_norm: no change
         fuse_global_pool: no change
         dce: no change
         ");
@@ -525,6 +529,7 @@ mod tests {
         precision: 53 activations f16, 50 weights f16
         space_to_depth: 1 input Convert rewritten, 1 SpaceToDepth, 1 convolutions made stride 1, 1 weights rearranged
         pad_channels: no change
+        fuse_conv_layer_norm: no change
         fuse_global_pool: 1 GlobalAveragePool fused into its conv
         dce: no change
         ");
