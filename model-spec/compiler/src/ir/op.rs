@@ -865,8 +865,8 @@ impl Op {
                 pool,
                 norm,
             } => {
-                // Without a norm the text is what it was before norms
-                // existed: tuning logs key tasks by it.
+                // Tuning logs key tasks by this text: a norm only appends
+                // to it, so a conv without one keeps its key.
                 let epilogue = match norm {
                     None => epilogue.to_string(),
                     Some(n) if *epilogue == Epilogue::NONE => n.to_string(),

@@ -48,8 +48,7 @@ struct Match {
     /// output, or that output itself. The LayerNorm's readers read it.
     read: ValueId,
     epsilon: f32,
-    /// γ and β as `[K]` element lists (their dtype), from the LayerNorm's
-    /// scale and bias.
+    /// γ and β, from the LayerNorm's scale and bias.
     affine: [Affine; 2],
 }
 
