@@ -1,5 +1,7 @@
 //! The `aotune` binary: its subcommands on a zoo model, and its errors.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -86,6 +88,40 @@ fn zoo_dump_and_run_on_resnet18() {
     // A batch override on a static model… the zoo's batch is symbolic, so use 0.
     let (ok, _, err) = aotune(&["dump", model_s, "--batch", "0"]);
     assert!(!ok && err.contains("at least 1"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--fuse-depthwise-norm` (off by default) joins the tiny ConvNeXt's
+/// LayerNorms over channels to their depthwise convs.
+#[test]
+fn depthwise_norm_fusion_is_opt_in() {
+    let dir = scratch("dwnorm");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny_convnext_legacy");
+    let model = dir.join("tiny_convnext.onnx");
+    std::fs::write(&model, common::fixture::refilled_model(&fixture)).unwrap();
+    let model_s = model.to_str().unwrap();
+    let dump = |extra: &[&str]| {
+        let mut args = vec![
+            "dump",
+            model_s,
+            "--precision",
+            "fp16",
+            "--section",
+            "passes",
+        ];
+        args.extend_from_slice(extra);
+        let (ok, out, err) = aotune(&args);
+        assert!(ok, "{err}");
+        out
+    };
+    let plain = dump(&[]);
+    assert!(!plain.contains("fuse_conv_layer_norm"), "{plain}");
+    let fused = dump(&["--fuse-depthwise-norm"]);
+    assert!(
+        fused.contains("fuse_conv_layer_norm:")
+            && fused.contains("LayerNormalization fused into a depthwise conv"),
+        "{fused}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -191,6 +191,46 @@ fn convnext_tiny_legacy_matches_onnx_runtime() {
     check_own_fixture("convnext_tiny_legacy", 1e-4);
 }
 
+/// Each of ConvNeXt-T's 18 blocks has a depthwise conv → LayerNorm over
+/// channels, which both exporters write as a Transpose to NHWC and a
+/// LayerNorm over the last axis: all 18 join their conv
+/// (`fuse_conv_layer_norm`), at every precision, and leave the stem's,
+/// the three downsampling layers' and the head's LayerNorms. With f16
+/// storage the fused graph stays within the fp16 bar of ONNX Runtime.
+#[test]
+fn convnext_tiny_layer_norms_join_their_depthwise_convs() {
+    for name in ["convnext_tiny_dynamo", "convnext_tiny_legacy"] {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name);
+        let model = common::fixture::refilled_model(&dir);
+        for precision in Precision::ALL {
+            let options = CompileOptions {
+                precision,
+                channels_last: true,
+                fuse_depthwise_norm: true,
+                ..Default::default()
+            };
+            let compiled = compile_bytes(&model, name, &options)
+                .unwrap_or_else(|e| panic!("{name} {precision}: {e}"));
+            let count =
+                |f: &dyn Fn(&Op) -> bool| compiled.graph.nodes.iter().filter(|n| f(&n.op)).count();
+            let normed = count(&|op| matches!(op, Op::FusedConv { norm: Some(_), .. }));
+            let left = count(&|op| matches!(op, Op::LayerNorm { .. }));
+            assert_eq!((normed, left), (18, 5), "{name} {precision}");
+            assert_eq!(
+                compiled.report.count(
+                    "fuse_conv_layer_norm",
+                    "LayerNormalization fused into a depthwise conv"
+                ),
+                18,
+                "{name} {precision}"
+            );
+        }
+        check_fixture(name, Precision::Fp16, 1e-2, false);
+    }
+}
+
 #[test]
 fn swin_t_dynamo_matches_onnx_runtime() {
     check_own_fixture("swin_t_dynamo", 1e-4);

@@ -11,7 +11,8 @@
 //! f16/bf16; with bias, residual Add,
 //! Relu and Clip(0, 6)), max and average pools (ceil_mode,
 //! count_include_pad), GlobalAveragePool and Gemm/MatMul → Dense (M = 1, 3,
-//! 8), Dense and conv epilogues with GELU (exact and tanh), residual Adds
+//! 8), Dense and conv epilogues with GELU (exact and tanh), depthwise
+//! convolutions with a LayerNorm over channels (one fused kernel), residual Adds
 //! and a folded layer scale (M = 1, 8, 197, and a ViT-like MLP over
 //! `[1, 197, 48]`), and the templates no tuner reaches (unary/binary elementwise, Sum,
 //! BatchNormalization, GlobalMaxPool, Softmax, a Gemm of two activations, the
@@ -42,6 +43,7 @@ mod common;
 use aotune_compiler::build::template_versions;
 use aotune_compiler::codegen::cuda::conv::conv_shape;
 use aotune_compiler::codegen::cuda::dense::dense_shape;
+use aotune_compiler::codegen::cuda::depthwise_norm::depthwise_norm_shape;
 use aotune_compiler::codegen::cuda::elementwise::elt_shape;
 use aotune_compiler::codegen::cuda::global_pool::global_pool_shape;
 use aotune_compiler::codegen::cuda::matmul::matmul_shape;
@@ -50,8 +52,9 @@ use aotune_compiler::codegen::cuda::reduce::{reduce_shape, softmax_shape};
 use aotune_compiler::codegen::cuda::space_to_depth::space_to_depth_shape;
 use aotune_compiler::codegen::cuda::to_nhwc::to_nhwc_shape;
 use aotune_compiler::codegen::cuda::{
-    generate_cuda, ConfigOverrides, ConvConfig, ConvShape, DenseConfig, GlobalPoolConfig,
-    KernelConfig, LinearConfig, LinearShape, MatmulConfig, SpaceToDepthConfig, ToNhwcConfig,
+    generate_cuda, ConfigOverrides, ConvConfig, ConvShape, DenseConfig, DepthwiseNormConfig,
+    GlobalPoolConfig, KernelConfig, LinearConfig, LinearShape, MatmulConfig, SpaceToDepthConfig,
+    ToNhwcConfig,
 };
 use aotune_compiler::ir::{Conv2d, Graph, Op, Pool2d, Precision};
 use aotune_compiler::plan::MemoryPlan;
@@ -588,6 +591,32 @@ impl Net {
         )
     }
 
+    /// ONNX `Transpose` with `perm` (counted with the batch axis).
+    fn transpose(&mut self, x: &str, perm: &[usize]) -> String {
+        let s = self.shape(x);
+        let shape = perm.iter().map(|&a| s[a]).collect();
+        self.push("Transpose", &[x], shape, &[("perm", ints(perm))])
+    }
+
+    /// LayerNormalization over the last axis, with a scale around 1 and,
+    /// when `bias`, a bias.
+    fn layer_norm_last(&mut self, x: &str, bias: bool) -> String {
+        let shape = self.shape(x);
+        let c = *shape.last().expect("a normalized axis");
+        let scale = self.constant_around(&[c], 1.0, 0.5);
+        let mut inputs = vec![x.to_string(), scale];
+        if bias {
+            inputs.push(self.constant(&[c], 0.5));
+        }
+        let refs: Vec<&str> = inputs.iter().map(String::as_str).collect();
+        self.push(
+            "LayerNormalization",
+            &refs,
+            shape,
+            &[("axis", Attr::Int(-1)), ("epsilon", Attr::Float(1e-6))],
+        )
+    }
+
     /// Marks `x` as one of the model's results.
     fn output(&mut self, x: &str) {
         self.ends.push(x.to_string());
@@ -938,6 +967,34 @@ fn net_conv_gelu() -> Net {
     m
 }
 
+/// Depthwise convolutions each followed by a LayerNorm over its channels,
+/// written as ConvNeXt's exports write them (NCHW → NHWC `Transpose`, then
+/// LayerNorm over the last axis), which the passes fuse into one kernel
+/// (`dwln`): 7×7 p3 over C = 24 with bias (6 lanes a pixel, 14×14), 7×7
+/// over C = 96 without a conv bias or LayerNorm bias (24 lanes, 14×14),
+/// and 3×3 s2 over C = 16 (4 lanes, a 7×7 output). No C / 4 is a
+/// multiple of 32.
+fn net_conv_norm() -> Net {
+    let mut m = Net::new("conv_norm", &[24, 14, 14]);
+    let x = "input";
+    let nhwc = [0, 2, 3, 1];
+    let a = m.conv(x, 24, 7, 1, [3; 4], 1, 24, true, 2.0);
+    let a = m.transpose(&a, &nhwc);
+    let a = m.layer_norm_last(&a, true);
+    m.output(&a);
+    let e = m.conv(x, 96, 1, 1, NONE, 1, 1, true, 2.0);
+    let b = m.conv(&e, 96, 7, 1, [3; 4], 1, 96, false, 2.0);
+    let b = m.transpose(&b, &nhwc);
+    let b = m.layer_norm_last(&b, false);
+    m.output(&b);
+    let f = m.conv(x, 16, 1, 1, NONE, 1, 1, true, 2.0);
+    let c = m.conv(&f, 16, 3, 2, SAME1, 1, 16, true, 2.0);
+    let c = m.transpose(&c, &nhwc);
+    let c = m.layer_norm_last(&c, true);
+    m.output(&c);
+    m
+}
+
 // ---- the sweep -------------------------------------------------------------------
 
 /// One candidate config of a task: its JSON (what the log stores), its
@@ -1091,6 +1148,16 @@ fn sweeps(
             )
         };
         let (default, space) = match op {
+            Op::FusedConv { norm: Some(_), .. } => {
+                let shape = depthwise_norm_shape(graph, node)?;
+                let d = DepthwiseNormConfig::default_for(&shape);
+                let space = DepthwiseNormConfig::search_space(&shape);
+                let big = |c: &DepthwiseNormConfig| c.smem_bytes(&shape) > SMEM_DEFAULT;
+                (
+                    candidate(&d, big(&d)),
+                    space.iter().map(|c| candidate(c, big(c))).collect(),
+                )
+            }
             Op::FusedConv { .. } | Op::Conv(_) => {
                 let shape = conv_shape(graph, node)?;
                 let d = ConvConfig::default_for(&shape);
@@ -1468,10 +1535,13 @@ fn sweep(test: &str, net: fn() -> Net, batches: &[usize]) {
             if !label.contains(filter.as_str()) {
                 continue;
             }
+            // The depthwise conv + LayerNorm fusion is opt-in; the nets
+            // that have the pair test the fused kernel.
             let options = CompileOptions {
                 batch: Some(batch),
                 precision,
                 channels_last: true,
+                fuse_depthwise_norm: true,
                 ..Default::default()
             };
             let compiled = compile_bytes(&model_bytes, test, &options)
@@ -1658,6 +1728,11 @@ fn conv_gelu_epilogues() {
 }
 
 #[test]
+fn depthwise_conv_with_layer_norm() {
+    sweep("conv_norm", net_conv_norm, &[1, 3]);
+}
+
+#[test]
 fn elementwise_softmax_matmul() {
     sweep("misc", net_misc, &[1, 3]);
 }
@@ -1677,6 +1752,7 @@ fn test_models_compile_and_sample() {
         ("dense_gelu", net_dense_gelu),
         ("mlp", net_mlp),
         ("conv_gelu", net_conv_gelu),
+        ("conv_norm", net_conv_norm),
     ] {
         let bytes = net().finish();
         for precision in [Precision::Fp32, Precision::Fp16] {
@@ -1684,6 +1760,7 @@ fn test_models_compile_and_sample() {
                 batch: Some(3),
                 precision,
                 channels_last: true,
+                fuse_depthwise_norm: true,
                 ..Default::default()
             };
             let compiled = compile_bytes(&bytes, name, &options)
@@ -1780,6 +1857,21 @@ fn test_models_compile_and_sample() {
                 };
                 let want: BTreeSet<String> = want.iter().map(|s| s.to_string()).collect();
                 assert_eq!(epilogues, want, "{name} {precision}");
+            }
+            // Every LayerNorm of the conv_norm model joins its depthwise conv.
+            if name == "conv_norm" {
+                assert!(
+                    !counts.contains_key("LayerNormalization"),
+                    "{name}: {counts:?}"
+                );
+                let normed = compiled
+                    .graph
+                    .nodes
+                    .iter()
+                    .filter(|n| matches!(n.op, Op::FusedConv { norm: Some(_), .. }))
+                    .count();
+                assert_eq!(normed, 3, "{name} {precision}");
+                assert!(sw.iter().any(|s| s.key.contains("layernorm")), "{name}");
             }
             // At f16 the s2d convs read three space-to-depth images (the
             // two 3×3s share one), and nothing else reads any.

@@ -14,13 +14,13 @@ use aotune_compiler::codegen::cuda::test_support::{
     compile_all, compile_reports, node_instance, nvcc, sample,
 };
 use aotune_compiler::codegen::cuda::{
-    candidate, conv, dense, matmul, ConvConfig, DenseConfig, KernelConfig, LinearConfig,
-    MatmulConfig,
+    candidate, conv, dense, depthwise_norm, matmul, ConvConfig, DenseConfig, DepthwiseNormConfig,
+    KernelConfig, LinearConfig, MatmulConfig,
 };
 use aotune_compiler::ir::{NodeId, Op, Precision};
 use common::template_cases::{
-    conv_cases, dense_cases, early_trigger_variants, misc_cases, mma_coverage, pooled_cases,
-    spread_variants, stem_head_cases, warp_specialized_variants,
+    conv_cases, dense_cases, early_trigger_variants, misc_cases, mma_coverage, norm_cases,
+    pooled_cases, spread_variants, stem_head_cases, warp_specialized_variants,
 };
 
 fn conv_instances(precision: Precision, per_case: usize) -> Vec<Instance> {
@@ -98,6 +98,36 @@ fn conv_templates_compile_without_spills() {
     let max = reports.iter().map(|r| r.registers).max().unwrap_or(0);
     println!(
         "{} conv kernels compiled, max {max} registers, no spills",
+        reports.len()
+    );
+}
+
+/// The normalizing depthwise kernel (`conv_depthwise_norm`): a sample of
+/// each case's search space and its default, at every precision.
+#[test]
+fn depthwise_norm_template_compiles_without_spills() {
+    let Some(nvcc) = nvcc::find_or_skip() else {
+        return;
+    };
+    let mut instances = Vec::new();
+    for precision in Precision::ALL {
+        for (label, graph) in norm_cases(precision) {
+            let shape = depthwise_norm::depthwise_norm_shape(&graph, NodeId(0)).unwrap();
+            let mut configs = sample(&DepthwiseNormConfig::search_space(&shape), 6);
+            configs.push(DepthwiseNormConfig::default_for(&shape));
+            for (i, c) in configs.iter().enumerate() {
+                instances.push(node_instance(
+                    &graph,
+                    Some(c),
+                    &format!("{label}_{i}_{precision}"),
+                ));
+            }
+        }
+    }
+    let reports = compile_all(&nvcc, "dwln_sweep", instances);
+    let max = reports.iter().map(|r| r.registers).max().unwrap_or(0);
+    println!(
+        "{} normalizing depthwise kernels compiled, max {max} registers, no spills",
         reports.len()
     );
 }

@@ -30,6 +30,7 @@ pub fn build(args: &ModelArgs, tuning: Option<&PathBuf>) -> anyhow::Result<Built
     let mut build = Build::new(&args.model)
         .precision(args.precision)
         .input_dtype(args.input_dtype)
+        .fuse_depthwise_norm(args.fuse_depthwise_norm)
         .out_dir(cache_dir());
     if let Some(b) = args.batch {
         build = build.batch(b);
@@ -45,6 +46,9 @@ pub fn build(args: &ModelArgs, tuning: Option<&PathBuf>) -> anyhow::Result<Built
     );
     if args.input_dtype != aotune_compiler::ir::DType::F32 {
         tag.push_str(&format!("_{}in", args.input_dtype));
+    }
+    if args.fuse_depthwise_norm {
+        tag.push_str("_dwnorm");
     }
     let mut built = build
         .name(tag)

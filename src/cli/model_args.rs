@@ -25,6 +25,12 @@ pub struct ModelArgs {
     /// runtime rounds it.
     #[arg(long, default_value = "f32")]
     pub input_dtype: DType,
+    /// Fuse each LayerNorm over channels into the depthwise conv before it
+    /// (ConvNeXt's blocks): one kernel instead of two, with its own tuning
+    /// tasks. Experimental: its default config measured slower than the
+    /// tuned unfused pair.
+    #[arg(long)]
+    pub fuse_depthwise_norm: bool,
 }
 
 impl ModelArgs {
@@ -41,6 +47,7 @@ impl ModelArgs {
             precision: self.precision,
             channels_last: !self.no_channels_last,
             input_dtype: self.input_dtype,
+            fuse_depthwise_norm: self.fuse_depthwise_norm,
         };
         compile_file(&self.model, &options)
             .with_context(|| format!("compiling '{}'", self.model.display()))

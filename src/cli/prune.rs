@@ -62,6 +62,9 @@ pub struct PruneArgs {
     /// The builds keep activations in ONNX's NCHW layout (`--no-channels-last`).
     #[arg(long)]
     pub no_channels_last: bool,
+    /// The builds fuse LayerNorms into depthwise convs (`--fuse-depthwise-norm`).
+    #[arg(long)]
+    pub fuse_depthwise_norm: bool,
     /// List what would be dropped; leave the file as it is.
     #[arg(long)]
     pub dry_run: bool,
@@ -86,6 +89,7 @@ pub fn prune(args: PruneArgs) -> anyhow::Result<()> {
                 precision: s.precision,
                 no_channels_last: args.no_channels_last,
                 input_dtype,
+                fuse_depthwise_norm: args.fuse_depthwise_norm,
             };
             let compiled = model.compile().with_context(|| {
                 format!(

@@ -3,7 +3,7 @@
 //! reference), per precision: convolutions (the stem, 3×3 with a residual,
 //! 1×1 strided, ragged GELU, odd channels with dilation, projection
 //! shortcuts, grouped and depthwise; with the global average pool in the
-//! epilogue), dense layers, every memory-bound template, and the input
+//! epilogue; depthwise with a LayerNorm over channels), dense layers, every memory-bound template, and the input
 //! conversions and global pools; plus the tensor-core configs that cover
 //! each path of `conv_mma.cu` and the split-K reduce-scatter variants.
 //! Graphs come from the compiler's test-graph builder
@@ -13,8 +13,8 @@ use aotune_compiler::codegen::cuda::{
     ConvConfig, ConvShape, MmaConfig, MmaEpilogue, SplitReduce, WgmmaConfig,
 };
 use aotune_compiler::ir::{
-    Activation, BinaryOp, Conv2d, DType, Epilogue, GlobalPool, Graph, Layout, Op, Pool2d,
-    Precision, Shortcut, UnaryOp,
+    Activation, BinaryOp, ChannelNorm, Conv2d, DType, Epilogue, GlobalPool, Graph, Layout, Op,
+    Pool2d, Precision, Shortcut, UnaryOp,
 };
 use aotune_compiler::test_graphs::{one_op, In};
 
@@ -58,6 +58,7 @@ pub fn conv_graph(
             epilogue,
             shortcut: None,
             pool: None,
+            norm: None,
         },
         &inputs,
         out_dtype,
@@ -99,6 +100,7 @@ pub fn shortcut_graph(
             strides: [stride; 2],
         }),
         pool: None,
+        norm: None,
     };
     one_op(op, &inputs, s, cl, precision).0
 }
@@ -270,6 +272,75 @@ pub fn conv_cases(precision: Precision) -> Vec<(String, Graph)> {
                 precision,
                 s,
             ),
+        ),
+    ]
+}
+
+/// Depthwise convolutions with a LayerNorm over channels in their epilogue
+/// (`norm: Some(..)`, the `conv_depthwise_norm` kernel): ConvNeXt-T's four
+/// 7×7 layers with a bias, a 3×3 stride-2 one over 16 channels at batch 3,
+/// 20 channels (5 lanes a pixel) 5×5 without a bias, 1024 channels at 7×7
+/// (the most, 196 KiB of staged taps) and a 1×49 filter (the widest row
+/// of input a thread holds).
+pub fn norm_cases(precision: Precision) -> Vec<(String, Graph)> {
+    let s = precision.storage();
+    let cl = Layout::ChannelsLast;
+    let case = |label: &str, n, c, hw: [usize; 2], conv: Conv2d, bias: bool| {
+        let mut inputs = vec![
+            In::act(&[n, c, hw[0], hw[1]], s, cl),
+            In::constant(&[c, 1, conv.kernel[0], conv.kernel[1]], s, cl, 1),
+        ];
+        if bias {
+            inputs.push(In::constant(&[c], DType::F32, Layout::RowMajor, 2));
+        }
+        inputs.push(In::constant(&[c], DType::F32, Layout::RowMajor, 3));
+        inputs.push(In::constant(&[c], DType::F32, Layout::RowMajor, 4));
+        let op = Op::FusedConv {
+            conv,
+            epilogue: Epilogue {
+                bias,
+                ..Epilogue::NONE
+            },
+            shortcut: None,
+            pool: None,
+            norm: Some(ChannelNorm { epsilon: 1e-6 }),
+        };
+        (label.to_string(), one_op(op, &inputs, s, cl, precision).0)
+    };
+    let seven = |c| geometry(7, 1, [3; 4], 1, c);
+    vec![
+        case("dwln56x96", 1, 96, [56, 56], seven(96), true),
+        case("dwln28x192", 1, 192, [28, 28], seven(192), true),
+        case("dwln14x384", 1, 384, [14, 14], seven(384), true),
+        case("dwln7x768", 1, 768, [7, 7], seven(768), true),
+        case(
+            "dwln_s2",
+            3,
+            16,
+            [9, 9],
+            geometry(3, 2, [1; 4], 1, 16),
+            true,
+        ),
+        case(
+            "dwln_c20",
+            1,
+            20,
+            [8, 8],
+            geometry(5, 1, [2; 4], 1, 20),
+            false,
+        ),
+        case("dwln_c1024", 1, 1024, [5, 5], seven(1024), true),
+        case(
+            "dwln_1x49",
+            1,
+            64,
+            [3, 60],
+            Conv2d {
+                kernel: [1, 49],
+                pads: [0, 24, 0, 24],
+                ..geometry(1, 1, [0; 4], 1, 64)
+            },
+            true,
         ),
     ]
 }

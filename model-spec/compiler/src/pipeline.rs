@@ -23,6 +23,11 @@ pub struct CompileOptions {
     /// `precision` (f16 at fp16, bf16 at bf16), so the caller passes
     /// half-size data; anything else is [`CompileError::InputDtype`].
     pub input_dtype: DType,
+    /// Fuse a LayerNorm over channels into the depthwise conv before it
+    /// (`passes::fuse_conv_layer_norm`; ConvNeXt). Off by default: measured
+    /// slower at its kernel's default config (H100, 2026-12-06), to be
+    /// tuned and timed against the unfused graph.
+    pub fuse_depthwise_norm: bool,
 }
 
 impl Default for CompileOptions {
@@ -32,6 +37,7 @@ impl Default for CompileOptions {
             precision: Precision::Fp32,
             channels_last: true,
             input_dtype: DType::F32,
+            fuse_depthwise_norm: false,
         }
     }
 }
@@ -113,6 +119,7 @@ pub fn compile_bytes(
             precision: options.precision,
             channels_last: options.channels_last,
             input_dtype: options.input_dtype,
+            fuse_depthwise_norm: options.fuse_depthwise_norm,
         },
     )?;
     let plan = plan_memory(&graph)?;

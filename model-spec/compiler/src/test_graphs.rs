@@ -292,6 +292,7 @@ impl Builder {
                 epilogue,
                 shortcut: None,
                 pool: None,
+                norm: None,
             };
             self.node(name, op, &inputs)
         } else {

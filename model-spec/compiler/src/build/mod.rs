@@ -70,6 +70,7 @@ pub struct Build {
     batches: Vec<Option<usize>>,
     precision: Precision,
     input_dtype: DType,
+    fuse_depthwise_norm: bool,
     out_dir: Option<PathBuf>,
     name: Option<String>,
     weights: WeightsMode,
@@ -115,6 +116,7 @@ impl Build {
             batches: vec![None],
             precision: Precision::Fp16,
             input_dtype: DType::F32,
+            fuse_depthwise_norm: false,
             out_dir: None,
             name: None,
             weights: WeightsMode::Embedded,
@@ -151,6 +153,13 @@ impl Build {
     /// [`CompileError::InputDtype`].
     pub fn input_dtype(mut self, dtype: DType) -> Self {
         self.input_dtype = dtype;
+        self
+    }
+
+    /// Fuse each LayerNorm over channels into the depthwise conv before it
+    /// ([`CompileOptions::fuse_depthwise_norm`]; default off).
+    pub fn fuse_depthwise_norm(mut self, on: bool) -> Self {
+        self.fuse_depthwise_norm = on;
         self
     }
 
@@ -258,6 +267,7 @@ impl Build {
             precision: self.precision,
             channels_last: true,
             input_dtype: self.input_dtype,
+            fuse_depthwise_norm: self.fuse_depthwise_norm,
         };
         let compiled = compile_bytes(model_bytes, &self.model.display().to_string(), &options)?;
         let mut notes = Vec::new();
@@ -294,6 +304,9 @@ impl Build {
         if self.input_dtype != DType::F32 {
             // Only when set, so f32-input builds keep their keys.
             key_parts.push(format!("input_dtype={}", self.input_dtype));
+        }
+        if self.fuse_depthwise_norm {
+            key_parts.push("fuse_depthwise_norm".into());
         }
         if let Some((_, bytes)) = tuning {
             key_parts.push(format!("tuning={:016x}", fnv1a64(bytes)));

@@ -13,8 +13,8 @@ mod view;
 pub use graph::{Graph, Node, NodeId, Patch, Value, ValueId, ValueKind};
 pub use movement::{CoordinateMode, NearestMode, PadMode, Resize, ResizeMode};
 pub use op::{
-    Activation, BinaryOp, CastTarget, Conv2d, Epilogue, GlobalPool, Op, Pool2d, ReduceKind,
-    ScatterReduction, Shortcut, UnaryOp,
+    Activation, BinaryOp, CastTarget, ChannelNorm, Conv2d, Epilogue, GlobalPool, Op, Pool2d,
+    ReduceKind, ScatterReduction, Shortcut, UnaryOp,
 };
 pub use print::print_graph;
 pub(crate) use shape::{arity, rank4};

@@ -227,6 +227,59 @@ impl fmt::Display for GlobalPool {
     }
 }
 
+/// A LayerNormalization over each output pixel's channels, run in a
+/// depthwise [`Op::FusedConv`]'s epilogue: with `v[k]` the pixel's K
+/// values `acc + bias` in f32 (the epilogue's activation is none),
+///
+/// `y[k] = (v[k] − μ) · rstd · γ[k] + β[k]`, `μ = Σ v / K`,
+/// `rstd = 1 / sqrt(Σ (v − μ)² / K + epsilon)`,
+///
+/// the mean and variance in two passes over the unrounded f32 values, and
+/// `y` rounded once to the output type. γ and β (`[K]` each) are the op's
+/// last two inputs. [`crate::passes::fuse_conv_layer_norm`] builds it from
+/// ConvNeXt's depthwise conv → LayerNorm over channels, so the conv's
+/// output is never written unnormalized. Only a depthwise convolution that
+/// [`ChannelNorm::supports`] may carry one (the kernel's limits).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ChannelNorm {
+    pub epsilon: f32,
+}
+
+impl ChannelNorm {
+    /// Most channels: the kernel gives each pixel K/4 threads of one CTA.
+    pub const MAX_CHANNELS: usize = 1024;
+    /// Most filter taps R·S: the kernel stages every channel's taps as f32
+    /// in shared memory (K·R·S·4 bytes, 196 KiB at the limits).
+    pub const MAX_TAPS: usize = 49;
+
+    /// True when a FusedConv of geometry `conv` over `channels` input
+    /// channels into `k` output channels may carry the norm: depthwise
+    /// (`groups == channels == k`), channels in vectors of 4, at most
+    /// [`Self::MAX_CHANNELS`] of them, at most [`Self::MAX_TAPS`] taps and
+    /// dilation 1 (a thread's input window stays in registers).
+    pub fn supports(conv: &Conv2d, channels: usize, k: usize) -> bool {
+        conv.groups == channels
+            && k == channels
+            && channels % 4 == 0
+            && channels <= Self::MAX_CHANNELS
+            && conv.kernel[0] * conv.kernel[1] <= Self::MAX_TAPS
+            && conv.dilations == [1, 1]
+    }
+}
+
+impl Eq for ChannelNorm {}
+impl std::hash::Hash for ChannelNorm {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.epsilon.to_bits().hash(state);
+    }
+}
+
+impl fmt::Display for ChannelNorm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "layernorm(eps={:e})", self.epsilon)
+    }
+}
+
 /// Elementwise binary operators with numpy broadcasting. Comparisons and
 /// logical ops give 1.0 for true and 0.0 for false; logical ops read any
 /// non-zero operand as true.
@@ -636,9 +689,12 @@ pub enum Op {
         equation: String,
     },
     /// Convolution with a fused epilogue. Inputs: x, w, [bias], [residual],
-    /// [shortcut input] ([`Shortcut`]). Layouts and dtypes are those of the
-    /// input and output values. With `pool` the output is the global pool
-    /// of the convolution's ([`GlobalPool`]).
+    /// [shortcut input] ([`Shortcut`]), [γ, β] (with `norm`). Layouts and
+    /// dtypes are those of the input and output values. With `pool` the
+    /// output is the global pool of the convolution's ([`GlobalPool`]);
+    /// with `norm` each output pixel is normalized over its channels
+    /// ([`ChannelNorm`]; then there is no residual, shortcut or pool, and
+    /// the activation is none).
     FusedConv {
         conv: Conv2d,
         epilogue: Epilogue,
@@ -646,6 +702,8 @@ pub enum Op {
         shortcut: Option<Shortcut>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pool: Option<GlobalPool>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        norm: Option<ChannelNorm>,
     },
     /// `y[M,N] = act(x[M,K] · w[N,K]ᵀ + bias + residual)`. Inputs: x, w, [bias], [residual].
     Dense {
@@ -805,7 +863,15 @@ impl Op {
                 epilogue,
                 shortcut,
                 pool,
+                norm,
             } => {
+                // Tuning logs key tasks by this text: a norm only appends
+                // to it, so a conv without one keeps its key.
+                let epilogue = match norm {
+                    None => epilogue.to_string(),
+                    Some(n) if *epilogue == Epilogue::NONE => n.to_string(),
+                    Some(n) => format!("{epilogue}+{n}"),
+                };
                 let mut s = format!("{} epilogue={epilogue}", conv(c));
                 if let Some(sc) = shortcut {
                     s += &format!(" shortcut={sc}");

@@ -178,22 +178,40 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
             epilogue,
             shortcut,
             pool,
+            norm,
         } => {
             let res = 2 + epilogue.bias as usize;
-            let want = res + epilogue.residual as usize + shortcut.is_some() as usize;
+            // Inputs before the norm's γ and β.
+            let conv_inputs = res + epilogue.residual as usize + shortcut.is_some() as usize;
+            let want = conv_inputs + 2 * norm.is_some() as usize;
             arity(inputs, want, want)?;
             let bias = epilogue.bias.then(|| inputs[2]);
             let out = match shortcut {
                 None => ops::conv::conv_shape(conv, inputs[0], inputs[1], bias)?,
-                Some(sc) => {
-                    shortcut_conv_shape(conv, sc, inputs[0], inputs[1], bias, inputs[want - 1])?
-                }
+                Some(sc) => shortcut_conv_shape(
+                    conv,
+                    sc,
+                    inputs[0],
+                    inputs[1],
+                    bias,
+                    inputs[conv_inputs - 1],
+                )?,
             };
             if epilogue.residual && inputs[res] != out.as_slice() {
                 return Err(format!(
                     "residual shape {:?} differs from output {out:?}",
                     inputs[res]
                 ));
+            }
+            if norm.is_some() {
+                for (what, shape) in [("scale", inputs[conv_inputs]), ("shift", inputs[want - 1])] {
+                    if shape != [out[1]] {
+                        return Err(format!(
+                            "the channel norm's {what} {shape:?} must be [{}]",
+                            out[1]
+                        ));
+                    }
+                }
             }
             Ok(match pool {
                 None => out,
@@ -292,6 +310,7 @@ mod tests {
             },
             shortcut: Some(Shortcut { strides: [2, 2] }),
             pool: None,
+            norm: None,
         };
         let (x, bias, xs): (&[usize], &[usize], &[usize]) =
             (&[2, 64, 7, 7], &[256], &[2, 32, 14, 14]);

@@ -4,7 +4,7 @@
 //! only where ops understand them, constant payloads of the right size.
 
 use super::graph::{Graph, Value, ValueId, ValueKind};
-use super::op::Op;
+use super::op::{Activation, ChannelNorm, Op};
 use super::shape::infer_shape;
 use super::types::Layout;
 
@@ -72,6 +72,44 @@ pub fn is_row_major_bytes(shape: &[usize], layout: Layout) -> bool {
         Layout::RowMajor => true,
         Layout::ChannelsLast => shape.len() != 4 || shape[1] == 1 || shape[2] * shape[3] == 1,
     }
+}
+
+/// A FusedConv with a [`ChannelNorm`] normalizes the plain depthwise
+/// convolution `acc + bias` ([`ChannelNorm::supports`]): no residual,
+/// shortcut, pool or activation comes between.
+fn check_channel_norm(graph: &Graph, op: &Op, inputs: &[ValueId]) -> Result<(), String> {
+    let Op::FusedConv {
+        conv,
+        epilogue,
+        shortcut,
+        pool,
+        norm: Some(_),
+    } = op
+    else {
+        return Ok(());
+    };
+    if epilogue.residual || shortcut.is_some() || pool.is_some() {
+        return Err("a channel norm takes no residual, shortcut or pool".into());
+    }
+    if epilogue.activation != Activation::None {
+        return Err(format!(
+            "a channel norm follows no activation, not {}",
+            epilogue.activation
+        ));
+    }
+    let (x, w) = (graph.value(inputs[0]), graph.value(inputs[1]));
+    if !ChannelNorm::supports(conv, x.shape[1], w.shape[0]) {
+        return Err(format!(
+            "a channel norm needs a depthwise convolution over whole 4-channel vectors, at \
+             most {} channels, {} taps and dilation 1; got input {:?}, weight {:?}, groups {}",
+            ChannelNorm::MAX_CHANNELS,
+            ChannelNorm::MAX_TAPS,
+            x.shape,
+            w.shape,
+            conv.groups
+        ));
+    }
+    Ok(())
 }
 
 pub fn verify(graph: &Graph) -> Result<(), VerifyError> {
@@ -166,6 +204,7 @@ pub fn verify(graph: &Graph) -> Result<(), VerifyError> {
                 ),
             ));
         }
+        check_channel_norm(graph, &node.op, &node.inputs).map_err(|m| fail(&location, m))?;
         let byte_view =
             node.inputs.len() == 1 && is_byte_view(&node.op, graph.value(node.inputs[0]), out);
         if !layout_aware(&node.op) && !byte_view {

@@ -148,3 +148,72 @@ fn substitution_chains_resolve_in_any_order() {
     verify(&g).unwrap();
     assert_eq!(g.outputs, vec![g.nodes[0].output]);
 }
+
+/// `x [1, 8, 4, 4]` → 3×3 conv with a channel norm; `groups` and the
+/// epilogue as given.
+fn normed_conv(groups: usize, epilogue: Epilogue) -> Graph {
+    let mut values = vec![
+        Value {
+            kind: ValueKind::Input,
+            ..Value::activation("x", vec![1, 8, 4, 4])
+        },
+        Value::constant("w", vec![8, 8 / groups, 3, 3], vec![0.1; 72 * 8 / groups]),
+        Value::constant("gamma", vec![8], vec![1.0; 8]),
+        Value::constant("beta", vec![8], vec![0.0; 8]),
+        Value::activation("y", vec![1, 8, 4, 4]),
+    ];
+    let mut inputs = vec![ValueId(0), ValueId(1), ValueId(2), ValueId(3)];
+    if epilogue.residual {
+        values.push(Value::constant("res", vec![1, 8, 4, 4], vec![0.0; 128]));
+        inputs.insert(2, ValueId(5));
+    }
+    Graph {
+        values,
+        nodes: vec![Node {
+            name: "conv".into(),
+            op: Op::FusedConv {
+                conv: Conv2d {
+                    kernel: [3, 3],
+                    strides: [1, 1],
+                    pads: [1; 4],
+                    dilations: [1, 1],
+                    groups,
+                },
+                epilogue,
+                shortcut: None,
+                pool: None,
+                norm: Some(ChannelNorm { epsilon: 1e-6 }),
+            },
+            inputs,
+            output: ValueId(4),
+        }],
+        inputs: vec![ValueId(0)],
+        outputs: vec![ValueId(4)],
+        precision: Precision::Fp32,
+    }
+}
+
+#[test]
+fn a_channel_norm_needs_a_plain_depthwise_conv() {
+    verify(&normed_conv(8, Epilogue::NONE)).unwrap();
+    let text = print_graph(&normed_conv(8, Epilogue::NONE));
+    assert!(text.contains("epilogue=layernorm(eps=1e-6)"), "{text}");
+    let err = verify(&normed_conv(2, Epilogue::NONE)).unwrap_err();
+    assert!(err.message.contains("depthwise"), "{err}");
+    let residual = Epilogue {
+        residual: true,
+        ..Epilogue::NONE
+    };
+    let err = verify(&normed_conv(8, residual)).unwrap_err();
+    assert!(err.message.contains("no residual"), "{err}");
+    let gelu = Epilogue {
+        activation: Activation::Gelu { tanh: false },
+        ..Epilogue::NONE
+    };
+    let err = verify(&normed_conv(8, gelu)).unwrap_err();
+    assert!(err.message.contains("no activation"), "{err}");
+    // γ and β are the last two inputs, [K] each.
+    let mut g = normed_conv(8, Epilogue::NONE);
+    g.nodes[0].inputs.pop();
+    assert!(verify(&g).unwrap_err().message.contains("inputs"));
+}

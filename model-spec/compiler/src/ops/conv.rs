@@ -123,7 +123,12 @@ pub(crate) fn reference(
         bias: inputs.len() == 3,
         ..Epilogue::NONE
     };
-    reference::conv::conv(ctx, geometry, &epilogue, None, inputs, out)
+    let fused = reference::conv::Fused {
+        epilogue: &epilogue,
+        shortcut: None,
+        norm: None,
+    };
+    reference::conv::conv(ctx, geometry, fused, inputs, out)
 }
 
 #[cfg(test)]

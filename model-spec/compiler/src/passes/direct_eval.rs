@@ -216,6 +216,7 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
             epilogue: e,
             shortcut,
             pool: Some(_),
+            norm: None,
         } => {
             // The convolution over its full output, then the mean of each
             // plane (the intermediate is not rounded to the storage dtype
@@ -229,6 +230,7 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
                 epilogue: *e,
                 shortcut: *shortcut,
                 pool: None,
+                norm: None,
             };
             let y = eval_node(&unpooled, args, shapes, &full);
             y.chunks(p * q)
@@ -248,6 +250,7 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
             epilogue: e,
             shortcut: None,
             pool: None,
+            norm: None,
         } => {
             let y = conv(c, args[0], shapes[0], args[1], shapes[1], out);
             epilogue(e, y, args, 2, |i| (i / plane(out)) % out[1])
@@ -257,6 +260,7 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
             epilogue: e,
             shortcut: Some(sc),
             pool: None,
+            norm: None,
         } => {
             // Weight rows [C | Cs]: the main 1×1 conv, then the strided one.
             let last = args.len() - 1;
@@ -470,6 +474,7 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
         | Op::Reduce { .. }
         | Op::LogSoftmax { .. }
         | Op::Hardmax { .. }
+        | Op::FusedConv { norm: Some(_), .. }
         | Op::LayerNorm { .. }
         | Op::GroupNorm { .. }
         | Op::LpNorm { .. }

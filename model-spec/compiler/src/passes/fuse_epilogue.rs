@@ -62,6 +62,7 @@ pub fn fuse_epilogue(graph: &mut Graph) -> Result<PassSummary, PassError> {
                     epilogue,
                     shortcut: None,
                     pool: None,
+                    norm: None,
                 },
                 inputs,
                 output: graph.node(last).output,

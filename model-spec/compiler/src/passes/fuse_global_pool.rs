@@ -49,6 +49,7 @@ pub fn fuse_global_pool(graph: &mut Graph) -> Result<PassSummary, PassError> {
             epilogue,
             shortcut,
             pool: None,
+            norm: None,
         } = conv.op
         else {
             continue;
@@ -73,6 +74,7 @@ pub fn fuse_global_pool(graph: &mut Graph) -> Result<PassSummary, PassError> {
                     epilogue,
                     shortcut,
                     pool: Some(GlobalPool::Avg),
+                    norm: None,
                 },
                 inputs: conv.inputs.clone(),
                 output: node.output,
@@ -182,6 +184,7 @@ mod tests {
                 epilogue: Epilogue::NONE,
                 shortcut: None,
                 pool: None,
+                norm: None,
             },
             inputs: vec![x, w],
             output: y,

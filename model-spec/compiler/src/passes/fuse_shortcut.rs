@@ -69,6 +69,7 @@ pub fn fuse_shortcut(graph: &mut Graph) -> Result<PassSummary, PassError> {
                         strides: pair.strides,
                     }),
                     pool: None,
+                    norm: None,
                 },
                 inputs,
                 output: adder.output,
@@ -117,6 +118,7 @@ fn pair_of(
         epilogue,
         shortcut: None,
         pool: None,
+        norm: None,
     } = node.op
     else {
         return None;
@@ -132,6 +134,7 @@ fn pair_of(
         epilogue: pepi,
         shortcut: None,
         pool: None,
+        norm: None,
     } = producer.op
     else {
         return None;

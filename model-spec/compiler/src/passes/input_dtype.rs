@@ -165,6 +165,7 @@ mod tests {
                 precision: Precision::Fp16,
                 channels_last: false,
                 input_dtype,
+                fuse_depthwise_norm: false,
             };
             optimize(&mut graph, &options).unwrap();
             graph

@@ -410,6 +410,7 @@ mod tests {
             epilogue: Epilogue::NONE,
             shortcut: None,
             pool: None,
+            norm: None,
         };
         let a = b.node("conv", fused, &[x, w]);
         let s = b.node("sigmoid", Op::Unary(UnaryOp::Sigmoid), &[a]);

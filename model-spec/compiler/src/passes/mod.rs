@@ -13,8 +13,10 @@
 //! space-to-depth rewrite and channel padding come after both (they rewrite
 //! that f16/bf16 NHWC `Convert`); an f16/bf16 graph input is declared right
 //! after precision, once only conversions read it; the space-to-depth
-//! rewrite runs first, and the padding takes the conversions it left. The
-//! global pool joins its conv last, once layouts and dtypes are final.
+//! rewrite runs first, and the padding takes the conversions it left. A
+//! LayerNorm over channels joins its depthwise conv, and the global pool
+//! its conv, last, once layouts and dtypes are final (the first matches the
+//! free Transpose view of a channels-last conv output that layout leaves).
 
 mod attention_views;
 mod canonicalize_transpose;
@@ -26,6 +28,7 @@ mod dense_epilogue;
 mod direct_eval;
 mod fold_batch_norm;
 mod fuse_attention;
+mod fuse_conv_layer_norm;
 mod fuse_epilogue;
 mod fuse_gelu;
 mod fuse_global_pool;
@@ -47,6 +50,7 @@ pub use dce::dce;
 pub use dense::{canonicalize_global_pool, lower_dense};
 pub use fold_batch_norm::fold_batch_norm;
 pub use fuse_attention::fuse_attention;
+pub use fuse_conv_layer_norm::fuse_conv_layer_norm;
 pub use fuse_epilogue::fuse_epilogue;
 pub use fuse_gelu::fuse_gelu;
 pub use fuse_global_pool::{fuse_global_pool, MAX_POOLED_PIXELS};
@@ -72,6 +76,9 @@ pub struct PassOptions {
     /// The dtype of the graph inputs: f32, or the precision's 16-bit storage
     /// type ([`set_input_dtype`]).
     pub input_dtype: DType,
+    /// Run [`fuse_conv_layer_norm`] (off by default: see
+    /// `CompileOptions::fuse_depthwise_norm`).
+    pub fuse_depthwise_norm: bool,
 }
 
 impl Default for PassOptions {
@@ -80,6 +87,7 @@ impl Default for PassOptions {
             precision: Precision::Fp32,
             channels_last: true,
             input_dtype: DType::F32,
+            fuse_depthwise_norm: false,
         }
     }
 }
@@ -180,8 +188,8 @@ impl fmt::Display for PassReport {
 /// canonicalize_transpose → fold_batch_norm → canonicalize_global_pool
 /// → fuse_epilogue → fuse_shortcut → lower_dense → to_channels_last (if enabled) →
 /// apply_precision → set_input_dtype (unless f32) → space_to_depth_input →
-/// pad_input_channels → fuse_global_pool → dce. Each pass verifies the graph
-/// it leaves in debug and test builds.
+/// pad_input_channels → fuse_conv_layer_norm (if asked) → fuse_global_pool → dce. Each
+/// pass verifies the graph it leaves in debug and test builds.
 pub fn optimize(graph: &mut Graph, options: &PassOptions) -> Result<PassReport, PassError> {
     let mut report = PassReport::default();
     report.passes.push(dce(graph)?);
@@ -209,6 +217,9 @@ pub fn optimize(graph: &mut Graph, options: &PassOptions) -> Result<PassReport, 
     }
     report.passes.push(space_to_depth_input(graph)?);
     report.passes.push(pad_input_channels(graph)?);
+    if options.fuse_depthwise_norm {
+        report.passes.push(fuse_conv_layer_norm(graph)?);
+    }
     report.passes.push(fuse_global_pool(graph)?);
     report.passes.push(dce(graph)?);
     Ok(report)

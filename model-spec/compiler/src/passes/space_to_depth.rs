@@ -109,6 +109,7 @@ pub fn space_to_depth_input(graph: &mut Graph) -> Result<PassSummary, PassError>
                     epilogue,
                     shortcut,
                     pool,
+                    norm,
                 } = conv.op
                 else {
                     continue;
@@ -135,6 +136,7 @@ pub fn space_to_depth_input(graph: &mut Graph) -> Result<PassSummary, PassError>
                             epilogue,
                             shortcut,
                             pool,
+                            norm,
                         },
                         inputs,
                         ..conv.clone()

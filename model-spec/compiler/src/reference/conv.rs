@@ -8,28 +8,40 @@
 //! `W[K/g, C/g·R·S] × col[C/g·R·S, P·Q]`. Depthwise convs (one input channel
 //! per group) run as direct loops instead of thousands of tiny GEMMs. The
 //! epilogue `act(acc + bias + residual)` is applied to the accumulator, which
-//! is rounded to the output type once, at the store.
+//! is rounded to the output type once, at the store; a [`ChannelNorm`]
+//! normalizes each pixel's channels of `acc + bias` first, in the
+//! accumulation type.
 
 use super::elementwise::activate;
 use super::gemm::{matmul_into, Operand, OperandMut};
+use super::normalize::{moments, normalized};
 use super::op_io::{dims4, input, Ctx, OpError, OpResult, OutSpec, Output, Tensor};
 use super::scalar::Scalar;
 use super::Accumulate;
-use crate::ir::{Conv2d, Epilogue, Layout, Shortcut};
+use crate::ir::{ChannelNorm, Conv2d, Epilogue, Layout, Shortcut};
 use rayon::prelude::*;
 use std::borrow::Cow;
+
+/// What a FusedConv (or a Conv, as the epilogue of just its bias) adds to
+/// the convolution's products.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fused<'a> {
+    pub epilogue: &'a Epilogue,
+    pub shortcut: Option<&'a Shortcut>,
+    /// A norm over each pixel's channels; γ and β are the last two inputs.
+    pub norm: Option<&'a ChannelNorm>,
+}
 
 pub(crate) fn conv(
     ctx: &Ctx,
     geometry: &Conv2d,
-    epilogue: &Epilogue,
-    shortcut: Option<&Shortcut>,
+    fused: Fused,
     inputs: &[Tensor],
     out: &OutSpec,
 ) -> OpResult {
     match ctx.accumulate {
-        Accumulate::F32 => conv_in::<f32>(ctx, geometry, epilogue, shortcut, inputs, out),
-        Accumulate::F64 => conv_in::<f64>(ctx, geometry, epilogue, shortcut, inputs, out),
+        Accumulate::F32 => conv_in::<f32>(ctx, geometry, fused, inputs, out),
+        Accumulate::F64 => conv_in::<f64>(ctx, geometry, fused, inputs, out),
     }
 }
 
@@ -86,11 +98,15 @@ impl Dims {
 fn conv_in<T: Scalar>(
     ctx: &Ctx,
     geometry: &Conv2d,
-    epilogue: &Epilogue,
-    shortcut: Option<&Shortcut>,
+    fused: Fused,
     inputs: &[Tensor],
     out: &OutSpec,
 ) -> OpResult {
+    let Fused {
+        epilogue,
+        shortcut,
+        norm,
+    } = fused;
     let x = input(inputs, 0)?;
     let w = input(inputs, 1)?;
     let bias = match epilogue.bias {
@@ -166,6 +182,17 @@ fn conv_in<T: Scalar>(
         )));
     }
     add_bias_residual(&mut acc, layout, &d, bias, residual.as_deref());
+    if let Some(norm) = norm {
+        let at = inputs.len().saturating_sub(2);
+        let (gamma, beta) = (input(inputs, at)?, input(inputs, at + 1)?);
+        let (gamma, beta) = (gamma.row_major(), beta.row_major());
+        if gamma.len() != k || beta.len() != k {
+            return Err(OpError(format!(
+                "the channel norm's scale and shift must have {k} elements"
+            )));
+        }
+        normalize_channels(&mut acc, layout, &d, norm.epsilon, &gamma, &beta);
+    }
     let mut data = T::into_f32(acc);
     activate(&mut data, epilogue.activation);
     Ok(Output { data, layout })
@@ -251,6 +278,43 @@ fn add_bias_residual<T: Scalar>(
                 }
             }
         });
+}
+
+/// Normalizes each output pixel's K accumulators (bias included) over its
+/// channels, in place and in T: [`moments`] then [`normalized`] with the
+/// channel's `gamma` and `beta`, as LayerNormalization over the channels
+/// of the stored output would compute them, without the store's rounding
+/// in between.
+fn normalize_channels<T: Scalar>(
+    acc: &mut [T],
+    layout: Layout,
+    d: &Dims,
+    epsilon: f32,
+    gamma: &[f32],
+    beta: &[f32],
+) {
+    let (k, pq) = (d.k, d.p * d.q);
+    let count = T::of_usize(k);
+    match layout {
+        // A pixel's channels are one row of K.
+        Layout::ChannelsLast => acc.par_chunks_mut(k.max(1)).for_each(|px| {
+            let (mean, inv_std) = moments(px.iter().copied(), count, epsilon);
+            for (c, v) in px.iter_mut().enumerate() {
+                *v = normalized(*v, mean, inv_std, gamma[c], beta[c]);
+            }
+        }),
+        // An image's K planes of P·Q: a pixel's channels are P·Q apart.
+        Layout::RowMajor => acc.par_chunks_mut((k * pq).max(1)).for_each(|image| {
+            for px in 0..pq {
+                let channel = |c: usize| image[c * pq + px];
+                let (mean, inv_std) = moments((0..k).map(channel), count, epsilon);
+                for c in 0..k {
+                    let v = &mut image[c * pq + px];
+                    *v = normalized(*v, mean, inv_std, gamma[c], beta[c]);
+                }
+            }
+        }),
+    }
 }
 
 fn gemm_nhwc<T: Scalar>(d: &Dims, x: &[T], w: &[T], acc: &mut [T]) -> Result<(), OpError> {
@@ -415,7 +479,9 @@ fn depthwise_nchw<T: Scalar>(d: &Dims, x: &[T], w: &[T], acc: &mut [T]) {
 mod tests {
     use super::super::testing::{conv2d, naive_conv, physical, run1, Rng};
     use super::super::{rel_l2, run, Accumulate, RunOptions};
-    use crate::ir::{Activation, Conv2d, DType, Epilogue, Graph, Layout, Op, Precision};
+    use crate::ir::{
+        Activation, ChannelNorm, Conv2d, DType, Epilogue, Graph, Layout, Op, Precision, Value,
+    };
     use crate::test_graphs::Builder;
 
     /// `x [N,C,H,W]`, K output channels, geometry.
@@ -490,6 +556,7 @@ mod tests {
                     epilogue: e,
                     shortcut: None,
                     pool: None,
+                    norm: None,
                 }
             }
         };
@@ -540,6 +607,63 @@ mod tests {
                     assert!(err64 < 1e-7, "case {i} {layout:?} f64: rel err {err64}");
                 }
             }
+        }
+    }
+
+    /// A depthwise conv with bias and a [`ChannelNorm`] is the naive conv
+    /// normalized per pixel over its channels (f64 here), in both layouts.
+    #[test]
+    fn channel_norm_normalizes_each_pixel_of_the_conv_output() {
+        let case = Case {
+            x: [2, 8, 6, 7],
+            k: 8,
+            geometry: conv2d([3, 3], [1, 2], [1, 1, 1, 0], [1, 1], 8),
+        };
+        let bias = Epilogue {
+            bias: true,
+            ..Epilogue::NONE
+        };
+        for layout in [Layout::RowMajor, Layout::ChannelsLast] {
+            let (mut graph, x) = conv_graph(&case, layout, true, Some(bias), 7);
+            let mut rng = Rng::new(8);
+            let gamma: Vec<f32> = rng.vec(8).iter().map(|v| 1.0 + v).collect();
+            let beta = rng.vec(8);
+            let g = graph.add_value(Value::constant("gamma", vec![8], gamma.clone()));
+            let b = graph.add_value(Value::constant("beta", vec![8], beta.clone()));
+            let node = graph.nodes.last_mut().expect("the conv");
+            let Op::FusedConv { norm, .. } = &mut node.op else {
+                panic!("the conv is last");
+            };
+            *norm = Some(ChannelNorm { epsilon: 1e-3 });
+            node.inputs.extend([g, b]);
+            crate::ir::verify(&graph).unwrap();
+            let conv = naive_for(&graph, &case, &x);
+            let [p, q] = case.geometry.output_hw(6, 7).unwrap();
+            let [n, k] = [2, 8];
+            assert_eq!(conv.len(), n * k * p * q);
+            let mut want = vec![0.0f32; conv.len()];
+            for img in 0..n {
+                for px in 0..p * q {
+                    let at = |c: usize| (img * k + c) * p * q + px;
+                    let v: Vec<f64> = (0..k).map(|c| conv[at(c)] as f64).collect();
+                    let mean = v.iter().sum::<f64>() / k as f64;
+                    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / k as f64;
+                    let rstd = 1.0 / (var + 1e-3).sqrt();
+                    for c in 0..k {
+                        let y = (v[c] - mean) * rstd * gamma[c] as f64 + beta[c] as f64;
+                        want[at(c)] = y as f32;
+                    }
+                }
+            }
+            let err = rel_l2(&run1(&graph, &[&x]), &want);
+            assert!(err < 1e-5, "{layout:?}: rel err {err}");
+            let f64_opts = RunOptions {
+                accumulate: Accumulate::F64,
+                ..RunOptions::default()
+            };
+            let got64 = run(&graph, &[&x], &f64_opts).unwrap().remove(0);
+            let err64 = rel_l2(&got64, &want);
+            assert!(err64 < 1e-7, "{layout:?} f64: rel err {err64}");
         }
     }
 

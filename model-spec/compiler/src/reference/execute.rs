@@ -210,6 +210,7 @@ fn pooled_conv(
         epilogue: *epilogue,
         shortcut: *shortcut,
         pool: None,
+        norm: None,
     };
     let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape).collect();
     let shape = infer_shape(&unpooled, &shapes)?;
@@ -217,14 +218,12 @@ fn pooled_conv(
         shape: &shape,
         dtype: out.dtype,
     };
-    let mut full = conv::conv(
-        ctx,
-        geometry,
+    let fused = conv::Fused {
         epilogue,
-        shortcut.as_ref(),
-        inputs,
-        &conv_out,
-    )?;
+        shortcut: shortcut.as_ref(),
+        norm: None,
+    };
+    let mut full = conv::conv(ctx, geometry, fused, inputs, &conv_out)?;
     super::storage::round_to(out.dtype, &mut full.data);
     let tensor = Tensor {
         data: Cow::Owned(full.data),
@@ -304,12 +303,22 @@ fn run_op(ctx: &Ctx, op: &Op, inputs: &[Tensor], out: &OutSpec) -> OpResult {
             epilogue,
             shortcut,
             pool: None,
-        } => conv::conv(ctx, geometry, epilogue, shortcut.as_ref(), inputs, out),
+            norm,
+        } => {
+            let fused = conv::Fused {
+                epilogue,
+                shortcut: shortcut.as_ref(),
+                norm: norm.as_ref(),
+            };
+            conv::conv(ctx, geometry, fused, inputs, out)
+        }
+        // The verifier admits no norm beside a pool.
         Op::FusedConv {
             conv: geometry,
             epilogue,
             shortcut,
             pool: Some(GlobalPool::Avg),
+            norm: _,
         } => pooled_conv(ctx, geometry, epilogue, shortcut, inputs, out),
         Op::Dense { epilogue } => super::gemm::dense(ctx, epilogue, inputs, out),
         Op::Convert => shape_ops::convert(inputs),

@@ -32,23 +32,38 @@ fn normalize_rows<T: Scalar>(
         .zip(data.par_chunks(cols.max(1)))
         .enumerate()
         .for_each(|(row, (dst, src))| {
-            let mut sum = T::ZERO;
-            for &v in src {
-                sum += T::of(v);
-            }
-            let mean = sum / count;
-            let mut squares = T::ZERO;
-            for &v in src {
-                let d = T::of(v) - mean;
-                squares += d * d;
-            }
-            let inv_std = T::of(1.0) / (squares / count + T::of(epsilon)).sqrt();
+            let (mean, inv_std) = moments(src.iter().map(|&v| T::of(v)), count, epsilon);
             for (col, (o, &v)) in dst.iter_mut().zip(src).enumerate() {
                 let (scale, bias) = affine(row, col);
-                *o = ((T::of(v) - mean) * inv_std * T::of(scale) + T::of(bias)).to_f32();
+                *o = normalized(T::of(v), mean, inv_std, scale, bias).to_f32();
             }
         });
     out
+}
+
+/// The mean of `values` (`count` of them) and `1/sqrt(var + ε)`, the
+/// variance the mean of squared deviations from the mean: two passes in T.
+pub(crate) fn moments<T: Scalar>(
+    values: impl Iterator<Item = T> + Clone,
+    count: T,
+    epsilon: f32,
+) -> (T, T) {
+    let mut sum = T::ZERO;
+    for v in values.clone() {
+        sum += v;
+    }
+    let mean = sum / count;
+    let mut squares = T::ZERO;
+    for v in values {
+        let d = v - mean;
+        squares += d * d;
+    }
+    (mean, T::of(1.0) / (squares / count + T::of(epsilon)).sqrt())
+}
+
+/// `(v − mean) · inv_std · scale + bias`, in T.
+pub(crate) fn normalized<T: Scalar>(v: T, mean: T, inv_std: T, scale: f32, bias: f32) -> T {
+    (v - mean) * inv_std * T::of(scale) + T::of(bias)
 }
 
 /// `src` broadcast to `shape`, row-major.

@@ -64,6 +64,7 @@ impl Net {
             },
             shortcut: None,
             pool: None,
+            norm: None,
         };
         let y = self.b.op(op, &inputs);
         self.b.set(y, self.layout, DType::F32);

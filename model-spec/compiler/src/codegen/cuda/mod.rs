@@ -54,7 +54,8 @@ pub mod test_support;
 mod tests;
 
 pub use gemm::{
-    conv, conv_shape, cost_model, dense, implicit_gemm, matmul, mma_config, wgmma_config,
+    conv, conv_shape, cost_model, dense, depthwise_norm, depthwise_norm_config, implicit_gemm,
+    matmul, mma_config, wgmma_config,
 };
 pub use ops::{elementwise, global_pool, norm, pool, reduce, rows, space_to_depth, to_nhwc};
 
@@ -62,6 +63,7 @@ pub use config::{ConfigOverrides, KernelConfig, LinearConfig, LinearShape};
 pub use conv::ConvConfig;
 pub use conv_shape::{ConvShape, MmaOperands};
 pub use dense::{DenseConfig, GemvConfig};
+pub use depthwise_norm_config::{DepthwiseNormConfig, DepthwiseNormShape};
 pub use error::CodegenError;
 pub use global_pool::GlobalPoolConfig;
 pub use implicit_gemm::SimtConfig;
@@ -291,6 +293,13 @@ pub(crate) fn dispatch<V: VisitTask>(
 ) -> Result<V::Out, String> {
     let node = graph.node(id);
     Ok(match &node.op {
+        // A channel norm makes the conv a task of its own kind.
+        Op::FusedConv { norm: Some(_), .. } => {
+            let shape = depthwise_norm::depthwise_norm_shape(graph, id)?;
+            visitor.visit::<DepthwiseNormConfig>(&shape, "dwln", &|c, sym| {
+                depthwise_norm::instantiate(&shape, c, sym)
+            })
+        }
         Op::FusedConv { .. } | Op::Conv(_) => {
             let shape = conv::conv_shape(graph, id)?;
             visitor.visit::<ConvConfig>(&shape, "conv", &|c, sym| conv::instantiate(&shape, c, sym))

@@ -369,11 +369,14 @@ fn channels_last_bytes(shape: &[usize], layout: Layout) -> bool {
 pub fn conv_shape(graph: &Graph, node: NodeId) -> Result<ConvShape, String> {
     let n = graph.node(node);
     let (geometry, bias, residual, activation, shortcut, pool) = match &n.op {
+        // A norm's γ and β follow the inputs read here; its kernel takes
+        // this shape for the convolution ([`super::depthwise_norm`]).
         Op::FusedConv {
             conv,
             epilogue,
             shortcut,
             pool,
+            norm: _,
         } => (
             conv,
             epilogue.bias,

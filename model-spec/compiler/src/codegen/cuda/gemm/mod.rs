@@ -13,6 +13,8 @@ pub mod conv_shape;
 pub mod cost_model;
 pub mod dense;
 pub mod depthwise_config;
+pub mod depthwise_norm;
+pub mod depthwise_norm_config;
 pub mod implicit_gemm;
 pub mod matmul;
 pub mod mma_config;
