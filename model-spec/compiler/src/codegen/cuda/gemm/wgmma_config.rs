@@ -675,9 +675,15 @@ impl WgmmaConfig {
             // barrier) 128×128 tiles reached 52% of the measured peak on
             // ResNet-50's 3×3 layers at batch 256.
             // Warp-specialized: no barrier per k tile and the fill hidden
-            // behind the previous tile (a guess until measured).
-            inner_efficiency: if self.warp_specialized { 0.65 } else { 0.55 }
-                * (mma_clocks / smem_clocks).min(1.0),
+            // behind the previous tile; ping-pong also hides the epilogue
+            // (guesses until measured; the 64-row ping-pong tiles still
+            // rank low on ViT b64's layers for their operand traffic, so
+            // `bench/probes/ws_gemm_probe.sh` forces them).
+            inner_efficiency: match (self.warp_specialized, self.pingpong) {
+                (true, true) => 0.72,
+                (true, false) => 0.65,
+                _ => 0.55,
+            } * (mma_clocks / smem_clocks).min(1.0),
             saturating_warps: 8.0,
             element_bytes: 2,
             gather_penalty: if MmaConfig::a_vectorized(shape) {
