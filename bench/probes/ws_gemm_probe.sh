@@ -4,7 +4,8 @@
 # batch 64? One GPU call: the Dense GPU test (every template, WS and ping-pong variants
 # included), then the TorchScript ViT-B/16 at b64 fp16 with the committed log and with one
 # forced WS config on its four 12608-row Dense tasks (bench/probes/force_configs.py), per-layer
-# profiles summed by op. `CONFIGS` (names below) picks the variants; `VERIFY=name` verifies one.
+# profiles summed by op. `CONFIGS` (names below: w = one tile over two consumers, p/q = ping-pong
+# 64- and 128-row tiles) picks the variants; `VERIFY=name` verifies one.
 # Carry .device (prepare_device.sh: aotune, gpu_templates).
 set -u
 . "$(dirname "$0")/../device_env.sh"
@@ -26,13 +27,14 @@ declare -A CFG=(
   [w192]='{"kernel":"wgmma","block_m":128,"block_n":192,"stages":5,"split_k":1,"epilogue":"direct","warp_specialized":true}'
   [p256]='{"kernel":"wgmma","block_m":64,"block_n":256,"stages":4,"split_k":1,"epilogue":"direct","warp_specialized":true,"pingpong":true}'
   [p128]='{"kernel":"wgmma","block_m":64,"block_n":128,"stages":6,"split_k":1,"epilogue":"direct","warp_specialized":true,"pingpong":true}'
+  [q128]='{"kernel":"wgmma","block_m":128,"block_n":128,"stages":4,"split_k":1,"epilogue":"direct","warp_specialized":true,"pingpong":true}'
 )
 bench() {  # name log
   timeout 90 $B bench /tmp/$m.onnx --precision fp16 --batch 64 --tuning "$2" --per-layer > "$OUT/bench_$1.log" 2>&1
   note "$1: $(grep -E 'GPU time' "$OUT/bench_$1.log")"
 }
 bench committed models/vit_b_16.b64.best.json
-for c in ${CONFIGS:-p256 p128 w256}; do
+for c in ${CONFIGS:-q128 p256 w256}; do
   python3 bench/probes/force_configs.py "$OUT/tasks.txt" "${CFG[$c]}" "$OUT/$c.best.json" \
     --match 'in0=f16\[12608x' --base models/vit_b_16.b64.best.json > /dev/null
   bench "$c" "$OUT/$c.best.json"

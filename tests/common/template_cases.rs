@@ -432,8 +432,8 @@ pub fn mma_coverage(shape: &ConvShape) -> Vec<ConvConfig> {
 }
 
 /// Warp-specialized wgmma tiles for `shape` (64×64 with 3 stages, 128×128
-/// with 4, 128×192 with 5, 128×256 with 4; ping-pong 64×128 with 3 stages
-/// and 64×256 with 4) where they validate: the search
+/// with 4, 128×192 with 5, 128×256 with 4; ping-pong 64×128 with 3 stages,
+/// 64×256 and 128×128 with 4) where they validate: the search
 /// space holds them only for GEMMs of at least two persistent waves of
 /// 128×256 tiles, so the sweep's smaller shapes get them here.
 pub fn warp_specialized_variants(shape: &ConvShape) -> Vec<WgmmaConfig> {
@@ -444,6 +444,7 @@ pub fn warp_specialized_variants(shape: &ConvShape) -> Vec<WgmmaConfig> {
         (128, 256, 4, false),
         (64, 128, 3, true),
         (64, 256, 4, true),
+        (128, 128, 4, true),
     ]
     .into_iter()
     .map(|(block_m, block_n, stages, pingpong)| WgmmaConfig {

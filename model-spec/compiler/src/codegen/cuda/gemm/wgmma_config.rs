@@ -101,8 +101,9 @@ pub struct WgmmaConfig {
     #[serde(default, skip_serializing_if = "is_false")]
     pub warp_specialized: bool,
     /// Warp-specialized with two consumer warpgroups that take the CTA's
-    /// 64-row tiles in turn, one running its epilogue while the other
-    /// multiplies (`block_m` 64 only). Absent from the JSON when false.
+    /// tiles in turn, each a whole `block_m` (64 or 128) × `block_n` tile,
+    /// one running its epilogue while the other multiplies. Absent from the
+    /// JSON when false.
     #[serde(default, skip_serializing_if = "is_false")]
     pub pingpong: bool,
 }
@@ -134,9 +135,15 @@ impl WgmmaConfig {
         }
     }
 
-    /// f32 accumulators per thread: half the wgmma's N.
+    /// f32 accumulators per thread: half the wgmma's N, for each 64-row
+    /// block a ping-pong warpgroup multiplies.
     fn accumulators(&self) -> usize {
-        self.instruction_n() as usize / 2
+        let blocks = if self.pingpong {
+            (self.block_m as usize / 64).max(1)
+        } else {
+            1
+        };
+        self.instruction_n() as usize / 2 * blocks
     }
 
     /// Warpgroups running wgmmas: two that alternate tiles when
@@ -335,9 +342,10 @@ impl WgmmaConfig {
         if self.warp_specialized {
             self.check_warp_specialized(shape)?;
         }
-        if self.pingpong && !(self.warp_specialized && self.block_m == 64) {
+        if self.pingpong && !(self.warp_specialized && matches!(self.block_m, 64 | 128)) {
             return Err(
-                "pingpong needs warp_specialized and block_m 64 (a tile per warpgroup)".into(),
+                "pingpong needs warp_specialized and block_m 64 or 128 (a tile per warpgroup)"
+                    .into(),
             );
         }
         mma_grid(shape, self.block_m, self.block_n, self.split_k).map(|_| ())
@@ -513,15 +521,15 @@ impl WgmmaConfig {
     }
 
     /// The warp-specialized configs of a GEMM of at least [`WS_MIN_TILES`]
-    /// 128×256 tiles' worth of work: 64 rows (one consumer, or two in
-    /// ping-pong) or 128 rows × every `block_n` ≥ 64 × 3..=6 stages that
+    /// 128×256 tiles' worth of work: 64 or 128 rows, split over consumer
+    /// warpgroups or ping-pong, × every `block_n` ≥ 64 × 3..=6 stages that
     /// validate.
     fn warp_specialized_space(shape: &ConvShape) -> Vec<Self> {
         if shape.gemm_m().div_ceil(128) * shape.gemm_n().div_ceil(256) < WS_MIN_TILES {
             return Vec::new();
         }
         let mut out = Vec::new();
-        for (block_m, pingpong) in [(64, false), (64, true), (128, false)] {
+        for (block_m, pingpong) in [(64, false), (64, true), (128, false), (128, true)] {
             for block_n in BLOCK_NS.into_iter().filter(|&n| n >= 64) {
                 for stages in 3..=6 {
                     let c = WgmmaConfig {
@@ -1196,8 +1204,24 @@ mod tests {
         let mut p = Params::new("P");
         pp.render(&mut p, &shape);
         assert!(p.render().contains("PINGPONG = true;"));
+        // 128-row tiles: two m64 blocks a warpgroup, 2 × 64 accumulators
+        // at n128; 2 × 128 at n256 are too many for 384 threads.
+        let tall = WgmmaConfig {
+            block_m: 128,
+            block_n: 128,
+            ..pp
+        };
+        assert_eq!(tall.validate(&shape), Ok(()));
+        assert_eq!(tall.tag(), "wgmma_m128n128p4s1dwp");
+        assert!(WgmmaConfig::search_space(&shape).contains(&tall));
         let wide = WgmmaConfig { block_m: 128, ..pp };
-        assert!(wide.validate(&shape).unwrap_err().contains("block_m 64"));
+        assert!(wide.validate(&shape).unwrap_err().contains("registers"));
+        let huge = WgmmaConfig {
+            block_m: 192,
+            block_n: 64,
+            ..pp
+        };
+        assert!(huge.validate(&shape).unwrap_err().contains("64 or 128"));
         let plain = WgmmaConfig {
             warp_specialized: false,
             epilogue: MmaEpilogue::Staged,

@@ -35,8 +35,10 @@
 // previous fill after each wait; at the end of a tile wgmma_wait<0> drains
 // the group and releases the last fill before the epilogue.
 //
-// Ping-pong (P::PINGPONG, BM = 64): two consumer warpgroups take the CTA's
-// tiles in turn (warpgroup i % 2 its i-th), each a whole 64 x BN tile. The
+// Ping-pong (P::PINGPONG, BM = 64 or 128): two consumer warpgroups take the
+// CTA's tiles in turn (warpgroup i % 2 its i-th), each a whole BM x BN tile
+// (BM / 64 row blocks of one m64 wgmma each per k step, their accumulators
+// side by side). The
 // ring hands out fills in tile order, so one warpgroup's k loop follows the
 // other's, and each runs its epilogue while the other multiplies: the
 // tensor cores (which one warpgroup's wgmmas occupy whole) do not wait for
@@ -100,7 +102,9 @@ __device__ __forceinline__ void conv_wgmma_ws(const typename P::TIn* __restrict_
   constexpr int BM = P::BM, BN = P::BN, BK = P::BK, STAGES = P::STAGES;
   constexpr bool PP = P::PINGPONG;
   constexpr int WGS = PP ? 2 : BM / 64, T = 128 * WGS;  // consumer warpgroups and threads
-  static_assert(!PP || BM == 64, "a ping-pong warpgroup owns a whole 64-row tile");
+  // Row blocks of 64 a consumer warpgroup multiplies per tile.
+  constexpr int RB = PP ? BM / 64 : 1;
+  static_assert(!PP || BM == 64 || BM == 128, "a ping-pong warpgroup owns a whole tile");
   constexpr int ROW = BK * (int)sizeof(TE);   // 128 bytes
   constexpr int A_STAGE = BM * ROW, B_STAGE = BN * ROW;
   constexpr int KSTEPS = BK / 16;
@@ -158,8 +162,9 @@ __device__ __forceinline__ void conv_wgmma_ws(const typename P::TIn* __restrict_
   }
 
   // The consumer warpgroups: warpgroup wg multiplies rows 64 wg .. 64 wg +
-  // 63 of each tile by its BN columns (ping-pong: all 64 rows of its own
-  // tiles); `tile_warp` is the warp's 16-row slice of the tile.
+  // 63 of each tile by its BN columns (ping-pong: all BM rows of its own
+  // tiles, row block rb's accumulators at acc[rb * R]); `tile_warp` is the
+  // warp's 16-row slice of a 64-row block.
   const int lane = tid % 32, warp = tid / 32, wg = tid / 128;
   const int tile_warp = PP ? warp % 4 : warp;
   grid_dependency_wait();
@@ -167,14 +172,14 @@ __device__ __forceinline__ void conv_wgmma_ws(const typename P::TIn* __restrict_
   const unsigned int a_base = smem_addr(As) + (PP ? 0 : wg * 64 * ROW);
   const unsigned int b_base = smem_addr(Bs);
   const int g = lane / 4, t4 = lane % 4;
-  float acc[R];
+  float acc[RB * R];
   bool triggered = false;
   int i = 0;  // the CTA's tiles so far
   for (int tile = blockIdx.x; tile < TILES; tile += gridDim.x, ++i) {
     if (PP && i % 2 != wg) continue;
     const int m0 = (tile / N_TILES) * BM, n0 = (tile % N_TILES) * BN;
 #pragma unroll
-    for (int e = 0; e < R; ++e) acc[e] = 0.0f;
+    for (int e = 0; e < RB * R; ++e) acc[e] = 0.0f;
     if (PP && i > 0) mbar_wait(handoff, (i - 1) & 1);  // tile i - 1 has all its fills
     int fill = i * KT;
     for (int kt = 0; kt < KT; ++kt, ++fill) {
@@ -187,8 +192,12 @@ __device__ __forceinline__ void conv_wgmma_ws(const typename P::TIn* __restrict_
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < KSTEPS; ++kk) {
-        // 16 k = 32 bytes along the swizzled rows.
-        Wgmma<BN, TE>::run(acc, wgmma_desc(a + kk * 32), wgmma_desc(b + kk * 32));
+#pragma unroll
+        for (int rb = 0; rb < RB; ++rb) {
+          // 16 k = 32 bytes along the swizzled rows; row block rb 64 rows on.
+          Wgmma<BN, TE>::run(*reinterpret_cast<float(*)[R]>(acc + rb * R),
+                             wgmma_desc(a + rb * 64 * ROW + kk * 32), wgmma_desc(b + kk * 32));
+        }
       }
       wgmma_commit();
       wgmma_wait<1>();  // the previous fill's wgmmas are done
@@ -203,7 +212,10 @@ __device__ __forceinline__ void conv_wgmma_ws(const typename P::TIn* __restrict_
       launch_dependents();
       triggered = true;
     }
-    direct_epilogue<P, 1, NI, 16, BN>(acc, tile_warp, 0, g, t4, m0, n0, y, bias, r);
+#pragma unroll
+    for (int rb = 0; rb < RB; ++rb)
+      direct_epilogue<P, 1, NI, 16, BN>(acc + rb * R, tile_warp, 0, g, t4, m0 + rb * 64, n0, y,
+                                        bias, r);
   }
   if (!triggered) launch_dependents();  // a ping-pong warpgroup without a tile
 }
