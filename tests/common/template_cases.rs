@@ -447,19 +447,8 @@ pub fn warp_specialized_variants(shape: &ConvShape) -> Vec<WgmmaConfig> {
         (128, 128, 4, true),
     ]
     .into_iter()
-    .map(|(block_m, block_n, stages, pingpong)| WgmmaConfig {
-        block_m,
-        block_n,
-        stages,
-        split_k: 1,
-        epilogue: MmaEpilogue::Direct,
-        split_reduce: SplitReduce::Global,
-        min_blocks: 1,
-        prefetch_residual: false,
-        swap_ab: false,
-        early_trigger: false,
-        warp_specialized: true,
-        pingpong,
+    .map(|(block_m, block_n, stages, pingpong)| {
+        WgmmaConfig::warp_specialized_tile(block_m, block_n, stages, pingpong)
     })
     .filter(|c| c.validate(shape).is_ok())
     .collect()

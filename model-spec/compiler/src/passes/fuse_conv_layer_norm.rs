@@ -320,6 +320,15 @@ mod tests {
         (b.finish(), data)
     }
 
+    /// The fused graph's output against the unfused one's (rel. L2), on `x`.
+    fn fused_error(before: &Graph, after: &Graph, x: &[f32]) -> f64 {
+        let opts = RunOptions::default();
+        rel_l2(
+            &run(after, &[x], &opts).unwrap()[0],
+            &run(before, &[x], &opts).unwrap()[0],
+        )
+    }
+
     fn fuse(variant: Variant) -> (Graph, Graph, PassSummary, Vec<f32>) {
         let (before, x) = graph(variant);
         let mut after = before.clone();
@@ -356,13 +365,8 @@ mod tests {
           %7: f16[1,5,6,8] = Relu(%4)  # relu
           return %7
         ");
-        let opts = RunOptions::default();
-        let (want, got) = (
-            run(&before, &[&x], &opts).unwrap(),
-            run(&after, &[&x], &opts).unwrap(),
-        );
         // The unfused LayerNorm reads the conv's output rounded to f16.
-        let err = rel_l2(&got[0], &want[0]);
+        let err = fused_error(&before, &after, &x);
         assert!(err > 0.0 && err < 2e-3, "rel err {err}");
     }
 
@@ -376,11 +380,7 @@ mod tests {
         let kinds: Vec<&str> = after.nodes.iter().map(|n| n.op.kind()).collect();
         assert_eq!(kinds, ["FusedConv", "Relu"]);
         assert_eq!(after.nodes[1].inputs, [after.nodes[0].output]);
-        let opts = RunOptions::default();
-        let err = rel_l2(
-            &run(&after, &[&x], &opts).unwrap()[0],
-            &run(&before, &[&x], &opts).unwrap()[0],
-        );
+        let err = fused_error(&before, &after, &x);
         assert!(err < 2e-3, "rel err {err}");
     }
 
@@ -395,11 +395,7 @@ mod tests {
         let beta = after.value(conv.inputs[3]);
         assert_eq!(gamma.constant_data().unwrap().as_slice(), &[1.5; 8]);
         assert_eq!(beta.constant_data().unwrap().as_slice(), &[0.0; 8]);
-        let opts = RunOptions::default();
-        let err = rel_l2(
-            &run(&after, &[&x], &opts).unwrap()[0],
-            &run(&before, &[&x], &opts).unwrap()[0],
-        );
+        let err = fused_error(&before, &after, &x);
         assert!(err < 2e-3, "rel err {err}");
     }
 

@@ -520,6 +520,26 @@ impl WgmmaConfig {
         out
     }
 
+    /// A warp-specialized `block_m × block_n` tile with `stages` stages,
+    /// ping-pong or not, and the only settings that form takes (split 1,
+    /// the direct epilogue, nothing else on).
+    pub fn warp_specialized_tile(block_m: u32, block_n: u32, stages: u32, pingpong: bool) -> Self {
+        WgmmaConfig {
+            block_m,
+            block_n,
+            stages,
+            split_k: 1,
+            epilogue: MmaEpilogue::Direct,
+            split_reduce: SplitReduce::Global,
+            min_blocks: 1,
+            prefetch_residual: false,
+            swap_ab: false,
+            early_trigger: false,
+            warp_specialized: true,
+            pingpong,
+        }
+    }
+
     /// The warp-specialized configs of a GEMM of at least [`WS_MIN_TILES`]
     /// 128×256 tiles' worth of work: 64 or 128 rows, split over consumer
     /// warpgroups or ping-pong, × every `block_n` ≥ 64 × 3..=6 stages that
@@ -532,20 +552,7 @@ impl WgmmaConfig {
         for (block_m, pingpong) in [(64, false), (64, true), (128, false), (128, true)] {
             for block_n in BLOCK_NS.into_iter().filter(|&n| n >= 64) {
                 for stages in 3..=6 {
-                    let c = WgmmaConfig {
-                        pingpong,
-                        block_m,
-                        block_n,
-                        stages,
-                        split_k: 1,
-                        epilogue: MmaEpilogue::Direct,
-                        split_reduce: SplitReduce::Global,
-                        min_blocks: 1,
-                        prefetch_residual: false,
-                        swap_ab: false,
-                        early_trigger: false,
-                        warp_specialized: true,
-                    };
+                    let c = Self::warp_specialized_tile(block_m, block_n, stages, pingpong);
                     if c.validate(shape).is_ok() {
                         out.push(c);
                     }
