@@ -21,24 +21,7 @@ wait
 LOG=models/vit_b_16.b1.best.json
 $B dump /tmp/$m.onnx --section tasks --precision fp16 > "$OUT/tasks.txt"
 force() {  # force CONFIG_JSON OUT: the log with every Attention task set to CONFIG_JSON
-  python3 - "$OUT/tasks.txt" "$LOG" "$1" "$2" <<'PY'
-import json, sys
-tasks, base, config, out = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
-log = json.load(open(base))
-template = next((r["template"] for r in log["records"] if r["op"] == "Attention"), "attention/1")
-target = log["records"][0]["target"]
-keys = {}
-for line in open(tasks):
-    parts = line.split()
-    if len(parts) >= 6 and parts[1] == "Attention":
-        keys[parts[0]] = line.split(None, 5)[5].strip()
-log["records"] = [r for r in log["records"] if r["task"] not in keys]
-for task, key in keys.items():
-    log["records"].append({"task": task, "op": "Attention", "key": key, "template": template,
-                           "config": config, "median_us": 1.0, "target": target})
-json.dump(log, open(out, "w"), indent=1)
-print(f"{out}: {len(keys)} attention task(s) forced")
-PY
+  python3 bench/probes/force_configs.py "$OUT/tasks.txt" "$1" "$2" --ops Attention --base "$LOG"
 }
 bench() {  # name log
   timeout 90 $B bench /tmp/$m.onnx --precision fp16 --batch 1 --tuning "$2" --per-layer > "$OUT/bench_$1.log" 2>&1

@@ -8,7 +8,8 @@
       "stages":3,"split_k":1,"epilogue":"staged"}' out.best.json
       [--match REGEX] [--base BEST.json]
 
-`--match` forces the config only on tasks whose key matches REGEX (e.g.
+`--ops` names the task kinds forced (default `FusedConv,Dense`; `Attention`
+for an attention config). `--match` forces the config only on tasks whose key matches REGEX (e.g.
 'in1=f16\\[64x' for the layers with 64 output channels); `--base` starts
 from an existing log (e.g. the committed one), whose records for the forced
 tasks are replaced and all others kept, so the rest of the model runs as
@@ -28,13 +29,17 @@ ap.add_argument("config", help="the config, as JSON")
 ap.add_argument("out", help="the best.json to write")
 ap.add_argument("--match", help="force only tasks whose key matches this regex")
 ap.add_argument("--base", help="a best.json whose other records are kept")
+ap.add_argument("--ops", default="FusedConv,Dense", help="task kinds to force, comma-separated")
 args = ap.parse_args()
 config = json.loads(args.config)
+
+# The template versions the records must carry (`template_versions()`).
+TEMPLATES = {"FusedConv": "conv/2", "Dense": "dense/2", "Attention": "attention/1"}
 
 forced = []
 for line in open(args.tasks):
     parts = line.split()
-    if len(parts) < 6 or parts[1] not in ("FusedConv", "Dense"):
+    if len(parts) < 6 or parts[1] not in args.ops.split(","):
         continue
     key = line.split(None, 5)[5].strip()
     if args.match and not re.search(args.match, key):
@@ -48,7 +53,7 @@ for line in open(args.tasks):
         "task": parts[0],
         "op": parts[1],
         "key": key,
-        "template": "conv/2" if parts[1] == "FusedConv" else "dense/2",
+        "template": TEMPLATES[parts[1]],
         "config": c,
         "median_us": 0.0,
         "target": {"gpu": "NVIDIA H200", "sm": "sm_90", "driver": "13.0", "cuda": "13.0"},
