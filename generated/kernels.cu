@@ -1261,13 +1261,89 @@ __device__ __forceinline__ void swapped_epilogue(float* __restrict__ cs, const f
   finish_staged_rows<P, BM, T>(cs, m0, n0, y, bias, res);
 }
 
+// A dense layer's row norm (ir::RowNorm; `ROW_NORM` and `NORM_EPS` in the
+// parameters of the shapes that have one, absent elsewhere): the GEMM runs
+// on the raw rows x[m, :] and the tile becomes
+//   rstd_m * (acc[m][n] - mean_m * colsum[n])
+// before the epilogue (colsum[n] = sum over k of the stored weight row n).
+// Two threads per tile row (T = 2 BM without swapped operands) take each k
+// tile's row statistics from the stage the wgmmas read, after issuing them
+// (the stage is refilled only after the next iteration's barrier): thread t
+// reads chunks 4 (t % 2) .. 4 (t % 2) + 3 of row t / 2, accumulating the sum
+// and the sum of squares of d = x - x[m, 0] (the shift keeps the variance's
+// f32 cancellation small for rows whose mean dwarfs their spread). Chunks
+// at k >= K hold zero fill and are skipped (K % 8 == 0 for wgmma).
+template <class P, class = void> struct RowNormOf {
+  static constexpr bool ON = false;
+  static constexpr float EPS = 0.0f;
+};
+template <class P> struct RowNormOf<P, decltype(void(P::ROW_NORM))> {
+  static constexpr bool ON = P::ROW_NORM;
+  static constexpr float EPS = P::NORM_EPS;
+};
+
+struct RowStats {
+  float shift = 0.0f, sum = 0.0f, squares = 0.0f;
+
+  // Adds this thread's half of one staged k tile row (`row_bytes`: the
+  // row's 128 swizzled bytes; `k0`: the tile's first k).
+  template <class TE, int GK>
+  __device__ __forceinline__ void add(const unsigned char* row_bytes, int row, int half, int k0) {
+    if (k0 == 0) shift = to_f32(*reinterpret_cast<const TE*>(row_bytes + (row % 8) * 16));
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int chunk = half * 4 + c;
+      if (GK % 64 != 0 && k0 + chunk * 8 >= GK) break;
+      const uint4 raw = *reinterpret_cast<const uint4*>(row_bytes + ((chunk ^ (row % 8)) * 16));
+      const TE* e = reinterpret_cast<const TE*>(&raw);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float d = to_f32(e[j]) - shift;
+        sum += d;
+        squares = fmaf(d, d, squares);
+      }
+    }
+  }
+};
+
+// Finishes the row statistics (the two halves of each row meet across
+// adjacent lanes), publishes a (mean, rstd) pair per tile row in `stats`,
+// and normalizes this thread's accumulators: rows `row0` and `row0 + 8` of
+// the tile, columns n0 + 8 j + 2 t4 (+ 1), in acc[4 j + 2 h + e] (the
+// direct epilogue's layout with one 16-row fragment per warp).
+template <class P, int BM, int NI, int R>
+__device__ __forceinline__ void apply_row_norm(float (&acc)[R], RowStats st, float2* stats,
+                                               int row0, int t4, int n0,
+                                               const float* __restrict__ colsum) {
+  constexpr int GK = P::GEMM_K, N = P::GEMM_N;
+  st.sum += __shfl_xor_sync(0xffffffffu, st.sum, 1);
+  st.squares += __shfl_xor_sync(0xffffffffu, st.squares, 1);
+  if (threadIdx.x % 2 == 0) {
+    const float mean_d = st.sum / GK;
+    const float var = fmaxf(st.squares / GK - mean_d * mean_d, 0.0f);
+    stats[threadIdx.x / 2] = make_float2(st.shift + mean_d, rsqrtf(var + RowNormOf<P>::EPS));
+  }
+  __syncthreads();
+  const float2 top = stats[row0], bottom = stats[row0 + 8];
+#pragma unroll
+  for (int j = 0; j < NI; ++j) {
+    const int n = n0 + 8 * j + 2 * t4;
+    const float s0 = n < N ? colsum[n] : 0.0f, s1 = n + 1 < N ? colsum[n + 1] : 0.0f;
+    acc[4 * j + 0] = top.y * (acc[4 * j + 0] - top.x * s0);
+    acc[4 * j + 1] = top.y * (acc[4 * j + 1] - top.x * s1);
+    acc[4 * j + 2] = bottom.y * (acc[4 * j + 2] - bottom.x * s0);
+    acc[4 * j + 3] = bottom.y * (acc[4 * j + 3] - bottom.x * s1);
+  }
+}
+
 template <class P>
 __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x,
                                            const typename P::TW* __restrict__ wgt,
                                            const typename P::TBias* __restrict__ bias,
                                            const typename P::TRes* __restrict__ res,
                                            const typename P::TIn* __restrict__ xs,
-                                           typename P::TOut* __restrict__ y) {
+                                           typename P::TOut* __restrict__ y,
+                                           const float* __restrict__ colsum = nullptr) {
   typedef typename P::TIn TE;
   constexpr int BM = P::BM, BN = P::BN, BK = P::BK, STAGES = P::STAGES;
   // P::SWAP_AB: each warpgroup multiplies 64 weight rows (output
@@ -1288,6 +1364,9 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   static_assert(!SWAP || (BN % 64 == 0 && P::STAGED_EPILOGUE && !P::RES_PREFETCH &&
                           !P::CLUSTER_SPLIT),
                 "swapped tiles: 64 channels per warpgroup, staged epilogue, global split-K");
+  constexpr bool NORM = RowNormOf<P>::ON;
+  static_assert(!NORM || (!SWAP && P::SPLIT_K == 1 && T == 2 * BM),
+                "a row norm: whole rows per CTA, two threads per tile row");
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // The launch asks 1 KiB more than the stages need, for this alignment.
@@ -1317,6 +1396,7 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   float acc[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) acc[i] = 0.0f;
+  RowStats row_stats;  // P's row norm: this thread's half of tile row tid / 2
 
   // A prefetched residual tile lives past the pipeline and staging buffers
   // (P::RES_OFFSET bytes in) and joins tile 0's cp.async group, so its
@@ -1364,6 +1444,9 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
       }
     }
     wgmma_commit();
+    if constexpr (NORM) {
+      row_stats.add<TE, GK>(As + stage * A_STAGE + (tid / 2) * ROW, tid / 2, tid % 2, kt * BK);
+    }
     wgmma_wait<MMAS_IN_FLIGHT>();  // leaves tile i's wgmmas in flight (4+ stages)
     fence_operands(acc);
   }
@@ -1377,6 +1460,10 @@ __device__ __forceinline__ void conv_wgmma(const typename P::TIn* __restrict__ x
   if (!reduce_split_k<P, R, T>(acc, smem)) return;
 
   const int g = lane / 4, t4 = lane % 4;
+  if constexpr (NORM) {
+    __shared__ float2 norm_stats[BM];
+    apply_row_norm<P, BM, NI>(acc, row_stats, norm_stats, warp * 16 + g, t4, n0, colsum);
+  }
   if constexpr (SWAP) {
     __syncthreads();
     swapped_epilogue<P, T>(reinterpret_cast<float*>(smem), acc, wg, warp % 4, g, t4, m0, n0, y,

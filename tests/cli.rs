@@ -125,6 +125,40 @@ fn depthwise_norm_fusion_is_opt_in() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `--fuse-dense-norm` (off by default) folds the tiny ViT's block
+/// LayerNorms (17 tokens, just the fewest rows a norm-carrying Dense takes)
+/// into the Dense layers that read them.
+#[test]
+fn dense_norm_fusion_is_opt_in() {
+    let dir = scratch("dnorm");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny_vit_dynamo");
+    let model = dir.join("tiny_vit.onnx");
+    std::fs::write(&model, common::fixture::refilled_model(&fixture)).unwrap();
+    let model_s = model.to_str().unwrap();
+    let dump = |extra: &[&str]| {
+        let mut args = vec![
+            "dump",
+            model_s,
+            "--precision",
+            "fp16",
+            "--section",
+            "passes",
+        ];
+        args.extend_from_slice(extra);
+        let (ok, out, err) = aotune(&args);
+        assert!(ok, "{err}");
+        out
+    };
+    let plain = dump(&[]);
+    assert!(!plain.contains("fuse_dense_layer_norm"), "{plain}");
+    let fused = dump(&["--fuse-dense-norm"]);
+    assert!(
+        fused.contains("fuse_dense_layer_norm: 4 LayerNormalization folded into its Dense readers"),
+        "{fused}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn errors_are_messages_not_panics() {
     let dir = scratch("errors");

@@ -25,14 +25,35 @@ fn check_fixture(
     tolerance: f64,
     raw_too: bool,
 ) -> Vec<(usize, f64)> {
+    let options = CompileOptions {
+        precision,
+        channels_last: true,
+        ..Default::default()
+    };
+    check_fixture_with(name, &options, tolerance, raw_too)
+}
+
+/// [`check_fixture`] compiled with `options` (its batch set per case).
+fn check_fixture_with(
+    name: &str,
+    options: &CompileOptions,
+    tolerance: f64,
+    raw_too: bool,
+) -> Vec<(usize, f64)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(name);
-    check_dir(&dir, precision, tolerance, raw_too)
+    check_dir(&dir, options, tolerance, raw_too)
 }
 
 /// Runs every case of the fixture in `dir`; returns (batch, rel. L2) per case.
-fn check_dir(dir: &Path, precision: Precision, tolerance: f64, raw_too: bool) -> Vec<(usize, f64)> {
+fn check_dir(
+    dir: &Path,
+    base: &CompileOptions,
+    tolerance: f64,
+    raw_too: bool,
+) -> Vec<(usize, f64)> {
+    let precision = base.precision;
     let name = &*dir.file_name().unwrap().to_string_lossy();
     let meta: Json =
         serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap();
@@ -43,9 +64,7 @@ fn check_dir(dir: &Path, precision: Precision, tolerance: f64, raw_too: bool) ->
         let batch = case["batch"].as_u64().unwrap() as usize;
         let options = CompileOptions {
             batch: symbolic.then_some(batch),
-            precision,
-            channels_last: true,
-            ..Default::default()
+            ..*base
         };
         let compiled = compile_bytes(&model, name, &options)
             .unwrap_or_else(|e| panic!("{name} b{batch}: {e}"));
@@ -227,7 +246,93 @@ fn convnext_tiny_layer_norms_join_their_depthwise_convs() {
                 "{name} {precision}"
             );
         }
-        check_fixture(name, Precision::Fp16, 1e-2, false);
+        let fused = CompileOptions {
+            precision: Precision::Fp16,
+            channels_last: true,
+            fuse_depthwise_norm: true,
+            ..Default::default()
+        };
+        check_fixture_with(name, &fused, 1e-2, false);
+    }
+}
+
+/// With `fuse_dense_norm` (opt-in) each of ViT-B/16's 24 block LayerNorms
+/// folds into the Dense that reads it at fp16 (`fuse_dense_layer_norm`:
+/// the QKV projection or the MLP's first layer, through Reshape views);
+/// the final LayerNorm, read by the class token's Gather, stays. The fused
+/// graph stays within the fp16 bar of ONNX Runtime, as the unfused one
+/// does, from either exporter. So do the tiny ViT's 4 (its 17 tokens are
+/// just `RowNorm::MIN_ROWS`).
+#[test]
+fn vit_layer_norms_fold_into_their_dense_layers_at_fp16() {
+    for (name, blocks) in [
+        ("vit_b_16_dynamo", 12),
+        ("vit_b_16_legacy", 12),
+        ("tiny_vit_dynamo", 2),
+    ] {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name);
+        let model = common::fixture::refilled_model(&dir);
+        let fused = CompileOptions {
+            precision: Precision::Fp16,
+            channels_last: true,
+            fuse_dense_norm: true,
+            ..Default::default()
+        };
+        let compiled = compile_bytes(&model, name, &fused).unwrap();
+        let count =
+            |f: &dyn Fn(&Op) -> bool| compiled.graph.nodes.iter().filter(|n| f(&n.op)).count();
+        let normed = count(&|op| matches!(op, Op::Dense { norm: Some(_), .. }));
+        let left = count(&|op| matches!(op, Op::LayerNorm { .. }));
+        assert_eq!((normed, left), (2 * blocks, 1), "{name}");
+        assert_eq!(
+            compiled.report.count(
+                "fuse_dense_layer_norm",
+                "LayerNormalization folded into its Dense readers"
+            ),
+            2 * blocks,
+            "{name}"
+        );
+        let unfused = check_fixture(name, Precision::Fp16, 1e-2, false);
+        let folded = check_fixture_with(name, &fused, 1e-2, false);
+        println!("{name} fp16 rel. L2 (batch, err): unfused {unfused:?}, folded {folded:?}");
+    }
+}
+
+/// `fuse_dense_layer_norm` beyond ViT, at fp16: Swin-T's LayerNorms that a
+/// Dense reads through views only fold (12 MLPs', 3 patch mergings', and
+/// the last stage's 2 attention ones, whose one window needs no
+/// partition; the other attention norms feed a window partition or
+/// shift), and ConvNeXt-T's 18 block norms (channels-last, before the
+/// first pointwise Linear; without `fuse_depthwise_norm`). The folded
+/// graph stays within the fp16 bar of ONNX Runtime.
+#[test]
+fn swin_and_convnext_layer_norms_fold_into_dense_layers_at_fp16() {
+    for (name, want) in [
+        ("swin_t_dynamo", 17),
+        ("swin_t_legacy", 17),
+        ("convnext_tiny_dynamo", 18),
+        ("convnext_tiny_legacy", 18),
+    ] {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name);
+        let model = common::fixture::refilled_model(&dir);
+        let fused = CompileOptions {
+            precision: Precision::Fp16,
+            channels_last: true,
+            fuse_dense_norm: true,
+            ..Default::default()
+        };
+        let compiled = compile_bytes(&model, name, &fused).unwrap();
+        let folded = compiled.report.count(
+            "fuse_dense_layer_norm",
+            "LayerNormalization folded into its Dense readers",
+        );
+        println!("{name}: {folded} LayerNorms folded");
+        assert_eq!(folded, want, "{name}");
+        check_fixture_with(name, &fused, 1e-2, false);
     }
 }
 
@@ -308,7 +413,7 @@ fn vit_b_16_blocks_fuse_to_attention_layernorm_and_gelu() {
             .nodes
             .iter()
             .filter_map(|n| match n.op {
-                Op::Dense { epilogue } => Some(epilogue),
+                Op::Dense { epilogue, .. } => Some(epilogue),
                 _ => None,
             })
             .collect();
@@ -451,7 +556,8 @@ fn fixtures_in_dir() {
     let mut failed = Vec::new();
     for dir in &dirs {
         let name = dir.file_name().unwrap().to_string_lossy().to_string();
-        let outcome = std::panic::catch_unwind(|| check_dir(dir, Precision::Fp32, 1e-4, false));
+        let outcome =
+            std::panic::catch_unwind(|| check_dir(dir, &CompileOptions::default(), 1e-4, false));
         match outcome {
             Ok(results) => println!("PASS {name}: {results:?}"),
             Err(e) => {

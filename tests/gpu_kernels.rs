@@ -1839,7 +1839,7 @@ fn test_models_compile_and_sample() {
                     .nodes
                     .iter()
                     .filter_map(|n| match n.op {
-                        Op::Dense { epilogue } | Op::FusedConv { epilogue, .. } => {
+                        Op::Dense { epilogue, .. } | Op::FusedConv { epilogue, .. } => {
                             Some(epilogue.to_string())
                         }
                         _ => None,

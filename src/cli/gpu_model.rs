@@ -31,6 +31,7 @@ pub fn build(args: &ModelArgs, tuning: Option<&PathBuf>) -> anyhow::Result<Built
         .precision(args.precision)
         .input_dtype(args.input_dtype)
         .fuse_depthwise_norm(args.fuse_depthwise_norm)
+        .fuse_dense_norm(args.fuse_dense_norm)
         .out_dir(cache_dir());
     if let Some(b) = args.batch {
         build = build.batch(b);
@@ -49,6 +50,9 @@ pub fn build(args: &ModelArgs, tuning: Option<&PathBuf>) -> anyhow::Result<Built
     }
     if args.fuse_depthwise_norm {
         tag.push_str("_dwnorm");
+    }
+    if args.fuse_dense_norm {
+        tag.push_str("_dnorm");
     }
     let mut built = build
         .name(tag)

@@ -31,6 +31,12 @@ pub struct ModelArgs {
     /// tuned unfused pair.
     #[arg(long)]
     pub fuse_depthwise_norm: bool,
+    /// Fold each LayerNorm over the last axis into the Dense layers that
+    /// read it (ViT's block norms), at fp16 and bf16: the GEMM computes the
+    /// row statistics and finishes the norm in its epilogue. Experimental:
+    /// not yet timed against the unfused graph.
+    #[arg(long)]
+    pub fuse_dense_norm: bool,
 }
 
 impl ModelArgs {
@@ -48,6 +54,7 @@ impl ModelArgs {
             channels_last: !self.no_channels_last,
             input_dtype: self.input_dtype,
             fuse_depthwise_norm: self.fuse_depthwise_norm,
+            fuse_dense_norm: self.fuse_dense_norm,
         };
         compile_file(&self.model, &options)
             .with_context(|| format!("compiling '{}'", self.model.display()))

@@ -65,6 +65,9 @@ pub struct PruneArgs {
     /// The builds fuse LayerNorms into depthwise convs (`--fuse-depthwise-norm`).
     #[arg(long)]
     pub fuse_depthwise_norm: bool,
+    /// The builds fold LayerNorms into Dense layers (`--fuse-dense-norm`).
+    #[arg(long)]
+    pub fuse_dense_norm: bool,
     /// List what would be dropped; leave the file as it is.
     #[arg(long)]
     pub dry_run: bool,
@@ -90,6 +93,7 @@ pub fn prune(args: PruneArgs) -> anyhow::Result<()> {
                 no_channels_last: args.no_channels_last,
                 input_dtype,
                 fuse_depthwise_norm: args.fuse_depthwise_norm,
+                fuse_dense_norm: args.fuse_dense_norm,
             };
             let compiled = model.compile().with_context(|| {
                 format!(

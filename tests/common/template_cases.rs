@@ -14,7 +14,7 @@ use aotune_compiler::codegen::cuda::{
 };
 use aotune_compiler::ir::{
     Activation, BinaryOp, ChannelNorm, Conv2d, DType, Epilogue, GlobalPool, Graph, Layout, Op,
-    Pool2d, Precision, Shortcut, UnaryOp,
+    Pool2d, Precision, RowNorm, Shortcut, UnaryOp,
 };
 use aotune_compiler::test_graphs::{one_op, In};
 
@@ -529,7 +529,10 @@ pub fn dense_cases(precision: Precision) -> Vec<(String, Graph)> {
             inputs.push(In::act(&[m, n], s, Layout::RowMajor));
         }
         let graph = one_op(
-            Op::Dense { epilogue },
+            Op::Dense {
+                epilogue,
+                norm: None,
+            },
             &inputs,
             DType::F32,
             Layout::RowMajor,
@@ -537,6 +540,39 @@ pub fn dense_cases(precision: Precision) -> Vec<(String, Graph)> {
         )
         .0;
         out.push((format!("dense{m}x{n}x{k}"), graph));
+    }
+    // Rows normalized inside the GEMM (`RowNorm`, the wgmma template):
+    // ragged M and N, a K that ends in a partial k tile, a residual.
+    if matches!(precision, Precision::Fp16 | Precision::Bf16) {
+        for (m, n, k, residual, activation) in [
+            (197, 96, 136, false, gelu(false)),
+            (300, 200, 768, true, Activation::None),
+        ] {
+            let epilogue = Epilogue {
+                bias: true,
+                residual,
+                activation,
+            };
+            let mut inputs = vec![
+                In::act(&[m, k], s, Layout::RowMajor),
+                In::constant(&[n, k], s, Layout::RowMajor, 5),
+                In::constant(&[n], DType::F32, Layout::RowMajor, 6),
+            ];
+            if residual {
+                inputs.push(In::act(&[m, n], s, Layout::RowMajor));
+            }
+            inputs.push(In::constant(&[n], DType::F32, Layout::RowMajor, 7));
+            let norm = Some(RowNorm { epsilon: 1e-6 });
+            let graph = one_op(
+                Op::Dense { epilogue, norm },
+                &inputs,
+                DType::F32,
+                Layout::RowMajor,
+                precision,
+            )
+            .0;
+            out.push((format!("dense_norm{m}x{n}x{k}"), graph));
+        }
     }
     out
 }

@@ -28,6 +28,11 @@ pub struct CompileOptions {
     /// slower at its kernel's default config (H100, 2026-12-06), to be
     /// tuned and timed against the unfused graph.
     pub fuse_depthwise_norm: bool,
+    /// Fold a LayerNorm over the last axis into the Dense layers that read
+    /// it (`passes::fuse_dense_layer_norm`; ViT's block norms), at fp16 and
+    /// bf16. Off by default until its kernels are timed against the
+    /// unfused graph.
+    pub fuse_dense_norm: bool,
 }
 
 impl Default for CompileOptions {
@@ -38,6 +43,7 @@ impl Default for CompileOptions {
             channels_last: true,
             input_dtype: DType::F32,
             fuse_depthwise_norm: false,
+            fuse_dense_norm: false,
         }
     }
 }
@@ -120,6 +126,7 @@ pub fn compile_bytes(
             channels_last: options.channels_last,
             input_dtype: options.input_dtype,
             fuse_depthwise_norm: options.fuse_depthwise_norm,
+            fuse_dense_norm: options.fuse_dense_norm,
         },
     )?;
     let plan = plan_memory(&graph)?;

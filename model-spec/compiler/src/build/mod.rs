@@ -71,6 +71,7 @@ pub struct Build {
     precision: Precision,
     input_dtype: DType,
     fuse_depthwise_norm: bool,
+    fuse_dense_norm: bool,
     out_dir: Option<PathBuf>,
     name: Option<String>,
     weights: WeightsMode,
@@ -117,6 +118,7 @@ impl Build {
             precision: Precision::Fp16,
             input_dtype: DType::F32,
             fuse_depthwise_norm: false,
+            fuse_dense_norm: false,
             out_dir: None,
             name: None,
             weights: WeightsMode::Embedded,
@@ -160,6 +162,13 @@ impl Build {
     /// ([`CompileOptions::fuse_depthwise_norm`]; default off).
     pub fn fuse_depthwise_norm(mut self, on: bool) -> Self {
         self.fuse_depthwise_norm = on;
+        self
+    }
+
+    /// Fold each LayerNorm over the last axis into the Dense layers that
+    /// read it ([`CompileOptions::fuse_dense_norm`]; default off).
+    pub fn fuse_dense_norm(mut self, on: bool) -> Self {
+        self.fuse_dense_norm = on;
         self
     }
 
@@ -268,6 +277,7 @@ impl Build {
             channels_last: true,
             input_dtype: self.input_dtype,
             fuse_depthwise_norm: self.fuse_depthwise_norm,
+            fuse_dense_norm: self.fuse_dense_norm,
         };
         let compiled = compile_bytes(model_bytes, &self.model.display().to_string(), &options)?;
         let mut notes = Vec::new();
@@ -307,6 +317,9 @@ impl Build {
         }
         if self.fuse_depthwise_norm {
             key_parts.push("fuse_depthwise_norm".into());
+        }
+        if self.fuse_dense_norm {
+            key_parts.push("fuse_dense_norm".into());
         }
         if let Some((_, bytes)) = tuning {
             key_parts.push(format!("tuning={:016x}", fnv1a64(bytes)));

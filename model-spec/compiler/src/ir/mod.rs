@@ -14,7 +14,7 @@ pub use graph::{Graph, Node, NodeId, Patch, Value, ValueId, ValueKind};
 pub use movement::{CoordinateMode, NearestMode, PadMode, Resize, ResizeMode};
 pub use op::{
     Activation, BinaryOp, CastTarget, ChannelNorm, Conv2d, Epilogue, GlobalPool, Op, Pool2d,
-    ReduceKind, ScatterReduction, Shortcut, UnaryOp,
+    ReduceKind, RowNorm, ScatterReduction, Shortcut, UnaryOp,
 };
 pub use print::print_graph;
 pub(crate) use shape::{arity, rank4};

@@ -280,6 +280,52 @@ impl fmt::Display for ChannelNorm {
     }
 }
 
+/// A LayerNormalization over the last axis of a [`Op::Dense`]'s input,
+/// folded into the product: with `x [M, K]` the Dense's unnormalized input,
+/// `w' [N, K]` its weight, `bias' [N]` its bias (the epilogue always has
+/// one), `s [N]` an f32 constant (the op's *last* input, after any
+/// residual) and
+///
+/// `acc[m,n] = Σ_k x[m,k]·w'[n,k]`, `μ_m = Σ_k x[m,k] / K`,
+/// `r_m = 1 / sqrt(Σ_k (x[m,k] − μ_m)² / K + epsilon)`,
+///
+/// the output is `y[m,n] = act(r_m·(acc[m,n] − μ_m·s[n]) + bias'[n] +
+/// residual[m,n])`, rounded once to the output type: the population
+/// variance of the row's stored values, the statistics exact to f32 (two
+/// passes or a wider type). It equals `Dense(LayerNorm(x, γ, β))` of a
+/// Dense with weight `w` and bias `b` for `w' = w·diag(γ)`,
+/// `bias' = b + w·β` and `s_n = Σ_k w'[n,k]`, summed over `w'` as stored
+/// (so `acc − μ·s = Σ_k (x − μ)·w'` in real arithmetic).
+/// [`crate::passes::fuse_dense_layer_norm`] builds it, so the normalized
+/// activation is never written.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RowNorm {
+    pub epsilon: f32,
+}
+
+impl RowNorm {
+    /// Fewest rows M a Dense carrying the norm has: the tensor-core GEMM
+    /// templates compute the row statistics, and a Dense of M ≤ 16 rows
+    /// may run on the GEMV template instead, which does not.
+    pub const MIN_ROWS: usize = 17;
+    /// K a Dense carrying the norm is a multiple of: the wgmma template
+    /// reads 16-byte operand rows.
+    pub const K_MULTIPLE: usize = 8;
+}
+
+impl Eq for RowNorm {}
+impl std::hash::Hash for RowNorm {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.epsilon.to_bits().hash(state);
+    }
+}
+
+impl fmt::Display for RowNorm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "eps{:e}", self.epsilon)
+    }
+}
+
 /// Elementwise binary operators with numpy broadcasting. Comparisons and
 /// logical ops give 1.0 for true and 0.0 for false; logical ops read any
 /// non-zero operand as true.
@@ -705,9 +751,14 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         norm: Option<ChannelNorm>,
     },
-    /// `y[M,N] = act(x[M,K] · w[N,K]ᵀ + bias + residual)`. Inputs: x, w, [bias], [residual].
+    /// `y[M,N] = act(x[M,K] · w[N,K]ᵀ + bias + residual)`. Inputs: x, w,
+    /// [bias], [residual], [s] (with `norm`). With `norm` the rows of x are
+    /// layer-normalized first ([`RowNorm`]; then the bias is present and
+    /// the `[N]` f32 constant s is the last input).
     Dense {
         epilogue: Epilogue,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        norm: Option<RowNorm>,
     },
     /// Copies its input to its output, converting layout and dtype between the
     /// two values' declared ones (shapes are equal).
@@ -958,7 +1009,14 @@ impl Op {
             Op::LpNorm { axis, p } => format!("axis={axis} p={p}"),
             Op::MeanVarianceNorm { axes } => format!("axes={axes:?}"),
             Op::Einsum { equation } => format!("equation={equation}"),
-            Op::Dense { epilogue } => format!("epilogue={epilogue}"),
+            Op::Dense {
+                epilogue,
+                norm: None,
+            } => format!("epilogue={epilogue}"),
+            Op::Dense {
+                epilogue,
+                norm: Some(norm),
+            } => format!("epilogue={epilogue} norm={norm}"),
             Op::PadChannels { channels } => format!("channels={channels}"),
             Op::SpaceToDepth {
                 block,

@@ -218,8 +218,9 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
                 Some(_) => vec![out[0], out[1], 1, 1],
             })
         }
-        Op::Dense { epilogue } => {
-            let want = 2 + epilogue.bias as usize + epilogue.residual as usize;
+        Op::Dense { epilogue, norm } => {
+            let residual = 2 + epilogue.bias as usize;
+            let want = residual + epilogue.residual as usize + norm.is_some() as usize;
             arity(inputs, want, want)?;
             let (x, w) = (inputs[0], inputs[1]);
             if x.len() != 2 || w.len() != 2 || x[1] != w[1] {
@@ -231,9 +232,16 @@ fn infer_unchecked(op: &Op, inputs: &[&[usize]]) -> Result<Vec<usize>, String> {
             if epilogue.bias && inputs[2] != [w[0]] {
                 return Err(format!("Dense bias {:?} must be [{}]", inputs[2], w[0]));
             }
-            if epilogue.residual && inputs[want - 1] != out.as_slice() {
+            if epilogue.residual && inputs[residual] != out.as_slice() {
                 return Err(format!(
                     "Dense residual {:?} must be {out:?}",
+                    inputs[residual]
+                ));
+            }
+            if norm.is_some() && (!epilogue.bias || inputs[want - 1] != [w[0]]) {
+                return Err(format!(
+                    "a Dense with a row norm needs a bias and the column sums [{}] last, got {:?}",
+                    w[0],
                     inputs[want - 1]
                 ));
             }

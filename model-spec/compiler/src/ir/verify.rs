@@ -6,7 +6,7 @@
 use super::graph::{Graph, Value, ValueId, ValueKind};
 use super::op::{Activation, ChannelNorm, Op};
 use super::shape::infer_shape;
-use super::types::Layout;
+use super::types::{DType, Layout};
 
 /// A broken IR invariant, naming the node or value at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -112,6 +112,22 @@ fn check_channel_norm(graph: &Graph, op: &Op, inputs: &[ValueId]) -> Result<(), 
     Ok(())
 }
 
+/// A Dense with a [`super::op::RowNorm`] reads its column sums `s` (the
+/// last input) as f32, whatever the storage type.
+fn check_row_norm(graph: &Graph, op: &Op, inputs: &[ValueId]) -> Result<(), String> {
+    let Op::Dense { norm: Some(_), .. } = op else {
+        return Ok(());
+    };
+    match inputs.last().map(|&s| graph.value(s)) {
+        Some(s) if s.dtype == DType::F32 => Ok(()),
+        Some(s) => Err(format!(
+            "a row norm's column sums must be f32, not {}",
+            s.dtype
+        )),
+        None => Err("a row norm needs its column sums".into()),
+    }
+}
+
 pub fn verify(graph: &Graph) -> Result<(), VerifyError> {
     let n_values = graph.values.len();
     let check_id = |id: ValueId, location: &str| {
@@ -205,6 +221,7 @@ pub fn verify(graph: &Graph) -> Result<(), VerifyError> {
             ));
         }
         check_channel_norm(graph, &node.op, &node.inputs).map_err(|m| fail(&location, m))?;
+        check_row_norm(graph, &node.op, &node.inputs).map_err(|m| fail(&location, m))?;
         let byte_view =
             node.inputs.len() == 1 && is_byte_view(&node.op, graph.value(node.inputs[0]), out);
         if !layout_aware(&node.op) && !byte_view {

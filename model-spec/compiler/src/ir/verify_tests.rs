@@ -217,3 +217,57 @@ fn a_channel_norm_needs_a_plain_depthwise_conv() {
     g.nodes[0].inputs.pop();
     assert!(verify(&g).unwrap_err().message.contains("inputs"));
 }
+
+/// `x [20, 8]` → Dense `[20, 4]` with a row norm: x, w, bias, s (f32).
+fn normed_dense() -> Graph {
+    let values = vec![
+        Value {
+            kind: ValueKind::Input,
+            ..Value::activation("x", vec![20, 8])
+        },
+        Value::constant("w", vec![4, 8], vec![0.1; 32]),
+        Value::constant("b", vec![4], vec![0.0; 4]),
+        Value::constant("s", vec![4], vec![0.8; 4]),
+        Value::activation("y", vec![20, 4]),
+    ];
+    Graph {
+        values,
+        nodes: vec![Node {
+            name: "fc".into(),
+            op: Op::Dense {
+                epilogue: Epilogue {
+                    bias: true,
+                    ..Epilogue::NONE
+                },
+                norm: Some(RowNorm { epsilon: 1e-6 }),
+            },
+            inputs: vec![ValueId(0), ValueId(1), ValueId(2), ValueId(3)],
+            output: ValueId(4),
+        }],
+        inputs: vec![ValueId(0)],
+        outputs: vec![ValueId(4)],
+        precision: Precision::Fp32,
+    }
+}
+
+#[test]
+fn a_row_norm_needs_a_bias_and_f32_column_sums_last() {
+    verify(&normed_dense()).unwrap();
+    let text = print_graph(&normed_dense());
+    assert!(text.contains("epilogue=bias norm=eps1e-6"), "{text}");
+    let mut g = normed_dense();
+    g.nodes[0].inputs.pop();
+    assert!(verify(&g).unwrap_err().message.contains("inputs"));
+    let mut g = normed_dense();
+    g.nodes[0].op = Op::Dense {
+        epilogue: Epilogue::NONE,
+        norm: Some(RowNorm { epsilon: 1e-6 }),
+    };
+    g.nodes[0].inputs.remove(2);
+    let err = verify(&g).unwrap_err();
+    assert!(err.message.contains("needs a bias"), "{err}");
+    let mut g = normed_dense();
+    g.values[3].dtype = DType::F16;
+    let err = verify(&g).unwrap_err();
+    assert!(err.message.contains("must be f32"), "{err}");
+}

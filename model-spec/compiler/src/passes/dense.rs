@@ -153,7 +153,10 @@ pub fn lower_dense(graph: &mut Graph) -> Result<PassSummary, PassError> {
                 last,
                 Node {
                     name: node.name.clone(),
-                    op: Op::Dense { epilogue },
+                    op: Op::Dense {
+                        epilogue,
+                        norm: None,
+                    },
                     inputs,
                     output,
                 },
@@ -198,7 +201,10 @@ pub fn lower_dense(graph: &mut Graph) -> Result<PassSummary, PassError> {
             last,
             Node {
                 name: node.name.clone(),
-                op: Op::Dense { epilogue },
+                op: Op::Dense {
+                    epilogue,
+                    norm: None,
+                },
                 inputs,
                 output: y2,
             },

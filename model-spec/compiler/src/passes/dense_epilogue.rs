@@ -152,10 +152,16 @@ enum Next {
     Stop,
 }
 
-/// The chain Dense `id` can absorb, if any.
+/// The chain Dense `id` can absorb, if any. A Dense carrying a row norm
+/// absorbs nothing (its column sums are its last input; the norm is folded
+/// in after this pass runs).
 fn plan(graph: &Graph, uses: &Uses, claimed: &HashSet<NodeId>, id: NodeId) -> Option<Fusion> {
     let dense = graph.node(id);
-    let Op::Dense { epilogue } = dense.op else {
+    let Op::Dense {
+        epilogue,
+        norm: None,
+    } = dense.op
+    else {
         return None;
     };
     let &[m, n] = graph.value(dense.output).shape.as_slice() else {
@@ -523,7 +529,10 @@ impl Fusion {
         };
         let mut chain = vec![Node {
             name: dense.name.clone(),
-            op: Op::Dense { epilogue },
+            op: Op::Dense {
+                epilogue,
+                norm: None,
+            },
             inputs,
             output: dense_output,
         }];
@@ -923,7 +932,7 @@ mod tests {
             .nodes
             .iter()
             .filter_map(|n| match n.op {
-                Op::Dense { epilogue } => Some(epilogue.to_string()),
+                Op::Dense { epilogue, .. } => Some(epilogue.to_string()),
                 _ => None,
             })
             .collect();

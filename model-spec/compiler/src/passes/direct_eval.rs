@@ -284,7 +284,10 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
             y.iter_mut().zip(ys).for_each(|(a, b)| *a += b);
             epilogue(e, y, args, 2, |i| (i / plane(out)) % out[1])
         }
-        Op::Dense { epilogue: e } => {
+        Op::Dense {
+            epilogue: e,
+            norm: None,
+        } => {
             let (m, k, n) = (shapes[0][0], shapes[0][1], shapes[1][0]);
             let y = matmul(args[0], args[1], [m, k, n], [false, true]);
             epilogue(e, y, args, 2, |i| i % n)
@@ -475,6 +478,7 @@ fn eval_node(op: &Op, args: &[&[f32]], shapes: &[&[usize]], out: &[usize]) -> Ve
         | Op::LogSoftmax { .. }
         | Op::Hardmax { .. }
         | Op::FusedConv { norm: Some(_), .. }
+        | Op::Dense { norm: Some(_), .. }
         | Op::LayerNorm { .. }
         | Op::GroupNorm { .. }
         | Op::LpNorm { .. }

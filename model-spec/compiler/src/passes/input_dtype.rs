@@ -166,6 +166,7 @@ mod tests {
                 channels_last: false,
                 input_dtype,
                 fuse_depthwise_norm: false,
+                fuse_dense_norm: false,
             };
             optimize(&mut graph, &options).unwrap();
             graph

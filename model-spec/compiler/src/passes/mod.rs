@@ -14,9 +14,11 @@
 //! that f16/bf16 NHWC `Convert`); an f16/bf16 graph input is declared right
 //! after precision, once only conversions read it; the space-to-depth
 //! rewrite runs first, and the padding takes the conversions it left. A
-//! LayerNorm over channels joins its depthwise conv, and the global pool
-//! its conv, last, once layouts and dtypes are final (the first matches the
-//! free Transpose view of a channels-last conv output that layout leaves).
+//! LayerNorm over channels joins its depthwise conv, a LayerNorm over the
+//! last axis the Denses that read it, and the global pool its conv, last,
+//! once layouts and dtypes are final (the first matches the free Transpose
+//! view of a channels-last conv output that layout leaves; the second needs
+//! the weights in their storage type).
 
 mod attention_views;
 mod canonicalize_transpose;
@@ -29,6 +31,7 @@ mod direct_eval;
 mod fold_batch_norm;
 mod fuse_attention;
 mod fuse_conv_layer_norm;
+mod fuse_dense_layer_norm;
 mod fuse_epilogue;
 mod fuse_gelu;
 mod fuse_global_pool;
@@ -51,6 +54,7 @@ pub use dense::{canonicalize_global_pool, lower_dense};
 pub use fold_batch_norm::fold_batch_norm;
 pub use fuse_attention::fuse_attention;
 pub use fuse_conv_layer_norm::fuse_conv_layer_norm;
+pub use fuse_dense_layer_norm::fuse_dense_layer_norm;
 pub use fuse_epilogue::fuse_epilogue;
 pub use fuse_gelu::fuse_gelu;
 pub use fuse_global_pool::{fuse_global_pool, MAX_POOLED_PIXELS};
@@ -79,6 +83,9 @@ pub struct PassOptions {
     /// Run [`fuse_conv_layer_norm`] (off by default: see
     /// `CompileOptions::fuse_depthwise_norm`).
     pub fuse_depthwise_norm: bool,
+    /// Run [`fuse_dense_layer_norm`] (off by default: see
+    /// `CompileOptions::fuse_dense_norm`).
+    pub fuse_dense_norm: bool,
 }
 
 impl Default for PassOptions {
@@ -88,6 +95,7 @@ impl Default for PassOptions {
             channels_last: true,
             input_dtype: DType::F32,
             fuse_depthwise_norm: false,
+            fuse_dense_norm: false,
         }
     }
 }
@@ -188,8 +196,9 @@ impl fmt::Display for PassReport {
 /// canonicalize_transpose → fold_batch_norm → canonicalize_global_pool
 /// → fuse_epilogue → fuse_shortcut → lower_dense → to_channels_last (if enabled) →
 /// apply_precision → set_input_dtype (unless f32) → space_to_depth_input →
-/// pad_input_channels → fuse_conv_layer_norm (if asked) → fuse_global_pool → dce. Each
-/// pass verifies the graph it leaves in debug and test builds.
+/// pad_input_channels → fuse_conv_layer_norm (if asked) → fuse_dense_layer_norm (if
+/// asked) → fuse_global_pool → dce. Each pass verifies the graph it leaves in debug
+/// and test builds.
 pub fn optimize(graph: &mut Graph, options: &PassOptions) -> Result<PassReport, PassError> {
     let mut report = PassReport::default();
     report.passes.push(dce(graph)?);
@@ -219,6 +228,9 @@ pub fn optimize(graph: &mut Graph, options: &PassOptions) -> Result<PassReport, 
     report.passes.push(pad_input_channels(graph)?);
     if options.fuse_depthwise_norm {
         report.passes.push(fuse_conv_layer_norm(graph)?);
+    }
+    if options.fuse_dense_norm {
+        report.passes.push(fuse_dense_layer_norm(graph)?);
     }
     report.passes.push(fuse_global_pool(graph)?);
     report.passes.push(dce(graph)?);
@@ -372,7 +384,7 @@ mod tests {
         }
         for node in &graph.nodes {
             let weight_and_bias = match node.op {
-                Op::FusedConv { epilogue, .. } | Op::Dense { epilogue } => {
+                Op::FusedConv { epilogue, .. } | Op::Dense { epilogue, .. } => {
                     Some((node.inputs[1], epilogue.bias.then(|| node.inputs[2])))
                 }
                 _ => None,

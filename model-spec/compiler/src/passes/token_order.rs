@@ -74,10 +74,11 @@ fn is_reshape(op: &Op) -> bool {
     matches!(op, Op::Reshape { .. })
 }
 
-/// A Dense without a residual whose first input is `x` and no other.
+/// A Dense without a residual or row norm whose first input is `x` and no
+/// other.
 fn plain_dense_of(graph: &Graph, id: NodeId, x: ValueId) -> bool {
     let node = graph.node(id);
-    matches!(node.op, Op::Dense { epilogue } if !epilogue.residual)
+    matches!(node.op, Op::Dense { epilogue, norm: None } if !epilogue.residual)
         && node.inputs[0] == x
         && node.inputs[1..].iter().all(|&v| v != x)
 }

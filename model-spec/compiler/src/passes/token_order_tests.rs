@@ -107,7 +107,7 @@ fn a_sequence_first_block_runs_batch_first() {
     let residual = after
         .nodes
         .iter()
-        .any(|n| matches!(n.op, Op::Dense { epilogue } if epilogue.residual && epilogue.bias));
+        .any(|n| matches!(n.op, Op::Dense { epilogue, .. } if epilogue.residual && epilogue.bias));
     assert!(residual, "the residual Add joins the output projection");
     let views = after
         .nodes

@@ -320,7 +320,9 @@ fn run_op(ctx: &Ctx, op: &Op, inputs: &[Tensor], out: &OutSpec) -> OpResult {
             pool: Some(GlobalPool::Avg),
             norm: _,
         } => pooled_conv(ctx, geometry, epilogue, shortcut, inputs, out),
-        Op::Dense { epilogue } => super::gemm::dense(ctx, epilogue, inputs, out),
+        Op::Dense { epilogue, norm } => {
+            super::gemm::dense(ctx, epilogue, norm.as_ref(), inputs, out)
+        }
         Op::Convert => shape_ops::convert(inputs),
         Op::PadChannels { .. } => shape_ops::pad_channels(inputs, out),
         Op::SpaceToDepth {

@@ -3,15 +3,17 @@
 //! arbitrary row and column strides, so transposes are just strides), and
 //! the ops Gemm (`alpha·op(A)·op(B) + beta·C`, C broadcast), MatMul (numpy
 //! semantics: 1-D promotion, batch broadcasting) and Dense
-//! (`act(x·wᵀ + bias + residual)`). With tf32 precision both operands are
+//! (`act(x·wᵀ + bias + residual)`, its rows of x first layer-normalized
+//! with a [`RowNorm`]). With tf32 precision both operands are
 //! rounded to tf32 first; accumulation stays f32 (or f64).
 
 use super::broadcast::Broadcast;
 use super::elementwise::activate;
 use super::op_io::{input, Ctx, OpError, OpResult, OutSpec, Output, Tensor};
+use super::row_norm::RowFold;
 use super::scalar::Scalar;
 use super::Accumulate;
-use crate::ir::Epilogue;
+use crate::ir::{Epilogue, RowNorm};
 use rayon::prelude::*;
 
 /// A read-only strided matrix inside a slice.
@@ -284,17 +286,25 @@ fn matmul_in<T: Scalar>(ctx: &Ctx, inputs: &[Tensor], out: &OutSpec) -> OpResult
     Ok(Output::row_major(T::into_f32(acc)))
 }
 
-/// `y[M,N] = act(x[M,K]·w[N,K]ᵀ + bias + residual)`.
-pub(crate) fn dense(ctx: &Ctx, epilogue: &Epilogue, inputs: &[Tensor], out: &OutSpec) -> OpResult {
+/// `y[M,N] = act(x[M,K]·w[N,K]ᵀ + bias + residual)`; with `norm`,
+/// `act(r_m·(x·wᵀ − μ_m·s) + bias + residual)` ([`RowNorm`]).
+pub(crate) fn dense(
+    ctx: &Ctx,
+    epilogue: &Epilogue,
+    norm: Option<&RowNorm>,
+    inputs: &[Tensor],
+    out: &OutSpec,
+) -> OpResult {
     match ctx.accumulate {
-        Accumulate::F32 => dense_in::<f32>(ctx, epilogue, inputs, out),
-        Accumulate::F64 => dense_in::<f64>(ctx, epilogue, inputs, out),
+        Accumulate::F32 => dense_in::<f32>(ctx, epilogue, norm, inputs, out),
+        Accumulate::F64 => dense_in::<f64>(ctx, epilogue, norm, inputs, out),
     }
 }
 
 fn dense_in<T: Scalar>(
     ctx: &Ctx,
     epilogue: &Epilogue,
+    norm: Option<&RowNorm>,
     inputs: &[Tensor],
     out: &OutSpec,
 ) -> OpResult {
@@ -307,6 +317,15 @@ fn dense_in<T: Scalar>(
             x.shape, w.shape, out.shape
         )));
     }
+    // The statistics read x as stored (never tf32-rounded); s is last.
+    let sums_at = 2 + usize::from(epilogue.bias) + usize::from(epilogue.residual);
+    let fold = match norm {
+        Some(norm) => {
+            let sums = input(inputs, sums_at)?.row_major();
+            Some(RowFold::new(norm, &x.row_major(), k, sums, n)?)
+        }
+        None => None,
+    };
     let x_data = T::operand(x.row_major(), ctx.tf32);
     let w_data = T::operand(w.row_major(), ctx.tf32);
     let mut acc = vec![T::ZERO; m * n];
@@ -332,10 +351,13 @@ fn dense_in<T: Scalar>(
             out.shape
         )));
     }
-    if bias.is_some() || residual.is_some() {
+    if bias.is_some() || residual.is_some() || fold.is_some() {
         acc.par_chunks_mut(n.max(1))
             .enumerate()
             .for_each(|(row, values)| {
+                if let Some(fold) = &fold {
+                    fold.apply(row, values);
+                }
                 for (j, v) in values.iter_mut().enumerate() {
                     if let Some(b) = &bias {
                         *v += T::of(b[j]);
@@ -537,7 +559,13 @@ mod tests {
             residual: true,
             activation: Activation::Relu,
         };
-        let y = g.op(Op::Dense { epilogue }, &[x, w, b, r]);
+        let y = g.op(
+            Op::Dense {
+                epilogue,
+                norm: None,
+            },
+            &[x, w, b, r],
+        );
         g.output(y);
         let graph = g.finish();
         let expect = |x: &[f32], w: &[f32]| -> Vec<f32> {
@@ -582,7 +610,13 @@ mod tests {
                 residual: false,
                 activation: gelu,
             };
-            let y = g.op(Op::Dense { epilogue }, &[x, w, b]);
+            let y = g.op(
+                Op::Dense {
+                    epilogue,
+                    norm: None,
+                },
+                &[x, w, b],
+            );
             g.set(y, Layout::RowMajor, DType::F16);
             g.output(y);
             let graph = g.finish();

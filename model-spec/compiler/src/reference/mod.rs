@@ -29,6 +29,7 @@ pub(crate) mod pad;
 pub(crate) mod pool;
 pub(crate) mod reduce;
 pub(crate) mod resize;
+mod row_norm;
 mod scalar;
 pub(crate) mod scatter;
 pub(crate) mod select;

@@ -135,6 +135,7 @@ pub(crate) fn resnet50(
                 bias: true,
                 ..Epilogue::NONE
             },
+            norm: None,
         },
         &[y, w, bias],
     );

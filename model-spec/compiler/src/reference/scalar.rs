@@ -31,6 +31,8 @@ pub(crate) trait Scalar:
 {
     const ZERO: Self;
     fn of(x: f32) -> Self;
+    /// `x` in this type (rounded to nearest for f32).
+    fn of_f64(x: f64) -> Self;
     fn of_usize(n: usize) -> Self;
     fn to_f32(self) -> f32;
     fn exp(self) -> Self;
@@ -83,6 +85,9 @@ impl Scalar for f32 {
     fn of(x: f32) -> f32 {
         x
     }
+    fn of_f64(x: f64) -> f32 {
+        x as f32
+    }
     fn of_usize(n: usize) -> f32 {
         n as f32
     }
@@ -132,6 +137,9 @@ impl Scalar for f64 {
     const ZERO: f64 = 0.0;
     fn of(x: f32) -> f64 {
         f64::from(x)
+    }
+    fn of_f64(x: f64) -> f64 {
+        x
     }
     fn of_usize(n: usize) -> f64 {
         n as f64

@@ -90,6 +90,7 @@ pub(crate) fn conv_shape(batch: usize, layer: usize, dtype: DType) -> ConvShape 
         activation: Activation::Relu,
         shortcut: None,
         pool: false,
+        row_norm: None,
         precision: if dtype == DType::F16 {
             Precision::Fp16
         } else {

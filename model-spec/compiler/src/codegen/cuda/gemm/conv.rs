@@ -53,7 +53,7 @@ use super::source::{
     Template, Workspace,
 };
 use super::wgmma_config::WgmmaConfig;
-use crate::ir::{Activation, Graph, Layout, NodeId, Op};
+use crate::ir::{Activation, DType, Graph, Layout, NodeId, Op};
 use serde::{Deserialize, Serialize};
 
 /// Which convolution template runs a task, with its parameters.
@@ -147,6 +147,9 @@ impl KernelConfig for ConvConfig {
                     .into(),
             );
         }
+        if shape.row_norm.is_some() && !matches!(self, ConvConfig::Wgmma(_)) {
+            return Err("only the wgmma template normalizes its input rows".into());
+        }
         match self {
             ConvConfig::Simt(c) => c.validate(shape),
             ConvConfig::Mma(c) => c.validate(shape),
@@ -182,6 +185,10 @@ impl KernelConfig for ConvConfig {
                 .collect();
         }
         let mut out = tensor_core_space(shape);
+        if shape.row_norm.is_some() {
+            out.retain(|c| c.validate(shape).is_ok());
+            return out;
+        }
         if shape.pool {
             return out;
         }
@@ -466,6 +473,7 @@ pub fn conv_shape(graph: &Graph, node: NodeId) -> Result<ConvShape, String> {
             dtype: v.dtype,
         }),
         pool,
+        row_norm: None,
     })
 }
 
@@ -515,14 +523,23 @@ pub fn instantiate(shape: &ConvShape, config: &ConvConfig, symbol: &str) -> Inst
     if let Some(sc) = shape.shortcut {
         args.push(Arg::input("xs", sc.dtype));
     }
+    // A row norm's column sums are the node's last input ([`crate::ir::RowNorm`]).
+    if shape.row_norm.is_some() {
+        args.push(Arg::input("colsum", DType::F32));
+    }
     args.push(Arg::output("y", shape.out_dtype));
     let or_null = |present: bool, name: &'static str| if present { name } else { "nullptr" };
     let call = format!(
-        "aotune::{function}<{}>(x, w, {}, {}, {}, y)",
+        "aotune::{function}<{}>(x, w, {}, {}, {}, y{})",
         p.name(),
         or_null(shape.bias.is_some(), "bias"),
         or_null(shape.residual.is_some(), "res"),
         or_null(shape.shortcut.is_some(), "xs"),
+        if shape.row_norm.is_some() {
+            ", colsum"
+        } else {
+            ""
+        },
     );
     let geometry = config.geometry(shape);
     let threads = geometry.block[0];
@@ -570,7 +587,6 @@ pub fn instantiate(shape: &ConvShape, config: &ConvConfig, symbol: &str) -> Inst
 mod tests {
     use super::super::implicit_gemm::tests::conv;
     use super::*;
-    use crate::ir::DType;
 
     fn kernel(c: &ConvConfig) -> &'static str {
         match c {

@@ -81,6 +81,12 @@ pub struct ConvShape {
     /// pixels (`FusedConv` with `pool`): the output is `[N, K]`, written
     /// only by configs whose one M tile holds all N·P·Q rows.
     pub pool: bool,
+    /// A dense layer whose input rows are layer-normalized on the way in
+    /// ([`crate::ir::RowNorm`], this its epsilon): the GEMM runs on the raw
+    /// rows, takes each row's mean and rstd from the A tiles it stages, and
+    /// finishes `rstd·(acc − mean·colsum[n])` before the epilogue. Only the
+    /// plain wgmma template (split 1) carries it.
+    pub row_norm: Option<f32>,
 }
 
 impl ConvShape {
@@ -121,6 +127,7 @@ impl ConvShape {
             precision,
             shortcut: None,
             pool: false,
+            row_norm: None,
         }
     }
 
@@ -247,6 +254,11 @@ impl ConvShape {
             .boolean("A_BOUNDS", self.needs_bounds())
             .boolean("POOL", self.pool)
             .int("POOL_PIXELS", (self.p * self.q) as u32);
+        // Only shapes with a norm name it (`RowNormOf` in conv_wgmma.cu
+        // reads its absence as none), so other kernels keep their text.
+        if let Some(epsilon) = self.row_norm {
+            p.boolean("ROW_NORM", true).float("NORM_EPS", epsilon);
+        }
         let sc = self.shortcut;
         p.boolean("HAS_SC", sc.is_some()).ints(&[
             ("K_MAIN", self.main_k() as i64),

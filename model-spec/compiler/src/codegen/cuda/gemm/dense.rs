@@ -71,6 +71,9 @@ impl GemvConfig {
     }
 
     pub fn validate(&self, shape: &ConvShape) -> Result<(), String> {
+        if shape.row_norm.is_some() {
+            return Err("the GEMV does not normalize its input rows".into());
+        }
         let m = shape.gemm_m();
         if m > GEMV_MAX_M {
             return Err(format!("GEMV handles M ≤ {GEMV_MAX_M}, got {m}"));
@@ -234,7 +237,7 @@ impl KernelConfig for DenseConfig {
 /// The 1×1-convolution view of a `Dense` node.
 pub fn dense_shape(graph: &Graph, node: NodeId) -> Result<ConvShape, String> {
     let n = graph.node(node);
-    let Op::Dense { epilogue } = &n.op else {
+    let Op::Dense { epilogue, norm } = &n.op else {
         return Err(format!("{} is not Dense", n.op.kind()));
     };
     let value = |i: usize| {
@@ -263,18 +266,21 @@ pub fn dense_shape(graph: &Graph, node: NodeId) -> Result<ConvShape, String> {
             ));
         }
     }
-    Ok(ConvShape::dense(
-        x.shape[0],
-        w.shape[0],
-        x.shape[1],
-        x.dtype,
-        w.dtype,
-        residual.map(|v| v.dtype),
-        y.dtype,
-        bias,
-        epilogue.activation,
-        graph.precision,
-    ))
+    Ok(ConvShape {
+        row_norm: norm.map(|norm| norm.epsilon),
+        ..ConvShape::dense(
+            x.shape[0],
+            w.shape[0],
+            x.shape[1],
+            x.dtype,
+            w.dtype,
+            residual.map(|v| v.dtype),
+            y.dtype,
+            bias,
+            epilogue.activation,
+            graph.precision,
+        )
+    })
 }
 
 /// Renders the instantiation of `config` for `shape` under `symbol`.

@@ -65,6 +65,9 @@ impl SimtConfig {
     }
 
     pub fn validate(&self, shape: &ConvShape) -> Result<(), String> {
+        if shape.row_norm.is_some() {
+            return Err("SIMT tiles do not normalize their input rows (wgmma does)".into());
+        }
         if shape.groups != 1 {
             return Err("the SIMT implicit GEMM needs groups = 1".into());
         }
@@ -284,6 +287,7 @@ pub(super) mod tests {
             },
             shortcut: None,
             pool: false,
+            row_norm: None,
         }
     }
 

@@ -319,6 +319,9 @@ impl MmaConfig {
     }
 
     pub fn validate(&self, shape: &ConvShape) -> Result<(), String> {
+        if shape.row_norm.is_some() {
+            return Err("mma.sync tiles do not normalize their input rows (wgmma does)".into());
+        }
         if shape.groups != 1 {
             return Err("the tensor-core implicit GEMM needs groups = 1".into());
         }

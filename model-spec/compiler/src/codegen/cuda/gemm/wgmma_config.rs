@@ -223,6 +223,30 @@ impl WgmmaConfig {
         self.spread_offset(shape) + self.spread_region_bytes() + barriers + ALIGN_SLACK
     }
 
+    /// The static shared memory of a row norm's statistics (a mean and an
+    /// rstd per tile row, `conv_wgmma.cu`), beside the dynamic allocation.
+    fn row_norm_bytes(&self, shape: &ConvShape) -> usize {
+        if shape.row_norm.is_some() {
+            8 * self.block_m as usize
+        } else {
+            0
+        }
+    }
+
+    /// A row norm needs each CTA to see whole rows (split 1) and two
+    /// threads per tile row over the plain template's k loop: no swapped
+    /// operands, no warp specialization.
+    fn check_row_norm(&self) -> Result<(), String> {
+        if self.split_k != 1 || self.swap_ab || self.warp_specialized {
+            return Err(
+                "a row norm needs split_k 1 and the plain wgmma template (no swap_ab, not \
+                 warp-specialized)"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
     /// Where the spread reduction's region starts: past everything else,
     /// which may still be in use when the other ranks push.
     fn spread_offset(&self, shape: &ConvShape) -> usize {
@@ -314,8 +338,11 @@ impl WgmmaConfig {
         if !MmaConfig::a_vectorized(shape) && chunks > 4 * self.threads() {
             return Err("too many gathered A chunks per thread".into());
         }
-        if self.smem_bytes(shape) > MAX_SMEM_BYTES {
+        if self.smem_bytes(shape) + self.row_norm_bytes(shape) > MAX_SMEM_BYTES {
             return Err(format!("{} B of shared memory", self.smem_bytes(shape)));
+        }
+        if shape.row_norm.is_some() {
+            self.check_row_norm()?;
         }
         let regs = self.regs_estimate(shape);
         let cap = register_cap(self.threads()).min(MAX_REGS);
