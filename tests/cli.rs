@@ -156,6 +156,28 @@ fn dense_norm_fusion_is_opt_in() {
         fused.contains("fuse_dense_layer_norm: 4 LayerNormalization folded into its Dense readers"),
         "{fused}"
     );
+    // `build` takes the flag too: four launches fewer.
+    let launches = |extra: &[&str]| {
+        let out_dir = dir.join(format!("build{}", extra.len()));
+        let mut args = vec![
+            "build",
+            model_s,
+            "--precision",
+            "fp16",
+            "--no-nvcc",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let (ok, out, err) = aotune(&args);
+        assert!(ok, "{err}");
+        let count = out
+            .split(" launches")
+            .next()
+            .and_then(|s| s.rsplit(' ').next());
+        count.and_then(|n| n.parse::<usize>().ok()).expect(&out)
+    };
+    assert_eq!(launches(&[]), launches(&["--fuse-dense-norm"]) + 4);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -32,6 +32,8 @@ pub fn build(args: BuildArgs) -> anyhow::Result<()> {
     let mut b = Build::new(&args.model.model)
         .precision(args.model.precision)
         .input_dtype(args.model.input_dtype)
+        .fuse_depthwise_norm(args.model.fuse_depthwise_norm)
+        .fuse_dense_norm(args.model.fuse_dense_norm)
         .out_dir(&args.out)
         .skip_nvcc(args.no_nvcc)
         .weights(if args.weights_file {
