@@ -328,17 +328,38 @@ impl AttentionMmaConfig {
     /// Tiles of 64 keys (32 when Skv ≤ 32); two stages when there are two
     /// key tiles or more. Query rows per CTA: the largest of 128, 64, 32,
     /// 16 (at most Sq rounded up to 16s) that still gives two CTAs per SM
-    /// (132 SMs), else one, else 16 (a warp per CTA: at batch 1 the
-    /// latency of a warp's pass over the keys is what counts).
+    /// (132 SMs); short of that, with four key tiles or more, 32 rows with
+    /// two key groups (`kv_split`), else the largest giving one CTA per
+    /// SM, else 16 (a warp per CTA: at batch 1 the latency of a pass over
+    /// the keys is what counts).
     fn default_for(shape: &AttentionShape) -> Self {
         let block_kv = if shape.skv <= 32 { 32 } else { 64 };
         let cap = shape.sq.next_multiple_of(16).max(16);
         let fits = |bq: u32, ctas: usize| {
             bq as usize <= cap.next_power_of_two() && shape.ctas(bq as usize) >= ctas
         };
-        let block_q = [128u32, 64, 32, 16]
+        let two_waves = [128u32, 64, 32, 16]
             .into_iter()
-            .find(|&bq| fits(bq, 2 * SMS))
+            .find(|&bq| fits(bq, 2 * SMS));
+        // Under two waves with four key tiles or more, each CTA's walk over
+        // the keys is the latency: 32-row tiles whose two key groups split
+        // it (ViT-B/16 b1, 12 × 197 queries: 59.6 → 47.4 µs for its 12
+        // attentions against the 16-row tile, H200, 2026-12-06,
+        // bench/probes/attention_split_probe.sh).
+        let split = AttentionMmaConfig {
+            block_q: 32,
+            block_kv: 64,
+            stages: 2,
+            kv_split: 2,
+        };
+        if two_waves.is_none()
+            && shape.key_tiles(block_kv as usize) >= 4
+            && fits(32, 1)
+            && split.validate(shape).is_ok()
+        {
+            return split;
+        }
+        let block_q = two_waves
             .or_else(|| [64u32, 32, 16].into_iter().find(|&bq| fits(bq, SMS)))
             .unwrap_or(16);
         let stages = if shape.key_tiles(block_kv as usize) >= 2 {

@@ -251,7 +251,7 @@ fn default_configs_of_real_models() {
         }
     }
     insta::assert_snapshot!(table, @r"
-    vit_b1           fp16  mma_q16k64s2       156 CTAs
+    vit_b1           fp16  mma_q32k64s2x2     84 CTAs
     vit_b1           fp32  simt_q16k32t8      156 CTAs
     vit_b64          fp16  mma_q128k64s2      1536 CTAs
     vit_b64          fp32  simt_q16k32t8      9984 CTAs
@@ -267,7 +267,7 @@ fn default_configs_of_real_models() {
     d128             fp32  simt_q16k32t8      56 CTAs
     d32              fp16  mma_q16k64s2       40 CTAs
     d32              fp32  simt_q32k32t4      24 CTAs
-    long_kv          fp16  mma_q16k64s2       5 CTAs
+    long_kv          fp16  mma_q32k64s2x2     3 CTAs
     long_kv          fp32  simt_q16k32t8      5 CTAs
     gqa_dv           fp16  mma_q16k64s1       24 CTAs
     gqa_dv           fp32  simt_q32k32t4      16 CTAs
