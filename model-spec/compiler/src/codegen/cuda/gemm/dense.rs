@@ -432,6 +432,52 @@ mod tests {
         }
     }
 
+    /// A Dense whose rows are normalized on the way in (`RowNorm`) runs
+    /// only on the plain wgmma template with whole rows per CTA; its default
+    /// is one of those and the rendered kernel takes the column sums last.
+    #[test]
+    fn a_row_norm_keeps_to_plain_wgmma_tiles_of_split_one() {
+        let shape = ConvShape {
+            row_norm: Some(1e-6),
+            ..ConvShape::dense(
+                197,
+                2304,
+                768,
+                DType::F16,
+                DType::F16,
+                None,
+                DType::F16,
+                Some(DType::F32),
+                Activation::None,
+                Precision::Fp16,
+            )
+        };
+        let space = DenseConfig::search_space(&shape);
+        assert!(!space.is_empty());
+        for c in space.iter().chain([&DenseConfig::default_for(&shape)]) {
+            let DenseConfig::Wgmma(w) = c else {
+                panic!("{c:?} is not wgmma");
+            };
+            assert!(w.split_k == 1 && !w.swap_ab && !w.warp_specialized, "{w:?}");
+            assert_eq!(c.validate(&shape), Ok(()));
+        }
+        let code = instantiate(&shape, &space[0], "k").code;
+        assert!(
+            code.contains("ROW_NORM = true") && code.contains("NORM_EPS"),
+            "{code}"
+        );
+        assert!(code.contains("y, colsum)"), "{code}");
+        let plain = ConvShape {
+            row_norm: None,
+            ..shape
+        };
+        let code = instantiate(&plain, &DenseConfig::default_for(&plain), "k").code;
+        assert!(
+            !code.contains("ROW_NORM") && !code.contains("colsum"),
+            "{code}"
+        );
+    }
+
     #[test]
     fn unroll_is_bounded_by_steps_and_registers() {
         let shape = classifier(16, Precision::Fp32);
