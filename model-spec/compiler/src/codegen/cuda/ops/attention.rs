@@ -344,7 +344,7 @@ impl AttentionMmaConfig {
         // Under two waves with four key tiles or more, each CTA's walk over
         // the keys is the latency: 32-row tiles whose two key groups split
         // it (ViT-B/16 b1, 12 × 197 queries: 59.6 → 47.4 µs for its 12
-        // attentions against the 16-row tile, H200, 2026-12-06,
+        // attentions against the 16-row tile, H200, 2026-12-06, CLI a06e50c,
         // bench/probes/attention_split_probe.sh).
         let split = AttentionMmaConfig {
             block_q: 32,
