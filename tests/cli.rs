@@ -91,29 +91,33 @@ fn zoo_dump_and_run_on_resnet18() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Fixture `name` (tests/fixtures) refilled into `dir` as an ONNX file.
+fn refilled_fixture(dir: &Path, name: &str) -> PathBuf {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let model = dir.join(format!("{name}.onnx"));
+    std::fs::write(&model, common::fixture::refilled_model(&fixture)).unwrap();
+    model
+}
+
+/// `aotune dump MODEL --precision fp16 --section passes EXTRA…`, which must succeed.
+fn fp16_passes(model: &str, extra: &[&str]) -> String {
+    let mut args = vec!["dump", model, "--precision", "fp16", "--section", "passes"];
+    args.extend_from_slice(extra);
+    let (ok, out, err) = aotune(&args);
+    assert!(ok, "{err}");
+    out
+}
+
 /// `--fuse-depthwise-norm` (off by default) joins the tiny ConvNeXt's
 /// LayerNorms over channels to their depthwise convs.
 #[test]
 fn depthwise_norm_fusion_is_opt_in() {
     let dir = scratch("dwnorm");
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny_convnext_legacy");
-    let model = dir.join("tiny_convnext.onnx");
-    std::fs::write(&model, common::fixture::refilled_model(&fixture)).unwrap();
+    let model = refilled_fixture(&dir, "tiny_convnext_legacy");
     let model_s = model.to_str().unwrap();
-    let dump = |extra: &[&str]| {
-        let mut args = vec![
-            "dump",
-            model_s,
-            "--precision",
-            "fp16",
-            "--section",
-            "passes",
-        ];
-        args.extend_from_slice(extra);
-        let (ok, out, err) = aotune(&args);
-        assert!(ok, "{err}");
-        out
-    };
+    let dump = |extra: &[&str]| fp16_passes(model_s, extra);
     let plain = dump(&[]);
     assert!(!plain.contains("fuse_conv_layer_norm"), "{plain}");
     let fused = dump(&["--fuse-depthwise-norm"]);
@@ -131,24 +135,9 @@ fn depthwise_norm_fusion_is_opt_in() {
 #[test]
 fn dense_norm_fusion_is_opt_in() {
     let dir = scratch("dnorm");
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny_vit_dynamo");
-    let model = dir.join("tiny_vit.onnx");
-    std::fs::write(&model, common::fixture::refilled_model(&fixture)).unwrap();
+    let model = refilled_fixture(&dir, "tiny_vit_dynamo");
     let model_s = model.to_str().unwrap();
-    let dump = |extra: &[&str]| {
-        let mut args = vec![
-            "dump",
-            model_s,
-            "--precision",
-            "fp16",
-            "--section",
-            "passes",
-        ];
-        args.extend_from_slice(extra);
-        let (ok, out, err) = aotune(&args);
-        assert!(ok, "{err}");
-        out
-    };
+    let dump = |extra: &[&str]| fp16_passes(model_s, extra);
     let plain = dump(&[]);
     assert!(!plain.contains("fuse_dense_layer_norm"), "{plain}");
     let fused = dump(&["--fuse-dense-norm"]);

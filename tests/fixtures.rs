@@ -8,7 +8,7 @@ mod common;
 
 use aotune_compiler::ir::{Activation, Epilogue, Op, Precision};
 use aotune_compiler::reference::{rel_l2, run, run_planned, RunOptions};
-use aotune_compiler::{compile_bytes, CompileOptions};
+use aotune_compiler::{compile_bytes, CompileOptions, Compiled};
 use serde_json::Value as Json;
 use std::path::Path;
 
@@ -256,6 +256,29 @@ fn convnext_tiny_layer_norms_join_their_depthwise_convs() {
     }
 }
 
+/// Fixture `name` compiled at fp16 with `fuse_dense_norm`, and those options.
+fn compiled_with_dense_norm(name: &str) -> (Compiled, CompileOptions) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name);
+    let model = common::fixture::refilled_model(&dir);
+    let fused = CompileOptions {
+        precision: Precision::Fp16,
+        channels_last: true,
+        fuse_dense_norm: true,
+        ..Default::default()
+    };
+    (compile_bytes(&model, name, &fused).unwrap(), fused)
+}
+
+/// The LayerNorms `fuse_dense_layer_norm` folded, from the pass report.
+fn folded_norms(compiled: &Compiled) -> usize {
+    compiled.report.count(
+        "fuse_dense_layer_norm",
+        "LayerNormalization folded into its Dense readers",
+    )
+}
+
 /// With `fuse_dense_norm` (opt-in) each of ViT-B/16's 24 block LayerNorms
 /// folds into the Dense that reads it at fp16 (`fuse_dense_layer_norm`:
 /// the QKV projection or the MLP's first layer, through Reshape views);
@@ -270,30 +293,13 @@ fn vit_layer_norms_fold_into_their_dense_layers_at_fp16() {
         ("vit_b_16_legacy", 12),
         ("tiny_vit_dynamo", 2),
     ] {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures")
-            .join(name);
-        let model = common::fixture::refilled_model(&dir);
-        let fused = CompileOptions {
-            precision: Precision::Fp16,
-            channels_last: true,
-            fuse_dense_norm: true,
-            ..Default::default()
-        };
-        let compiled = compile_bytes(&model, name, &fused).unwrap();
+        let (compiled, fused) = compiled_with_dense_norm(name);
         let count =
             |f: &dyn Fn(&Op) -> bool| compiled.graph.nodes.iter().filter(|n| f(&n.op)).count();
         let normed = count(&|op| matches!(op, Op::Dense { norm: Some(_), .. }));
         let left = count(&|op| matches!(op, Op::LayerNorm { .. }));
         assert_eq!((normed, left), (2 * blocks, 1), "{name}");
-        assert_eq!(
-            compiled.report.count(
-                "fuse_dense_layer_norm",
-                "LayerNormalization folded into its Dense readers"
-            ),
-            2 * blocks,
-            "{name}"
-        );
+        assert_eq!(folded_norms(&compiled), 2 * blocks, "{name}");
         let unfused = check_fixture(name, Precision::Fp16, 1e-2, false);
         let folded = check_fixture_with(name, &fused, 1e-2, false);
         println!("{name} fp16 rel. L2 (batch, err): unfused {unfused:?}, folded {folded:?}");
@@ -315,21 +321,8 @@ fn swin_and_convnext_layer_norms_fold_into_dense_layers_at_fp16() {
         ("convnext_tiny_dynamo", 18),
         ("convnext_tiny_legacy", 18),
     ] {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures")
-            .join(name);
-        let model = common::fixture::refilled_model(&dir);
-        let fused = CompileOptions {
-            precision: Precision::Fp16,
-            channels_last: true,
-            fuse_dense_norm: true,
-            ..Default::default()
-        };
-        let compiled = compile_bytes(&model, name, &fused).unwrap();
-        let folded = compiled.report.count(
-            "fuse_dense_layer_norm",
-            "LayerNormalization folded into its Dense readers",
-        );
+        let (compiled, fused) = compiled_with_dense_norm(name);
+        let folded = folded_norms(&compiled);
         println!("{name}: {folded} LayerNorms folded");
         assert_eq!(folded, want, "{name}");
         check_fixture_with(name, &fused, 1e-2, false);

@@ -500,79 +500,63 @@ pub fn spread_variants(space: &[ConvConfig]) -> Vec<ConvConfig> {
 
 pub fn dense_cases(precision: Precision) -> Vec<(String, Graph)> {
     let s = precision.storage();
+    let tensor_cores = matches!(precision, Precision::Fp16 | Precision::Bf16);
     let mut out = Vec::new();
     let gelu = |tanh| Activation::Gelu { tanh };
-    for (m, n, k, residual, activation) in [
-        (1, 1000, 2048, false, Activation::None),
-        (4, 37, 100, true, Activation::Relu),
-        (8, 96, 64, false, gelu(true)),
-        (16, 64, 256, false, gelu(false)),
-        (40, 130, 96, true, Activation::Relu),
+    for (m, n, k, residual, activation, norm) in [
+        (1, 1000, 2048, false, Activation::None, false),
+        (4, 37, 100, true, Activation::Relu, false),
+        (8, 96, 64, false, gelu(true), false),
+        (16, 64, 256, false, gelu(false), false),
+        (40, 130, 96, true, Activation::Relu, false),
         // A ViT-like MLP row count: the tiled templates, ragged M.
-        (197, 72, 48, true, gelu(false)),
+        (197, 72, 48, true, gelu(false), false),
         // More tiles than the persistent grid's 132 CTAs, ragged in M, N
         // and K: warp-specialized CTAs walk several tiles and their ring
         // wraps inside and across tiles (`warp_specialized_variants`).
-        (2200, 2120, 200, true, gelu(false)),
+        (2200, 2120, 200, true, gelu(false), false),
+        // Rows normalized inside the GEMM (`RowNorm`, the wgmma template,
+        // f16/bf16 only): ragged M and N, a K that ends in a partial k
+        // tile, a residual.
+        (197, 96, 136, false, gelu(false), true),
+        (300, 200, 768, true, Activation::None, true),
     ] {
+        if norm && !tensor_cores {
+            continue;
+        }
         let epilogue = Epilogue {
             bias: true,
             residual,
             activation,
         };
+        let seed = if norm { 5 } else { 3 };
         let mut inputs = vec![
             In::act(&[m, k], s, Layout::RowMajor),
-            In::constant(&[n, k], s, Layout::RowMajor, 3),
-            In::constant(&[n], DType::F32, Layout::RowMajor, 4),
+            In::constant(&[n, k], s, Layout::RowMajor, seed),
+            In::constant(&[n], DType::F32, Layout::RowMajor, seed + 1),
         ];
         if residual {
             inputs.push(In::act(&[m, n], s, Layout::RowMajor));
         }
+        if norm {
+            // The column sums, the norm's last input.
+            inputs.push(In::constant(&[n], DType::F32, Layout::RowMajor, 7));
+        }
+        let norm = norm.then_some(RowNorm { epsilon: 1e-6 });
         let graph = one_op(
-            Op::Dense {
-                epilogue,
-                norm: None,
-            },
+            Op::Dense { epilogue, norm },
             &inputs,
             DType::F32,
             Layout::RowMajor,
             precision,
         )
         .0;
-        out.push((format!("dense{m}x{n}x{k}"), graph));
-    }
-    // Rows normalized inside the GEMM (`RowNorm`, the wgmma template):
-    // ragged M and N, a K that ends in a partial k tile, a residual.
-    if matches!(precision, Precision::Fp16 | Precision::Bf16) {
-        for (m, n, k, residual, activation) in [
-            (197, 96, 136, false, gelu(false)),
-            (300, 200, 768, true, Activation::None),
-        ] {
-            let epilogue = Epilogue {
-                bias: true,
-                residual,
-                activation,
-            };
-            let mut inputs = vec![
-                In::act(&[m, k], s, Layout::RowMajor),
-                In::constant(&[n, k], s, Layout::RowMajor, 5),
-                In::constant(&[n], DType::F32, Layout::RowMajor, 6),
-            ];
-            if residual {
-                inputs.push(In::act(&[m, n], s, Layout::RowMajor));
-            }
-            inputs.push(In::constant(&[n], DType::F32, Layout::RowMajor, 7));
-            let norm = Some(RowNorm { epsilon: 1e-6 });
-            let graph = one_op(
-                Op::Dense { epilogue, norm },
-                &inputs,
-                DType::F32,
-                Layout::RowMajor,
-                precision,
-            )
-            .0;
-            out.push((format!("dense_norm{m}x{n}x{k}"), graph));
-        }
+        let kind = if norm.is_some() {
+            "dense_norm"
+        } else {
+            "dense"
+        };
+        out.push((format!("{kind}{m}x{n}x{k}"), graph));
     }
     out
 }
