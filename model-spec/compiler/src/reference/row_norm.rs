@@ -6,6 +6,7 @@
 //! accumulation type (f32: what the GPU epilogue does, with μ and r rounded
 //! to f32; f64: the tighter oracle).
 
+use super::normalize::moments;
 use super::op_io::OpError;
 use super::scalar::Scalar;
 use crate::ir::RowNorm;
@@ -36,10 +37,16 @@ impl<'a> RowFold<'a> {
                 x.len()
             )));
         }
-        let epsilon = f64::from(norm.epsilon);
         let stats = x
             .chunks(k.max(1))
-            .map(|row| row_stats(row, epsilon))
+            .map(|row| {
+                let (mean, rstd) = moments(
+                    row.iter().map(|&v| f64::from(v)),
+                    row.len().max(1) as f64,
+                    norm.epsilon,
+                );
+                [mean, rstd]
+            })
             .collect();
         Ok(RowFold { stats, sums })
     }
@@ -54,19 +61,6 @@ impl<'a> RowFold<'a> {
             *v = rstd * (*v - mean * T::of(s));
         }
     }
-}
-
-/// The mean of `row` and `1/sqrt(var + epsilon)`, its population variance
-/// taken around the mean in a second pass, all in f64.
-fn row_stats(row: &[f32], epsilon: f64) -> [f64; 2] {
-    let k = row.len().max(1) as f64;
-    let mean = row.iter().map(|&v| f64::from(v)).sum::<f64>() / k;
-    let var = row
-        .iter()
-        .map(|&v| (f64::from(v) - mean).powi(2))
-        .sum::<f64>()
-        / k;
-    [mean, 1.0 / (var + epsilon).sqrt()]
 }
 
 #[cfg(test)]
