@@ -313,13 +313,6 @@ impl RowNorm {
     pub const K_MULTIPLE: usize = 8;
 }
 
-impl Eq for RowNorm {}
-impl std::hash::Hash for RowNorm {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.epsilon.to_bits().hash(state);
-    }
-}
-
 impl fmt::Display for RowNorm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "eps{:e}", self.epsilon)
