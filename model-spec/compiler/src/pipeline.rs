@@ -30,8 +30,9 @@ pub struct CompileOptions {
     pub fuse_depthwise_norm: bool,
     /// Fold a LayerNorm over the last axis into the Dense layers that read
     /// it (`passes::fuse_dense_layer_norm`; ViT's block norms), at fp16 and
-    /// bf16. Off by default until its kernels are timed against the
-    /// unfused graph.
+    /// bf16. Off by default: correct, but measured slower than the
+    /// unfused graph on ViT-B/16 at b1 and b64 (H100, 2026-12-06;
+    /// docs/design/layernorm-into-dense.md).
     pub fuse_dense_norm: bool,
 }
 
