@@ -4,8 +4,9 @@
 // Problem: Y[M×N] = A[M×K] · W[N×K]ᵀ + bias[N], f16 in, f32 accumulate, f16
 // out, every matrix row-major (A and W K-contiguous: W as PyTorch stores a
 // Linear weight). M = 64·197 = 12608 rows; qkv N 2304 K 768, out N 768 K 768,
-// fc1 N 3072 K 768 (bias only, no GELU), fc2 N 768 K 3072; plus a small
-// ragged shape (M, N, K none a multiple of the tile), checked, not timed.
+// fc1 N 3072 K 768 (bias only, no GELU), fc2 N 768 K 3072; the same four at
+// batch 1 (M = 197, "*_b1"); plus two small ragged shapes (M, N, K none a
+// multiple of the tile), checked, not timed.
 //
 // The kernel (tma_gemm): 384 threads = warpgroup 0, the producer, and
 // warpgroups 1-2, the consumers. CTA b takes tiles b, b + gridDim.x, ... (N
@@ -26,6 +27,8 @@
 //     `empty`) once its wgmma_wait says the stage's wgmmas are done. The
 //     epilogue adds the bias and stores f16 pairs from registers (rows ≥ M and
 //     columns ≥ N skipped).
+// (The second kernel, ws::gemm, below tma_gemm: ping-pong consumers, grouped
+// tile order, clusters of 2 with the W tile multicast.)
 // Ring protocol (fill f = the CTA's f-th k tile over all its tiles, stage
 // f % STAGES, use u = f / STAGES of that stage): `full[s]` (count 1 + tx
 // bytes) completes phase u when fill f has landed, consumers wait parity
@@ -378,6 +381,296 @@ __global__ void __launch_bounds__(THREADS, 1)
 
 }  // namespace tma
 
+// ---- the second kernel: ping-pong or cooperative, rasterized, clustered ------------
+//
+// ws::gemm<PP, BM, BN, STAGES, CL, GROUP>: the producer/consumer kernel above
+// with the three things CUTLASS's sm90 kernels add; always persistent (CTA b
+// takes the tiles b, b + grid, ... of its cluster's sequence).
+//   - PP (ping-pong, CUTLASS's KernelTmaWarpSpecializedPingpong): a tile is
+//     BM×BN and belongs to ONE consumer warpgroup (BM/64 m64nBN row blocks,
+//     ≤ 128 accumulators per thread); the CTA's k-th tile goes to warpgroup
+//     k % 2. The producer fills both warpgroups' tiles in that order, so the
+//     ring holds fills of tile k and then tile k + 1. An order barrier passes
+//     a token between the two warpgroups: a warpgroup issues the wgmmas of a
+//     whole tile only while it holds the token and hands it over right after
+//     issuing the last k tile's wgmmas (before waiting for them), so the
+//     other warpgroup's mainloop follows on the tensor cores at once while
+//     this one drains, runs its epilogue, and waits for the token again.
+//     !PP (cooperative, as tma_gemm): both warpgroups share each BM×BN tile,
+//     BM/2 rows each.
+//   - CL (1 or 2): a cluster of CL CTAs along M takes CL vertically adjacent
+//     tiles with the same W tile; each CTA loads its own A tile and BN/CL rows
+//     of the W tile, multicast to every CTA of the cluster. A stage can then
+//     be overwritten by a peer's multicast, so every consumer warp releases a
+//     stage in every CTA of the cluster (remote mbarrier arrive) and `empty`
+//     counts CL times the consumer warps of a fill.
+//   - GROUP (0: N first, as tma_gemm): the tile order of Triton's grouped
+//     matmul: tiles walk GROUP m tiles (of the cluster) first, then the next
+//     n tile, then the next group of GROUP m tiles, so the ~SM-count tiles in
+//     flight at once share ~GROUP A tiles and ~SMs/GROUP W tiles in L2.
+//   - Depth: as in tma_gemm, one wgmma group stays in flight: after issuing k
+//     tile kt the warp waits until at most one group is pending (wait_group 1:
+//     k tile kt - 1's wgmmas are done) and releases kt - 1's stage; the last
+//     stage of a tile is released after wait_group 0.
+//
+// Ring protocol: as tma_gemm's (fill f = the CTA's f-th k tile over all of
+// its tiles, in tile order, whichever warpgroup consumes it; stage f %
+// STAGES, use u = f / STAGES; full parity u & 1, empty waited for parity
+// (u - 1) & 1 before fill f). Counts: full 1 (the local arrive.expect_tx of
+// the whole stage's bytes, A + the full W tile; the peer's multicast half
+// completes its bytes on the same barrier, possibly before the local expect_tx,
+// which is allowed: the phase cannot complete before the local arrive);
+// empty = (PP ? 4 : 8) · CL (lane 0 of every consumer warp reading the fill,
+// in every CTA of the cluster: fill f is the same tile's same k tile in every
+// CTA of the cluster, since they walk the same tile sequence).
+// Why parity waits never alias (a wait for phase u must not see phase u - 2
+// or u + 1): full[s] phase u + 1 needs fill f + STAGES, which needs empty[s]
+// phase u, which needs this very consumer's release of fill f; and a consumer
+// never waits for fill f before fill f - STAGES has landed: within a
+// warpgroup fills are waited in order, and in PP the order token reaches a
+// warpgroup only after the other one waited for every fill of the previous
+// tile (all fills before this tile's). The producer's empty wait for use u - 1
+// cannot see u: fill f (use u) cannot be released before it was issued, after
+// that wait. A peer's multicast of fill f into this CTA needs the peer's empty
+// phase u - 1, which includes this CTA's release of fill f - STAGES: so it
+// neither overwrites a stage still read here nor lands in full[s] before
+// phase u - 1 completed.
+// Order barriers (PP only): order[c] (count 128: every thread of the other
+// warpgroup) completes phase q when the other warpgroup has issued its q-th
+// tile's wgmmas. The CTA's tile k (k ≥ 1, warpgroup c = k % 2) waits for
+// tile k - 1's issue: order[c], phase (k - 1) / 2 (warpgroup 1's j-th tile
+// k = 2j + 1 waits for warpgroup 0's j-th; warpgroup 0's j-th, k = 2j, for
+// warpgroup 1's (j - 1)-th); tile 0 starts at once. order[c] cannot run two
+// phases ahead of its waiter: the other warpgroup arrives on it again only
+// after its own next wait, on this warpgroup's arrival.
+// Fully out-of-bounds boxes (an odd m tile count with CL 2: the last
+// cluster's second tile; a W half beyond N) are loaded from a clamped, valid
+// coordinate instead: they only feed outputs beyond M or N, which are not
+// stored.
+namespace ws {
+
+using tma::BK;
+using tma::ROW;
+using tma::store_block;
+
+template <bool PP_, int BM_, int BN_, int STAGES_, int CL_, int GROUP_> struct Cfg {
+  static constexpr bool PP = PP_;
+  static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_, CL = CL_, GROUP = GROUP_;
+  static constexpr int WG_ROWS = PP ? BM : BM / tma::CONSUMERS;  // rows per consumer warpgroup
+  static constexpr int RB = WG_ROWS / 64;                         // m64 row blocks per warpgroup
+  static constexpr int R = BN / 2;                                // accumulators per row block
+  static constexpr int A_BYTES = BM * ROW, W_BYTES = BN * ROW;
+  static constexpr int STAGE_BYTES = A_BYTES + W_BYTES;  // expect_tx per fill (whole W tile)
+  static constexpr int W_BOX = BN / CL;                  // W rows this CTA loads (and multicasts)
+  static constexpr int EMPTY_COUNT = (PP ? 4 : 4 * tma::CONSUMERS) * CL;
+  // The ring, then full[STAGES], empty[STAGES], order[2]; 1 KiB of slack.
+  static constexpr int SMEM = STAGES * STAGE_BYTES + (2 * STAGES + 2) * 8 + 1024;
+  static_assert(WG_ROWS % 64 == 0 && (BN == 128 || BN == 256), "m64nBN wgmma row blocks");
+  static_assert(RB * R <= 128, "at most 128 f32 accumulators per consumer thread");
+  static_assert(BM <= 256 && W_BOX <= 256 && W_BOX % 8 == 0, "TMA box rows, whole swizzle atoms");
+  static_assert(CL == 1 || CL == 2, "clusters of 1 or 2 along M");
+  static_assert(SMEM <= 232448, "227 KiB of shared memory per CTA");
+};
+
+template <class C> struct Ring {
+  unsigned base;  // 1024-byte aligned
+  __device__ unsigned a(int s) const { return base + s * C::A_BYTES; }
+  __device__ unsigned w(int s) const { return base + C::STAGES * C::A_BYTES + s * C::W_BYTES; }
+  __device__ unsigned full(int s) const { return base + C::STAGES * C::STAGE_BYTES + 8 * s; }
+  __device__ unsigned empty(int s) const { return full(C::STAGES + s); }
+  __device__ unsigned order(int c) const { return full(2 * C::STAGES + c); }
+};
+
+// The CTA's tile sequence: cluster tiles (CL·BM × BN) t = first, first +
+// stride, ... < tiles, in the GROUP order; this CTA's tile is m tile
+// cm·CL + rank of cluster m tile cm.
+template <class C> struct Sched {
+  int m_tiles, n_tiles, cm_tiles, tiles, first, stride, rank;
+  __device__ Sched(int M, int N) {
+    m_tiles = (M + C::BM - 1) / C::BM;
+    n_tiles = (N + C::BN - 1) / C::BN;
+    cm_tiles = (m_tiles + C::CL - 1) / C::CL;
+    tiles = cm_tiles * n_tiles;
+    first = blockIdx.x / C::CL;
+    stride = gridDim.x / C::CL;
+    rank = blockIdx.x % C::CL;
+  }
+  // Row and column of this CTA's part of cluster tile t.
+  __device__ void coords(int t, int& m0, int& n0) const {
+    int cm, nt;
+    if (C::GROUP <= 0) {
+      cm = t / n_tiles;
+      nt = t % n_tiles;
+    } else {
+      const int per_group = C::GROUP * n_tiles, g = t / per_group, first_m = g * C::GROUP;
+      const int size_m = min(cm_tiles - first_m, C::GROUP), r = t - g * per_group;
+      cm = first_m + r % size_m;
+      nt = r / size_m;
+    }
+    m0 = (cm * C::CL + rank) * C::BM;
+    n0 = nt * C::BN;
+  }
+};
+
+// A TMA load of `map`'s box at (c0, c1) into `dst` of every CTA of the
+// cluster in `mask`, completing its bytes on the barrier at `bar`'s offset in
+// each of them.
+__device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const CUtensorMap* map, unsigned bar,
+                                                      int c0, int c1, unsigned short mask) {
+  SM90A_ASM(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(dst),
+      "l"(reinterpret_cast<unsigned long long>(map)), "r"(bar), "r"(c0), "r"(c1), "h"(mask)
+      : "memory");
+}
+
+// Arrives (release, cluster scope) on the barrier at `bar`'s offset in the
+// CTA of cluster rank `rank`.
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank) {
+  asm volatile(
+      "{\n.reg .b32 remote;\n"
+      "mapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+      "r"(rank)
+      : "memory");
+}
+
+// Releases stage s: lane 0 of a consumer warp, in every CTA of the cluster.
+template <class C> __device__ __forceinline__ void release(const Ring<C>& ring, int s) {
+  if constexpr (C::CL == 1) {
+    mbar_arrive(ring.empty(s));
+  } else {
+#pragma unroll
+    for (int r = 0; r < C::CL; ++r) mbar_arrive_cluster(ring.empty(s), r);
+  }
+}
+
+template <class C>
+__device__ void produce(const Ring<C>& ring, const CUtensorMap* map_a, const CUtensorMap* map_w,
+                        const Sched<C>& sched, int M, int N, int k_tiles) {
+  prefetch_tensormap(map_a);
+  prefetch_tensormap(map_w);
+  int fill = 0;
+  for (int t = sched.first; t < sched.tiles; t += sched.stride) {
+    int m0, n0;
+    sched.coords(t, m0, n0);
+    const int a_row = min(m0, M - 1);                                 // clamped: see above
+    const int w_row = min(n0 + sched.rank * C::W_BOX, N - 1);
+    for (int kt = 0; kt < k_tiles; ++kt, ++fill) {
+      const int s = fill % C::STAGES, use = fill / C::STAGES;
+      if (use > 0) mbar_wait(ring.empty(s), (use - 1) & 1);  // fill - STAGES read cluster-wide
+      mbar_arrive_expect_tx(ring.full(s), C::STAGE_BYTES);
+      tma_load_2d(ring.a(s), map_a, ring.full(s), kt * BK, a_row);
+      if constexpr (C::CL == 1) {
+        tma_load_2d(ring.w(s), map_w, ring.full(s), kt * BK, w_row);
+      } else {
+        tma_load_2d_multicast(ring.w(s) + sched.rank * C::W_BOX * ROW, map_w, ring.full(s), kt * BK,
+                              w_row, (unsigned short)((1u << C::CL) - 1));
+      }
+    }
+  }
+}
+
+template <class C>
+__device__ void consume(const Ring<C>& ring, const __half* __restrict__ bias, __half* __restrict__ y,
+                        const Sched<C>& sched, int M, int N, int k_tiles) {
+  constexpr int RB = C::RB, R = C::R;
+  const int c = threadIdx.x / 128 - 1, lane = threadIdx.x % 32;
+  float acc[RB * R];
+  int k = 0;  // the CTA's tile count so far (PP: tile k is warpgroup k % 2's)
+  for (int t = sched.first; t < sched.tiles; t += sched.stride, ++k) {
+    if (C::PP && (k & 1) != c) continue;
+    int m0, n0;
+    sched.coords(t, m0, n0);
+    int fill = k * k_tiles;
+    if (C::PP && k > 0) mbar_wait(ring.order(c), ((k - 1) / 2) & 1);  // tile k - 1 issued
+#pragma unroll
+    for (int i = 0; i < RB * R; ++i) acc[i] = 0.0f;
+    const unsigned a_off = C::PP ? 0u : (unsigned)(c * C::WG_ROWS * ROW);
+    for (int kt = 0; kt < k_tiles; ++kt, ++fill) {
+      const int s = fill % C::STAGES;
+      mbar_wait(ring.full(s), (fill / C::STAGES) & 1);
+      const unsigned a = ring.a(s) + a_off, w = ring.w(s);
+      __syncwarp();  // the .aligned wgmma instructions need the warp converged
+      fence_operands(acc);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) {
+#pragma unroll
+        for (int rb = 0; rb < RB; ++rb) {
+          Wgmma<C::BN>::run(*reinterpret_cast<float(*)[R]>(acc + rb * R),
+                            wgmma_desc(a + rb * 64 * ROW + kk * 32), wgmma_desc(w + kk * 32));
+        }
+      }
+      wgmma_commit();
+      wgmma_wait<1>();  // k tile kt - 1's wgmmas are done: release its stage
+      fence_operands(acc);
+      if (kt > 0 && lane == 0) release(ring, (fill - 1) % C::STAGES);
+    }
+    // Every wgmma of the tile is issued: the other warpgroup's turn.
+    if (C::PP) mbar_arrive(ring.order(c ^ 1));
+    wgmma_wait<0>();
+    fence_operands(acc);
+    if (lane == 0) release(ring, (fill - 1) % C::STAGES);
+#pragma unroll
+    for (int rb = 0; rb < RB; ++rb)
+      store_block<C::BN>(*reinterpret_cast<const float(*)[R]>(acc + rb * R), bias, y,
+                         m0 + (C::PP ? 0 : c * C::WG_ROWS) + rb * 64, n0, M, N);
+  }
+}
+
+// Y = A·Wᵀ + bias. map_a: A as [K, M], box [64, BM]; map_w: W as [K, N], box
+// [64, BN / CL]; 128-byte swizzle, zero fill. Grid: a multiple of CL, in
+// clusters of CL along x when CL > 1; tma::THREADS threads; C::SMEM bytes of
+// dynamic shared memory.
+template <bool PP, int BM, int BN, int STAGES, int CL, int GROUP>
+__global__ void __launch_bounds__(tma::THREADS, 1)
+    gemm(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_w,
+         const __half* __restrict__ bias, __half* __restrict__ y, int M, int N, int K) {
+  using C = Cfg<PP, BM, BN, STAGES, CL, GROUP>;
+  extern __shared__ unsigned char smem_raw[];
+  const unsigned raw = smem_u32(smem_raw);
+  // The same offset in every CTA of a cluster (same kernel, same dynamic
+  // shared memory), as multicast and remote arrives need.
+  const Ring<C> ring{(raw + 1023u) & ~1023u};
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(ring.full(s), 1);
+      mbar_init(ring.empty(s), C::EMPTY_COUNT);
+    }
+    mbar_init(ring.order(0), 128);
+    mbar_init(ring.order(1), 128);
+    fence_barrier_init();
+  }
+  // Every CTA of the cluster has initialized its barriers before any remote
+  // arrive or multicast reaches them.
+  if constexpr (CL > 1) {
+    __syncwarp();  // barrier.cluster.*.aligned: warp 0 converged again
+    cluster_sync();
+  } else {
+    __syncthreads();
+  }
+  const Sched<C> sched(M, N);
+  const int k_tiles = (K + BK - 1) / BK;
+  if (threadIdx.x < 128) {
+    setmaxnreg_dec<tma::PRODUCER_REGS>();
+    if (threadIdx.x == 0) produce<C>(ring, &map_a, &map_w, sched, M, N, k_tiles);
+    __syncwarp();
+  } else {
+    setmaxnreg_inc<tma::CONSUMER_REGS>();
+    consume<C>(ring, bias, y, sched, M, N, k_tiles);
+  }
+  // No CTA leaves while a peer may still arrive on its barriers (the
+  // multicast bytes are all awaited by its own consumers).
+  if constexpr (CL > 1) {
+    __syncwarp();
+    cluster_sync();
+  }
+}
+
+}  // namespace ws
+
 // ---- reference and inputs ----------------------------------------------------------
 
 // A deterministic U(-scale, scale) value for element i of stream `seed`.
@@ -426,6 +719,14 @@ static const Shape SHAPES[] = {
     {"out", 12608, 768, 768, true},
     {"fc1", 12608, 3072, 768, true},
     {"fc2", 12608, 768, 3072, true},
+    // Odd m tile counts at BM 128 (9) and 256 (5): the clamped fully
+    // out-of-bounds tile of a cluster of 2.
+    {"ragged2", 1100, 392, 200, false},
+    // Batch 1 (M = 197): how far the vendor's small-M GEMM is from ours.
+    {"qkv_b1", 197, 2304, 768, true},
+    {"out_b1", 197, 768, 768, true},
+    {"fc1_b1", 197, 3072, 768, true},
+    {"fc2_b1", 197, 768, 3072, true},
 };
 
 // One shape's device buffers and its f32 reference (host copy).
@@ -611,6 +912,63 @@ static Impl tma_impl(const char* name, bool persistent) {
   return {name, true, [=](const Problem& p) { return tma_variants<BM, BN, STAGES>(p, persistent, name); }};
 }
 
+// ws::gemm for p: persistent, min(tiles, SMs) CTAs, or with CL > 1 as many
+// clusters as fit at once (cudaOccupancyMaxActiveClusters), at most one per
+// cluster tile.
+template <bool PP, int BM, int BN, int STAGES, int CL, int GROUP>
+static std::vector<Variant> ws_variants(const Problem& p, const std::string& label) {
+  using C = ws::Cfg<PP, BM, BN, STAGES, CL, GROUP>;
+  auto kernel = ws::gemm<PP, BM, BN, STAGES, CL, GROUP>;
+  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM));
+  static int max_clusters = 0;
+  if (max_clusters == 0) {
+    cudaFuncAttributes fa;
+    CHECK(cudaFuncGetAttributes(&fa, kernel));
+    max_clusters = g_sms / CL;
+    if (CL > 1) {
+      cudaLaunchAttribute attrs[2];
+      const cudaLaunchConfig_t cfg = probe_launch_config(attrs, CL * max_clusters, tma::THREADS, C::SMEM,
+                                                         nullptr, CL, false);
+      CHECK(cudaOccupancyMaxActiveClusters(&max_clusters, kernel, &cfg));
+      if (max_clusters < 1) {
+        std::fprintf(stderr, "%s: no cluster of %d fits\n", label.c_str(), CL);
+        std::exit(1);
+      }
+    }
+    std::printf("  %s: %d registers at launch, %zu B local, %d B dynamic smem, %d CTAs at once\n",
+                label.c_str(), fa.numRegs, fa.localSizeBytes, C::SMEM, max_clusters * CL);
+  }
+  struct Maps {
+    unsigned char a[sizeof(CUtensorMap)], w[sizeof(CUtensorMap)];
+  } maps;
+  const CUtensorMap ma = make_map(p.a, p.M, p.K, BM), mw = make_map(p.w, p.N, p.K, C::W_BOX);
+  std::memcpy(maps.a, &ma, sizeof ma);
+  std::memcpy(maps.w, &mw, sizeof mw);
+  const int cm_tiles = ((p.M + BM - 1) / BM + CL - 1) / CL, n_tiles = (p.N + BN - 1) / BN;
+  const int grid = CL * std::min(cm_tiles * n_tiles, max_clusters);
+  const __half* bias = p.bias;
+  __half* y = p.y;
+  const int M = p.M, N = p.N, K = p.K;
+  return {{label, [=](cudaStream_t s) {
+             CUtensorMap a, w;
+             std::memcpy(&a, maps.a, sizeof a);
+             std::memcpy(&w, maps.w, sizeof w);
+             cudaLaunchAttribute attrs[2];
+             const cudaLaunchConfig_t cfg =
+                 probe_launch_config(attrs, grid, tma::THREADS, C::SMEM, s, CL, false);
+             CHECK(cudaLaunchKernelEx(&cfg, kernel, a, w, bias, y, M, N, K));
+           }}};
+}
+
+// PP: ping-pong, BM×BN per consumer warpgroup; otherwise cooperative, BM×BN
+// per CTA. CL: CTAs per cluster along M (W multicast). GROUP: grouped tile
+// order (0: N first).
+template <bool PP, int BM, int BN, int STAGES, int CL, int GROUP>
+static Impl ws_impl(const char* name) {
+  return {name, true,
+          [=](const Problem& p) { return ws_variants<PP, BM, BN, STAGES, CL, GROUP>(p, name); }};
+}
+
 // ---- cuBLAS ---------------------------------------------------------------------
 
 #ifndef NO_CUBLAS
@@ -712,6 +1070,17 @@ static std::vector<Impl> impls() {
   v.push_back(tma_impl<128, 256, 4>("tma128x256s4p", true));
   v.push_back(tma_impl<256, 128, 4>("tma256x128s4", false));
   v.push_back(tma_impl<256, 128, 4>("tma256x128s4p", true));
+  // ws::gemm: ping-pong (pp, tile per consumer warpgroup) and cooperative
+  // (co, tile per CTA), g8: grouped order with 8 m tiles, c2: clusters of 2
+  // along M with the W tile multicast.
+  v.push_back(ws_impl<true, 128, 128, 6, 1, 0>("pp128x128s6"));
+  v.push_back(ws_impl<true, 128, 128, 6, 1, 8>("pp128x128s6g8"));
+  v.push_back(ws_impl<true, 128, 128, 6, 2, 8>("pp128x128s6c2g8"));
+  v.push_back(ws_impl<true, 64, 256, 5, 1, 8>("pp64x256s5g8"));
+  v.push_back(ws_impl<true, 64, 256, 5, 2, 8>("pp64x256s5c2g8"));
+  v.push_back(ws_impl<false, 256, 128, 4, 1, 8>("co256x128s4g8"));
+  v.push_back(ws_impl<false, 256, 128, 4, 2, 8>("co256x128s4c2g8"));
+  v.push_back(ws_impl<false, 128, 256, 4, 2, 8>("co128x256s4c2g8"));
   return v;
 }
 

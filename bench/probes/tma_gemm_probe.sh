@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# One GPU-machine call (no carry needed, ~1 minute): how fast a TMA-fed,
+# One GPU-machine call (no carry needed, ~1.5 minutes): how fast a TMA-fed,
 # warp-specialized wgmma GEMM (bench/probes/tma_gemm_probe.cu, the kernel of
 # docs/design/tma-gemm.md) runs on ViT-B/16's batch-64 Dense shapes (M 12608:
-# qkv, out-proj, fc1, fc2), next to cublasGemmEx and cublasLt on the same
-# shapes. Every implementation is checked against an f32 reference GEMM first
-# (rel L2 > 1e-2: FAIL, not timed), then timed (median of 60 launches).
+# qkv, out-proj, fc1, fc2) and its batch-1 ones (M 197: *_b1), next to
+# cublasGemmEx and cublasLt on the same shapes: the first kernel (tma*:
+# cooperative consumers, N-first order) and the second (pp*: ping-pong
+# consumers, co*: cooperative; g8: grouped tile order; c2: clusters of 2 with
+# the W tile multicast). Every implementation is checked against an f32
+# reference GEMM first on every shape, two ragged ones included (rel L2 >
+# 1e-2: FAIL, not timed), then timed (median of 60 launches).
 # Builds with the machine's nvcc (sm_90a) and runs each implementation in a
 # process of its own under `timeout`, so that a hang or a trap in one of them
 # costs only its own rows. Log: ${OUT:-/tmp}/tma_gemm.log; the table at the end.
@@ -28,7 +32,7 @@ if ! "$NVCC" -O3 -std=c++17 -arch=sm_90a --resource-usage -o "$bin" bench/probes
   exit 1
 fi
 # Registers and spills of the TMA kernels (the consumer path must not spill).
-grep -A2 "Function properties for _ZN3tma" "$dir/build.log" | grep -E 'tma|spill|registers' | tee -a "$log"
+grep -A2 -E "Function properties for _ZN(3tma|2ws)" "$dir/build.log" | grep -E 'tma|ws|spill|registers' | tee -a "$log"
 status=()
 failed=0
 for impl in $("$bin" --list); do
