@@ -304,6 +304,28 @@ __device__ __forceinline__ void store_block(const float (&d)[BN / 2], const __ha
   }
 }
 
+// Issues and commits one k tile's wgmmas for a consumer warpgroup: its
+// RB row blocks of 64 rows (A at shared address `a`, row block rb 64 rows
+// on) times the BN-column W tile at `w`, accumulating into `acc` (RB · R
+// f32 per thread). The caller waits for the group.
+template <class C>
+__device__ __forceinline__ void mma_k_tile(float (&acc)[C::RB * C::R], unsigned a, unsigned w) {
+  constexpr int RB = C::RB, R = C::R;
+  __syncwarp();  // the .aligned wgmma instructions need the warp converged
+  fence_operands(acc);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < BK / 16; ++kk) {
+#pragma unroll
+    for (int rb = 0; rb < RB; ++rb) {
+      // 16 k = 32 bytes along the swizzled rows; row block rb is 64 rows on.
+      Wgmma<C::BN>::run(*reinterpret_cast<float(*)[R]>(acc + rb * R),
+                        wgmma_desc(a + rb * 64 * ROW + kk * 32), wgmma_desc(w + kk * 32));
+    }
+  }
+  wgmma_commit();
+}
+
 // A consumer warpgroup (c = 0 or 1): its rows of every tile of the CTA.
 template <class C>
 __device__ void consume(const Ring<C>& ring, const __half* __restrict__ bias, __half* __restrict__ y,
@@ -319,20 +341,7 @@ __device__ void consume(const Ring<C>& ring, const __half* __restrict__ bias, __
     for (int kt = 0; kt < k_tiles; ++kt, ++fill) {
       const int s = fill % C::STAGES;
       mbar_wait(ring.full(s), (fill / C::STAGES) & 1);
-      const unsigned a = ring.a(s) + c * C::WG_ROWS * ROW, w = ring.w(s);
-      __syncwarp();  // the .aligned wgmma instructions need the warp converged
-      fence_operands(acc);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) {
-#pragma unroll
-        for (int rb = 0; rb < RB; ++rb) {
-          // 16 k = 32 bytes along the swizzled rows; row block rb is 64 rows on.
-          Wgmma<C::BN>::run(*reinterpret_cast<float(*)[R]>(acc + rb * R),
-                            wgmma_desc(a + rb * 64 * ROW + kk * 32), wgmma_desc(w + kk * 32));
-        }
-      }
-      wgmma_commit();
+      mma_k_tile<C>(acc, ring.a(s) + c * C::WG_ROWS * ROW, ring.w(s));
       wgmma_wait<1>();  // the previous fill's wgmmas are done: release its stage
       fence_operands(acc);
       if (kt > 0 && lane == 0) mbar_arrive(ring.empty((fill - 1) % C::STAGES));
@@ -590,19 +599,7 @@ __device__ void consume(const Ring<C>& ring, const __half* __restrict__ bias, __
     for (int kt = 0; kt < k_tiles; ++kt, ++fill) {
       const int s = fill % C::STAGES;
       mbar_wait(ring.full(s), (fill / C::STAGES) & 1);
-      const unsigned a = ring.a(s) + a_off, w = ring.w(s);
-      __syncwarp();  // the .aligned wgmma instructions need the warp converged
-      fence_operands(acc);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) {
-#pragma unroll
-        for (int rb = 0; rb < RB; ++rb) {
-          Wgmma<C::BN>::run(*reinterpret_cast<float(*)[R]>(acc + rb * R),
-                            wgmma_desc(a + rb * 64 * ROW + kk * 32), wgmma_desc(w + kk * 32));
-        }
-      }
-      wgmma_commit();
+      tma::mma_k_tile<C>(acc, ring.a(s) + a_off, ring.w(s));
       wgmma_wait<1>();  // k tile kt - 1's wgmmas are done: release its stage
       fence_operands(acc);
       if (kt > 0 && lane == 0) release(ring, (fill - 1) % C::STAGES);
