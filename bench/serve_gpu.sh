@@ -100,6 +100,11 @@ read -r _ _ _ http _ grpc _ metrics < <(grep '^aotune serve: HTTP' "$OUT/serve.s
     sleep 1
   done ) > "$OUT/cpu.txt" 2>/dev/null &
 sampler=$!
+# GPU utilization (the share of time a kernel ran) every 100 ms, for the
+# table's GPU line.
+( nvidia-smi --query-gpu=timestamp,utilization.gpu --format=csv,noheader,nounits -lms 100 \
+    > "$OUT/gpu_util.txt" 2>/dev/null ) &
+gpu_sampler=$!
 t0=$(date +%s)
 "$LOAD" --url "http://$grpc" --model resnet50 --concurrency "$CONCURRENCY" \
   ${CONNECTIONS:+--connections $CONNECTIONS} --batch-per-request 1 \
@@ -124,7 +129,7 @@ sed 's/\x1b\[[0-9;]*m//g' "$OUT/serve.log" | grep -E "WARN|ERROR|model ready" | 
 python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen('http://$metrics/metrics').read().decode())" \
   > "$OUT/metrics.txt" 2>/dev/null
 stop_server
-kill $sampler 2>/dev/null; wait $sampler 2>/dev/null
+kill $sampler $gpu_sampler 2>/dev/null; wait $sampler $gpu_sampler 2>/dev/null
 echo "== serve_gpu: server exit code $serve_rc (0: clean stop on SIGTERM)"
 
 # 5. The bench on the same card, model, precision and tuning log.
@@ -135,10 +140,25 @@ rm -rf "$(dirname "$repo")"
 
 # 6. The table.
 python3 - "$OUT/serve_load.json" "$OUT/bench.log" "$OUT/metrics.txt" "$BENCH_BATCH" "${DRY_RUN:-}" \
-  "$OUT/cpu.txt" "$load_end" "$LOAD_SECONDS" "$(getconf CLK_TCK)" "$(nproc)" <<'PY'
-import json, re, sys
+  "$OUT/cpu.txt" "$load_end" "$LOAD_SECONDS" "$(getconf CLK_TCK)" "$(nproc)" "$OUT/gpu_util.txt" <<'PY'
+import json, re, sys, datetime
 load_path, bench_path, metrics_path, bench_batch, dry_run = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 cpu_path, load_end, load_seconds, hz, cores = sys.argv[6], float(sys.argv[7]), float(sys.argv[8]), float(sys.argv[9]), int(sys.argv[10])
+gpu_path = sys.argv[11]
+def gpu_line():
+    # nvidia-smi samples inside the measured window (local time stamps).
+    values = []
+    try:
+        for line in open(gpu_path):
+            stamp, util = [f.strip() for f in line.split(",")]
+            t = datetime.datetime.strptime(stamp, "%Y/%m/%d %H:%M:%S.%f").timestamp()
+            if load_end - load_seconds <= t <= load_end:
+                values.append(float(util))
+    except (OSError, ValueError):
+        pass
+    if not values:
+        return "== gpu: no utilization samples in the measured window"
+    return f"== gpu utilization over the measured window: mean {sum(values) / len(values):.0f}% ({len(values)} samples)"
 def cpu_line():
     # Samples inside the measured window: machine busy/total ticks, server ticks.
     rows = []
@@ -173,10 +193,14 @@ for line in open(bench_path):
     if m:  # no GPU: the CPU reference's median, at the same batch
         bench, bench_note = bench_batch / float(m.group(1)) * 1e3, f"CPU reference, median {m.group(1)} ms at batch {bench_batch}"
 metrics = open(metrics_path).read() if metrics_path else ""
-def metric(name):
-    # Summed over the other labels (the request histogram's protocol).
-    found = re.findall(rf'^{name}{{model="resnet50"[^}}]*}} ([0-9.e+-]+)$', metrics, re.M)
+def metric(name, label=""):
+    # Summed over the other labels (the request histogram's protocol);
+    # `label` (e.g. 'stage="kernels"') picks one series.
+    found = re.findall(rf'^{name}{{(?=[^}}]*model="resnet50")(?=[^}}]*{label})[^}}]*}} ([0-9.e+-]+)$', metrics, re.M)
     return sum(float(v) for v in found) if found else float("nan")
+def mean_ms(name, label=""):
+    n = metric(name + "_count", label)
+    return metric(name + "_sum", label) / n * 1e3 if n else float("nan")
 batches = metric("aotune_batch_size_count")
 mean_batch = metric("aotune_batch_size_sum") / batches if batches else float("nan")
 compute_ms = metric("aotune_compute_duration_seconds_sum") / batches * 1e3 if batches else float("nan")
@@ -189,12 +213,18 @@ print(f"== server: {load['requests']} requests in {load['seconds']} s at concurr
       f"({load['connections']} connections), {load['errors']} errors; mean batch {mean_batch:.1f}, "
       f"compute {compute_ms:.2f} ms per batch of which gather {gather_ms:.2f}; per request "
       f"{request_ms:.2f} ms receipt to response, {queue_ms:.2f} ms queued (whole run)")
+stages = " + ".join("%s %.3f" % (stage, mean_ms("aotune_device_duration_seconds", 'stage="%s"' % stage))
+                   for stage in ("input", "kernels", "output"))
+print(f"== per batch on the device (CUDA events, ms): {stages}; per request (ms): receive "
+      f"{mean_ms('aotune_receive_duration_seconds'):.3f} (headers to decoded), handoff "
+      f"{mean_ms('aotune_handoff_duration_seconds'):.3f} (answered to handler resumed)")
 print(f"== bench: {bench_note}")
 ratio = load["images_per_s"] / bench if bench else float("nan")
 print(f"{'server img/s':>13} {'p50 ms':>8} {'p99 ms':>8} {'bench img/s':>12} {'ratio':>7}")
 print(f"{load['images_per_s']:>13.0f} {load['p50_ms']:>8.2f} {load['p99_ms']:>8.2f} "
       f"{bench if bench else float('nan'):>12.0f} {ratio:>7.1%}")
 print(cpu_line())
+print(gpu_line())
 import glob, os
 for path in sorted(glob.glob(os.path.join(os.path.dirname(load_path), "serve_load_c*.json")),
                    key=lambda p: int(re.search(r"_c(\d+)\.json$", p).group(1))):

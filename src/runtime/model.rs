@@ -41,7 +41,7 @@ use super::launch_plan::{self, DeviceBases};
 
 mod staged_input;
 mod swap;
-pub use staged_input::InputStaging;
+pub use staged_input::{InputStaging, StageTimes};
 pub use swap::LaunchKernel;
 
 /// Dynamic shared memory a launch may use without opting in.
@@ -146,6 +146,9 @@ pub struct Model {
     warnings: Vec<String>,
     /// Distinguishes models, so a [`LaunchKernel`] is used only with its own.
     id: u64,
+    /// Events around the copies and kernels of [`Model::infer_staged_rows_timed`],
+    /// made on its first call.
+    stage_events: Option<[Event; 4]>,
     ctx: Arc<CudaContext>,
 }
 
@@ -245,6 +248,7 @@ impl Model {
             warnings: tuning_warnings(spec, &device),
             device,
             id: swap::next_model_id(),
+            stage_events: None,
             ctx,
         };
         for w in &model.warnings {
@@ -738,14 +742,14 @@ fn capture(
         .map_err(RuntimeError::cuda("cuGraphInstantiate", what))
 }
 
-fn record(event: &Event, stream: &Stream) -> Result<(), RuntimeError> {
+pub(super) fn record(event: &Event, stream: &Stream) -> Result<(), RuntimeError> {
     event.record(stream).map_err(RuntimeError::cuda(
         "cuEventRecord",
         "recording a timing event",
     ))
 }
 
-fn elapsed(start: &Event, end: &Event) -> Result<f32, RuntimeError> {
+pub(super) fn elapsed(start: &Event, end: &Event) -> Result<f32, RuntimeError> {
     start.elapsed_ms(end).map_err(RuntimeError::cuda(
         "cuEventElapsedTime",
         "reading a timing event",

@@ -4,7 +4,7 @@
 //! runtime ([`super::gpu_backend`]).
 
 use super::datatype::Datatype;
-use aotune::runtime::InputStaging;
+use aotune::runtime::{InputStaging, StageTimes};
 use std::fmt;
 
 /// The datatype of every output (the compiled models give f32).
@@ -115,6 +115,12 @@ pub trait Executor {
         rows: usize,
         fill: &mut Fill<'_>,
     ) -> Result<Vec<Vec<f32>>, BackendError>;
+
+    /// The device time of the last successful [`Executor::run`] by stage (the
+    /// GPU backend's CUDA events); `None` where there is no device.
+    fn last_stage_times(&self) -> Option<StageTimes> {
+        None
+    }
 }
 
 /// A loaded model: its signature, and a factory of executors (one per

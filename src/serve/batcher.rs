@@ -32,6 +32,14 @@ use tokio::sync::oneshot;
 /// The answer to one request: each model output's `rows × item_len` values.
 pub type Reply = Result<Vec<Vec<f32>>, InferError>;
 
+/// A [`Reply`] and when the executor sent it (the handler measures how long
+/// it took to pick it up).
+#[derive(Debug)]
+pub struct Answer {
+    pub reply: Reply,
+    pub sent: Instant,
+}
+
 /// The queue settings of one model.
 #[derive(Debug, Clone, Copy)]
 pub struct BatchPolicy {
@@ -82,7 +90,7 @@ struct JobState {
     outputs: Vec<Vec<f32>>,
     remaining: usize,
     /// `None` once answered.
-    reply: Option<oneshot::Sender<Reply>>,
+    reply: Option<oneshot::Sender<Answer>>,
 }
 
 /// Locks a mutex; a thread that panicked while holding it left data that is
@@ -96,7 +104,10 @@ impl JobState {
     fn answer(&mut self, reply: Reply) {
         if let Some(tx) = self.reply.take() {
             // The receiver may be gone (timeout, disconnect): nothing to do.
-            let _ = tx.send(reply);
+            let _ = tx.send(Answer {
+                reply,
+                sent: Instant::now(),
+            });
         }
     }
 
@@ -172,7 +183,7 @@ impl Batcher {
         inputs: Vec<Rows>,
         rows: usize,
         deadline: Instant,
-    ) -> Result<oneshot::Receiver<Reply>, InferError> {
+    ) -> Result<oneshot::Receiver<Answer>, InferError> {
         let shared = &self.shared;
         let capacity = shared.policy.queue_capacity;
         if rows > capacity {
@@ -345,6 +356,16 @@ impl Shared {
             .compute_seconds
             .observe(start.elapsed().as_secs_f64());
         self.metrics.gather_seconds.observe(gathering.as_secs_f64());
+        if let (Ok(Ok(_)), Some(t)) = (&result, executor.last_stage_times()) {
+            for (h, ms) in
+                self.metrics
+                    .device_seconds
+                    .iter()
+                    .zip([t.input_ms, t.kernels_ms, t.output_ms])
+            {
+                h.observe(f64::from(ms) * 1e-3);
+            }
+        }
         let outputs = match result {
             Ok(Ok(outputs)) => self.check_outputs(rows, outputs),
             Ok(Err(e)) => Err(InferError::Internal(e.to_string())),
@@ -513,7 +534,7 @@ mod tests {
             .map(|(x, rows)| b.submit(vec![x.clone().into()], *rows, far()).unwrap())
             .collect();
         for ((x, _), rx) in requests.iter().zip(rxs) {
-            let out = rx.blocking_recv().unwrap().unwrap();
+            let out = rx.blocking_recv().unwrap().reply.unwrap();
             let want: Vec<f32> = x.iter().map(|v| v * 10.0 + 8.0).collect();
             assert_eq!(out, vec![want]);
         }
@@ -530,6 +551,7 @@ mod tests {
             .unwrap()
             .blocking_recv()
             .unwrap()
+            .reply
             .unwrap();
         // 8 rows at batch 8, then 3 rows padded to 4.
         assert_eq!(*lock(&seen), vec![8, 4]);
@@ -595,10 +617,10 @@ mod tests {
         let b = Batcher::start("t", backend, policy, metrics).unwrap();
         let full: Vec<f32> = (1..=16).map(|v| v as f32).collect();
         let out = b.submit(vec![full.clone().into()], 8, far()).unwrap();
-        assert_eq!(out.blocking_recv().unwrap().unwrap()[0], full);
+        assert_eq!(out.blocking_recv().unwrap().reply.unwrap()[0], full);
         let small = vec![100.0, 101.0, 102.0, 103.0];
         let out = b.submit(vec![small.clone().into()], 2, far()).unwrap();
-        assert_eq!(out.blocking_recv().unwrap().unwrap()[0], small);
+        assert_eq!(out.blocking_recv().unwrap().reply.unwrap()[0], small);
         let mut padded = small;
         padded.resize(8, 0.0);
         assert_eq!(*lock(&seen), vec![full, padded]);
@@ -672,9 +694,12 @@ mod tests {
         let rows = Rows::from_le_bytes(bytes.into(), Datatype::FP16).unwrap();
         let first = b.submit(vec![rows], 2, far()).unwrap();
         let second = b.submit(vec![vec![0.1, 7.0].into()], 1, far()).unwrap();
-        assert_eq!(first.blocking_recv().unwrap().unwrap()[0], raw);
+        assert_eq!(first.blocking_recv().unwrap().reply.unwrap()[0], raw);
         let tenth = half::f16::from_f32(0.1).to_f32();
-        assert_eq!(second.blocking_recv().unwrap().unwrap()[0], [tenth, 7.0]);
+        assert_eq!(
+            second.blocking_recv().unwrap().reply.unwrap()[0],
+            [tenth, 7.0]
+        );
         let want: Vec<f32> = raw.iter().copied().chain([tenth, 7.0]).collect();
         assert_eq!(*lock(&seen), vec![(4, want)]);
         b.shutdown();
@@ -702,7 +727,7 @@ mod tests {
             .submit(vec![vec![0.0; 2].into()], 1, Instant::now())
             .unwrap();
         drop(b.submit(vec![vec![0.0; 2].into()], 1, far()).unwrap());
-        let e = expired.blocking_recv().unwrap().unwrap_err();
+        let e = expired.blocking_recv().unwrap().reply.unwrap_err();
         assert!(matches!(e, InferError::Timeout(_)), "{e:?}");
         b.shutdown();
         assert!(lock(&seen).is_empty());

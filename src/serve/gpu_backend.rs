@@ -17,7 +17,7 @@
 use super::backend::{Backend, BackendError, Executor, Fill, Signature};
 use super::cpu_backend::signature_of;
 use super::datatype::Datatype;
-use aotune::runtime::{LoadOptions, Model, ModelFiles};
+use aotune::runtime::{LoadOptions, Model, ModelFiles, StageTimes};
 use aotune_compiler::Build;
 use aotune_spec::{DType, Precision};
 use std::collections::BTreeMap;
@@ -144,6 +144,8 @@ struct GpuExecutor {
     /// The input's first dimension is the batch (else a request is the
     /// whole tensor and runs whole).
     batched: bool,
+    /// The stages of the last batched run.
+    last_stages: Option<StageTimes>,
 }
 
 impl GpuExecutor {
@@ -159,7 +161,11 @@ impl GpuExecutor {
             }
             models.insert(batch, model);
         }
-        Ok(GpuExecutor { models, batched })
+        Ok(GpuExecutor {
+            models,
+            batched,
+            last_stages: None,
+        })
     }
 }
 
@@ -175,6 +181,7 @@ impl Executor for GpuExecutor {
             .get_mut(&batch)
             .ok_or_else(|| BackendError::Gpu(format!("no build at batch {batch}")))?;
         let gpu = |e: aotune::runtime::RuntimeError| BackendError::Gpu(e.to_string());
+        self.last_stages = None;
         if !self.batched {
             // One request is the whole tensor, whatever its first dimension.
             fill(0, model.input_staging());
@@ -186,7 +193,15 @@ impl Executor for GpuExecutor {
         let front = staging.len() / batch * rows;
         fill(0, staging.split_at_mut(front).0);
         let mut output = vec![0.0f32; model.spec().outputs[0].elements() / batch * rows];
-        model.infer_staged_rows(rows, &mut output).map_err(gpu)?;
+        self.last_stages = Some(
+            model
+                .infer_staged_rows_timed(rows, &mut output)
+                .map_err(gpu)?,
+        );
         Ok(vec![output])
+    }
+
+    fn last_stage_times(&self) -> Option<StageTimes> {
+        self.last_stages
     }
 }

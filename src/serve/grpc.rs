@@ -35,8 +35,20 @@ use super::state::{InferCall, ServerState, EXTENSIONS, SERVER_NAME};
 use super::tensor::{output_shape, InputData, RequestInput};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tonic::{Code, Request, Response, Status};
+
+/// When a gRPC request's headers arrived (a request extension).
+#[derive(Debug, Clone, Copy)]
+pub struct Received(pub Instant);
+
+/// Stamps each HTTP/2 request with [`Received`] as its headers arrive, before
+/// its body is read (a layer of the gRPC server), so that ModelInfer can
+/// report how long the body's transfer and decoding took.
+pub fn stamp_receipt<B>(mut request: http::Request<B>) -> http::Request<B> {
+    request.extensions_mut().insert(Received(Instant::now()));
+    request
+}
 
 /// The service over the shared state.
 pub struct Service {
@@ -279,6 +291,8 @@ impl GrpcInferenceService for Service {
         &self,
         request: Request<ModelInferRequest>,
     ) -> Result<Response<ModelInferResponse>, Status> {
+        let received = request.extensions().get::<Received>().map(|r| r.0);
+        let decoded = Instant::now();
         let request = request.into_inner();
         let id = request.id.clone();
         let model_name = request.model_name.clone();
@@ -290,6 +304,11 @@ impl GrpcInferenceService for Service {
             }
         };
         let done = self.state.infer(call, "grpc").await?;
+        if let Some(received) = received {
+            self.state
+                .metrics
+                .receive(&done.model.name, "grpc", decoded - received);
+        }
         let signature = done.model.backend.signature();
         let mut outputs = Vec::with_capacity(done.outputs.len());
         let mut raw = Vec::with_capacity(done.outputs.len());

@@ -7,6 +7,9 @@
 //! | `aotune_queue_duration_seconds` | histogram | model | time a request (piece) waited in the queue |
 //! | `aotune_compute_duration_seconds` | histogram | model | time the backend took per batch, gathering its inputs included |
 //! | `aotune_gather_duration_seconds` | histogram | model | the part of that spent copying the requests' rows into the batch's input buffer |
+//! | `aotune_device_duration_seconds` | histogram | model, stage | GPU time per batch by stage (`input` copy, `kernels`, `output` copy), from CUDA events; waits behind other instances' work included |
+//! | `aotune_receive_duration_seconds` | histogram | model, protocol | gRPC: from the request's headers arriving to its message decoded (the body's transfer) |
+//! | `aotune_handoff_duration_seconds` | histogram | model | from the executor answering a request to its handler resuming with the answer |
 //! | `aotune_batch_size` | histogram | model | request rows per executed batch (padding not counted) |
 //! | `aotune_batch_padding_rows_total` | counter | model | rows of padding added to reach a compiled size |
 //! | `aotune_queue_rows` | gauge | model | rows waiting in the queue |
@@ -25,6 +28,9 @@ pub struct Metrics {
     queue_seconds: HistogramVec,
     compute_seconds: HistogramVec,
     gather_seconds: HistogramVec,
+    device_seconds: HistogramVec,
+    receive_seconds: HistogramVec,
+    handoff_seconds: HistogramVec,
     batch_size: HistogramVec,
     padding_rows: IntCounterVec,
     queue_rows: IntGaugeVec,
@@ -41,6 +47,10 @@ const SECONDS_BUCKETS: [f64; 16] = [
     1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
     60.0,
 ];
+/// Seconds buckets from 10 µs to 100 ms, for the steps inside a request.
+const STEP_BUCKETS: [f64; 12] = [
+    1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 0.1,
+];
 const BATCH_BUCKETS: [f64; 12] = [
     1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 4096.0,
 ];
@@ -51,6 +61,12 @@ impl Metrics {
         let seconds = |name: &str, help: &str, labels: &[&str]| {
             HistogramVec::new(
                 HistogramOpts::new(name, help).buckets(SECONDS_BUCKETS.to_vec()),
+                labels,
+            )
+        };
+        let steps = |name: &str, help: &str, labels: &[&str]| {
+            HistogramVec::new(
+                HistogramOpts::new(name, help).buckets(STEP_BUCKETS.to_vec()),
                 labels,
             )
         };
@@ -77,6 +93,21 @@ impl Metrics {
             gather_seconds: seconds(
                 "aotune_gather_duration_seconds",
                 "Part of the backend time per batch spent copying request rows into its input buffer",
+                &["model"],
+            )?,
+            device_seconds: steps(
+                "aotune_device_duration_seconds",
+                "GPU time per batch by stage (input copy, kernels, output copy), from CUDA events",
+                &["model", "stage"],
+            )?,
+            receive_seconds: steps(
+                "aotune_receive_duration_seconds",
+                "From a gRPC request's headers arriving to its message decoded",
+                &["model", "protocol"],
+            )?,
+            handoff_seconds: steps(
+                "aotune_handoff_duration_seconds",
+                "From the executor answering a request to its handler resuming",
                 &["model"],
             )?,
             batch_size: HistogramVec::new(
@@ -110,6 +141,9 @@ impl Metrics {
         r.register(Box::new(metrics.queue_seconds.clone()))?;
         r.register(Box::new(metrics.compute_seconds.clone()))?;
         r.register(Box::new(metrics.gather_seconds.clone()))?;
+        r.register(Box::new(metrics.device_seconds.clone()))?;
+        r.register(Box::new(metrics.receive_seconds.clone()))?;
+        r.register(Box::new(metrics.handoff_seconds.clone()))?;
         r.register(Box::new(metrics.batch_size.clone()))?;
         r.register(Box::new(metrics.padding_rows.clone()))?;
         r.register(Box::new(metrics.queue_rows.clone()))?;
@@ -135,6 +169,20 @@ impl Metrics {
         }
     }
 
+    /// A request's receipt (headers to decoded message) under `protocol`.
+    pub fn receive(&self, model: &str, protocol: &str, elapsed: std::time::Duration) {
+        self.receive_seconds
+            .with_label_values(&[model, protocol])
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// From a request's answer to its handler resuming.
+    pub fn handoff(&self, model: &str, elapsed: std::time::Duration) {
+        self.handoff_seconds
+            .with_label_values(&[model])
+            .observe(elapsed.as_secs_f64());
+    }
+
     /// Whether `model` serves.
     pub fn set_ready(&self, model: &str, ready: bool) {
         self.model_ready
@@ -148,6 +196,8 @@ impl Metrics {
             queue_seconds: self.queue_seconds.with_label_values(&[model]),
             compute_seconds: self.compute_seconds.with_label_values(&[model]),
             gather_seconds: self.gather_seconds.with_label_values(&[model]),
+            device_seconds: ["input", "kernels", "output"]
+                .map(|stage| self.device_seconds.with_label_values(&[model, stage])),
             batch_size: self.batch_size.with_label_values(&[model]),
             padding_rows: self.padding_rows.with_label_values(&[model]),
             queue_rows: self.queue_rows.with_label_values(&[model]),
@@ -172,6 +222,8 @@ pub struct ModelMetrics {
     pub queue_seconds: Histogram,
     pub compute_seconds: Histogram,
     pub gather_seconds: Histogram,
+    /// The `input`, `kernels` and `output` stages' device time.
+    pub device_seconds: [Histogram; 3],
     pub batch_size: Histogram,
     pub padding_rows: IntCounter,
     pub queue_rows: IntGauge,

@@ -258,6 +258,7 @@ async fn serve_async(
         .max_frame_size(GRPC_MAX_FRAME)
         .initial_stream_window_size(GRPC_STREAM_WINDOW)
         .initial_connection_window_size(GRPC_CONNECTION_WINDOW)
+        .layer(tower::util::MapRequestLayer::new(grpc::stamp_receipt))
         .add_service(grpc::server(Arc::clone(&state)))
         .serve_with_incoming_shutdown(grpc_incoming(grpc_listener), stop.clone().wait());
     let metrics_app = axum::Router::new().route(

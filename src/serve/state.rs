@@ -137,7 +137,7 @@ impl ServerState {
         let deadline = Instant::now() + timeout;
         let rows = prepared.rows;
         let rx = model.batcher.submit(prepared.inputs, rows, deadline)?;
-        let reply = tokio::time::timeout_at(deadline.into(), rx)
+        let answer = tokio::time::timeout_at(deadline.into(), rx)
             .await
             .map_err(|_| {
                 InferError::Timeout(format!(
@@ -145,7 +145,9 @@ impl ServerState {
                     timeout.as_millis()
                 ))
             })?
-            .map_err(|_| InferError::Internal("the executor dropped the request".into()))??;
+            .map_err(|_| InferError::Internal("the executor dropped the request".into()))?;
+        self.metrics.handoff(&model.name, answer.sent.elapsed());
+        let reply = answer.reply?;
         let mut outputs: Vec<Option<Vec<f32>>> = reply.into_iter().map(Some).collect();
         let outputs = picked
             .into_iter()

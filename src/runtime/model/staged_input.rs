@@ -17,6 +17,19 @@ use super::super::driver;
 use super::super::error::RuntimeError;
 use super::Model;
 
+/// Device milliseconds of one [`Model::infer_staged_rows_timed`] call, from
+/// CUDA events on the model's stream: each stage includes any wait for the
+/// GPU behind other work (other models' streams share the device).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StageTimes {
+    /// The input rows' copy from pinned staging to the device.
+    pub input_ms: f32,
+    /// The forward graph (every kernel).
+    pub kernels_ms: f32,
+    /// The output rows' copy back to pinned staging.
+    pub output_ms: f32,
+}
+
 /// The pinned input staging buffer, typed by the model input's dtype; its
 /// length is the input's element count.
 #[derive(Debug)]
@@ -165,13 +178,47 @@ impl Model {
         rows: usize,
         output: &mut [f32],
     ) -> Result<(), RuntimeError> {
+        let batch = self.spec.inputs[0].shape.first().copied().unwrap_or(1);
+        if rows == batch {
+            return self.infer_staged(output);
+        }
+        self.run_rows(rows, output, false).map(|_| ())
+    }
+
+    /// [`Model::infer_staged_rows`] with the device time of each stage
+    /// measured by CUDA events: the input copy, the kernels (the forward
+    /// graph) and the output copy. A full batch runs as the same three steps
+    /// rather than the one inference graph. The events are made on the first
+    /// call (which allocates them); later calls allocate nothing. The events
+    /// cost a few microseconds a call, so a server turns this on to report
+    /// where a batch's time goes.
+    pub fn infer_staged_rows_timed(
+        &mut self,
+        rows: usize,
+        output: &mut [f32],
+    ) -> Result<StageTimes, RuntimeError> {
+        if self.stage_events.is_none() {
+            self.bind()?;
+            let events = self.events(4)?;
+            self.stage_events = events.try_into().ok();
+        }
+        let times = self.run_rows(rows, output, true)?;
+        Ok(times.unwrap_or_default())
+    }
+
+    /// Copies the first `rows` input rows in, launches the forward graph,
+    /// copies those output rows out and waits; with `timed`, records the
+    /// stage events and returns their times.
+    fn run_rows(
+        &mut self,
+        rows: usize,
+        output: &mut [f32],
+        timed: bool,
+    ) -> Result<Option<StageTimes>, RuntimeError> {
         let input_slot = &self.spec.inputs[0];
         let output_slot = &self.spec.outputs[0];
         let batch = input_slot.shape.first().copied().unwrap_or(1);
         let output_rows = output_slot.shape.first().copied().unwrap_or(1);
-        if rows == batch {
-            return self.infer_staged(output);
-        }
         if rows == 0 || rows > batch || output_rows != batch {
             return Err(RuntimeError::RowsOutOfRange {
                 tensor: input_slot.name.to_string(),
@@ -199,6 +246,16 @@ impl Model {
         let input_at = self.arena.ptr() + input_slot.offset;
         let output_at = self.arena.ptr() + output_slot.offset;
         self.bind()?;
+        let events = if timed {
+            self.stage_events.as_ref()
+        } else {
+            None
+        };
+        let mark = |i: usize| match events {
+            Some(e) => super::record(&e[i], &self.stream),
+            None => Ok(()),
+        };
+        mark(0)?;
         // SAFETY: the input slot is in the arena and holds at least
         // `input_bytes`; staging is not written again before the
         // synchronize below.
@@ -214,7 +271,9 @@ impl Model {
             "cuMemcpyHtoDAsync",
             "copying the input rows into the arena",
         ))?;
+        mark(1)?;
         self.launch_forward_graph()?;
+        mark(2)?;
         // SAFETY: as above, for the output slot and the output staging.
         unsafe {
             driver::copy_device_to_pinned_prefix(
@@ -228,9 +287,19 @@ impl Model {
             "cuMemcpyDtoHAsync",
             "copying the output rows out of the arena",
         ))?;
+        if let Some(e) = events {
+            super::record(&e[3], &self.stream)?;
+        }
         self.sync_inference()?;
         output.copy_from_slice(&self.output_staging.as_f32()[..output_len]);
-        Ok(())
+        let Some(e) = events else {
+            return Ok(None);
+        };
+        Ok(Some(StageTimes {
+            input_ms: super::elapsed(&e[0], &e[1])?,
+            kernels_ms: super::elapsed(&e[1], &e[2])?,
+            output_ms: super::elapsed(&e[2], &e[3])?,
+        }))
     }
 
     fn sync_inference(&self) -> Result<(), RuntimeError> {
