@@ -165,3 +165,43 @@ fn staged_rows_give_those_rows_of_infer_and_allocate_nothing() {
         "{e}"
     );
 }
+
+#[test]
+fn timed_staged_rows_give_the_same_rows_and_positive_stage_times() {
+    let test = "timed_staged_rows_give_the_same_rows_and_positive_stage_times";
+    let Some(mode) = gpu::mode_or_skip(test) else {
+        return;
+    };
+    let half = f16_input().as_ref().unwrap_or_else(|e| panic!("{e}"));
+    let Some(mut model) = load(test, mode, half) else {
+        return;
+    };
+    let x = input(&model, 43);
+    let outputs = model.spec().outputs[0].elements();
+    let (in_row, out_row) = (x.len() / BATCH, outputs / BATCH);
+    let mut want = vec![f32::NAN; outputs];
+    model.infer(&x, &mut want).unwrap();
+    // The first call makes the events; the later ones allocate nothing.
+    for (call, rows) in [2, 1, BATCH].into_iter().enumerate() {
+        let (mut front, _) = model.input_staging().split_at_mut(rows * in_row);
+        front.write_f32(&x[..rows * in_row]);
+        let mut got = vec![f32::NAN; rows * out_row];
+        let (allocations, result) =
+            allocations_in(|| model.infer_staged_rows_timed(rows, &mut got));
+        let times = result.unwrap_or_else(|e| panic!("infer_staged_rows_timed({rows}): {e}"));
+        if call > 0 {
+            allocations.assert_none(&format!("infer_staged_rows_timed({rows})"));
+        }
+        println!("{rows} rows: {times:?}");
+        assert_eq!(
+            got,
+            want[..rows * out_row],
+            "{rows} rows differ from infer's"
+        );
+        assert!(times.kernels_ms > 0.0, "{times:?}");
+        assert!(times.input_ms >= 0.0 && times.output_ms >= 0.0, "{times:?}");
+    }
+    let mut got = vec![f32::NAN; out_row];
+    let e = model.infer_staged_rows_timed(0, &mut got).unwrap_err();
+    assert!(matches!(e, RuntimeError::RowsOutOfRange { .. }), "{e}");
+}
