@@ -29,7 +29,7 @@
 # It forces INPUT_DATATYPE=FP32: the CPU reference takes FP32 only (an FP16
 # config needs the GPU backend, else the model is not ready).
 # Env: MODEL, TUNING (empty: none), PRECISION, BATCH_SIZES, INSTANCES,
-# MAX_QUEUE_DELAY_US, INPUT_DATATYPE (FP16 | FP32), CONCURRENCY, EXTRA_CONCURRENCY (more load runs on the same
+# MAX_QUEUE_DELAY_US, INPUT_DATATYPE (FP16 | FP32), GPU_WAIT (spin | block), REUSE_BENCH, CONCURRENCY, EXTRA_CONCURRENCY (more load runs on the same
 # server, e.g. "128 256", reported below the bar's row), CONNECTIONS, LOAD_SECONDS, WARMUP_SECONDS,
 # BENCH_BATCH, READY_TIMEOUT (s), B (the CLI), LOAD (the load client).
 set -u
@@ -55,6 +55,7 @@ WARMUP_SECONDS=${WARMUP_SECONDS:-10}
 BENCH_BATCH=${BENCH_BATCH:-64}
 READY_TIMEOUT=${READY_TIMEOUT:-1800}
 INPUT_DATATYPE=${INPUT_DATATYPE:-FP16}
+GPU_WAIT=${GPU_WAIT:-spin}
 
 if ! $B serve --help >/dev/null 2>&1 || [ ! -x "$LOAD" ]; then
   echo "== serve_gpu: $B has no \`serve\` or $LOAD is missing: run \`bash bench/prepare_device.sh serve\` first"
@@ -73,7 +74,7 @@ queue=$((CONCURRENCY * 4 > 1024 ? CONCURRENCY * 4 : 1024))
 cat > "$repo/resnet50/config.json" <<EOF
 {"precision": "$PRECISION", "batch_sizes": [$sizes], "instances": $INSTANCES,
  "max_queue_delay_us": $MAX_QUEUE_DELAY_US, "queue_capacity": $queue, "timeout_ms": 60000,
- "input_datatype": "$INPUT_DATATYPE"}
+ "input_datatype": "$INPUT_DATATYPE", "gpu_wait": "$GPU_WAIT"}
 EOF
 echo "== serve_gpu: $MODEL ${TUNING:+tuning $TUNING }config $(tr -d '\n' < "$repo/resnet50/config.json")"
 
@@ -132,10 +133,15 @@ stop_server
 kill $sampler $gpu_sampler 2>/dev/null; wait $sampler $gpu_sampler 2>/dev/null
 echo "== serve_gpu: server exit code $serve_rc (0: clean stop on SIGTERM)"
 
-# 5. The bench on the same card, model, precision and tuning log.
-$B bench "$MODEL" --batch "$BENCH_BATCH" --precision "$PRECISION" ${TUNING:+--tuning "$TUNING"} --json \
-  > "$OUT/bench.log" 2>&1
-echo "== serve_gpu: aotune bench rc=$?"
+# 5. The bench on the same card, model, precision and tuning log (REUSE_BENCH=1
+# keeps the bench.log of an earlier run in the same call).
+if [ -n "${REUSE_BENCH:-}" ] && grep -q '^{' "$OUT/bench.log" 2>/dev/null; then
+  echo "== serve_gpu: aotune bench of the earlier run reused"
+else
+  $B bench "$MODEL" --batch "$BENCH_BATCH" --precision "$PRECISION" ${TUNING:+--tuning "$TUNING"} --json \
+    > "$OUT/bench.log" 2>&1
+  echo "== serve_gpu: aotune bench rc=$?"
+fi
 rm -rf "$(dirname "$repo")"
 
 # 6. The table.

@@ -737,6 +737,27 @@ impl Event {
         })
     }
 
+    /// An event without timing whose [`Event::synchronize`] sleeps instead
+    /// of spinning.
+    pub(crate) fn blocking(ctx: &Arc<CudaContext>) -> Result<Self, DriverError> {
+        let flags = sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC as u32
+            | sys::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: the call writes one event handle through a valid pointer;
+        // the caller has bound the context.
+        unsafe { sys::cuEventCreate(&mut raw, flags) }.result()?;
+        Ok(Event {
+            raw,
+            ctx: ctx.clone(),
+        })
+    }
+
+    /// Waits until the work before the last [`Event::record`] is done.
+    pub(crate) fn synchronize(&self) -> Result<(), DriverError> {
+        // SAFETY: `raw` is a live event owned by `self`.
+        unsafe { result::event::synchronize(self.raw) }
+    }
+
     pub(crate) fn record(&self, stream: &Stream) -> Result<(), DriverError> {
         // SAFETY: both handles are live and belong to the same context.
         unsafe { result::event::record(self.raw, stream.raw) }

@@ -59,6 +59,22 @@ pub struct LoadOptions {
     /// Whether kernels after the first are programmatic dependent launches
     /// (see [`LaunchMode`]); by default, at small batches only.
     pub launch: LaunchMode,
+    /// How the calling thread waits for an inference to finish (see
+    /// [`WaitMode`]); by default it spins.
+    pub wait: WaitMode,
+}
+
+/// How [`Model::infer`] and its staged variants wait for the GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WaitMode {
+    /// `cuStreamSynchronize` under the context's default scheduling: the
+    /// thread spins (lowest latency; one busy core per waiting thread).
+    #[default]
+    Spin,
+    /// A blocking-sync event: the thread sleeps until the GPU is done (a
+    /// few microseconds more latency; frees the core, which matters when
+    /// several executors wait at once next to network threads).
+    Block,
 }
 
 impl Default for LoadOptions {
@@ -67,6 +83,7 @@ impl Default for LoadOptions {
             device: 0,
             verify_weights_hash: true,
             launch: LaunchMode::Auto,
+            wait: WaitMode::Spin,
         }
     }
 }
@@ -149,6 +166,8 @@ pub struct Model {
     /// Events around the copies and kernels of [`Model::infer_staged_rows_timed`],
     /// made on its first call.
     stage_events: Option<[Event; 4]>,
+    /// The blocking-sync event inferences wait on ([`WaitMode::Block`]).
+    done_event: Option<Event>,
     ctx: Arc<CudaContext>,
 }
 
@@ -233,6 +252,13 @@ impl Model {
             &mut output_staging,
         )?;
 
+        let done_event = match options.wait {
+            WaitMode::Spin => None,
+            WaitMode::Block => Some(Event::blocking(&ctx).map_err(RuntimeError::cuda(
+                "cuEventCreate",
+                "creating the blocking-sync event",
+            ))?),
+        };
         let model = Model {
             io_graph,
             forward_graph,
@@ -249,6 +275,7 @@ impl Model {
             device,
             id: swap::next_model_id(),
             stage_events: None,
+            done_event,
             ctx,
         };
         for w in &model.warnings {

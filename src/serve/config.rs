@@ -12,7 +12,8 @@
 //!   "queue_capacity": 1024,       // rows (images) the queue holds before answering 429 / RESOURCE_EXHAUSTED
 //!   "timeout_ms": 30000,          // per-request deadline (a request's own `timeout` parameter may shorten it)
 //!   "image": { "input": "input" }, // accept encoded JPEG/PNG as BYTES for this input (ImageNet transform)
-//!   "input_datatype": "FP16"      // FP32 (default) or FP16: what clients send; FP16 needs the GPU at fp16
+//!   "input_datatype": "FP16",     // FP32 (default) or FP16: what clients send; FP16 needs the GPU at fp16
+//!   "gpu_wait": "spin"            // how an executor waits for its batch: "spin" (default) or "block" (sleeps)
 //! }
 //! ```
 
@@ -38,6 +39,17 @@ pub enum BackendChoice {
     Cpu,
 }
 
+/// `"gpu_wait"`: how a GPU executor waits for its batch to finish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuWait {
+    /// Spins on the stream (lowest latency, one busy core per executor).
+    #[default]
+    Spin,
+    /// Sleeps on a blocking-sync event (frees the core).
+    Block,
+}
+
 /// `"image"`: which input accepts encoded images as BYTES.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -60,6 +72,7 @@ struct ConfigFile {
     timeout_ms: Option<u64>,
     image: Option<ImageInput>,
     input_datatype: Option<Datatype>,
+    gpu_wait: Option<GpuWait>,
 }
 
 /// A model's configuration with every default applied, except the
@@ -81,6 +94,7 @@ pub struct ModelConfig {
     /// precision; checked by [`ModelConfig::check_input_datatype`] once the
     /// backend is known).
     pub input_datatype: Datatype,
+    pub gpu_wait: GpuWait,
 }
 
 /// The batch sizes compiled when the config names none.
@@ -105,6 +119,7 @@ impl Default for ModelConfig {
             timeout: DEFAULT_TIMEOUT,
             image: None,
             input_datatype: Datatype::FP32,
+            gpu_wait: GpuWait::Spin,
         }
     }
 }
@@ -209,6 +224,7 @@ impl ModelConfig {
             timeout,
             image: file.image,
             input_datatype: file.input_datatype.unwrap_or_default(),
+            gpu_wait: file.gpu_wait.unwrap_or_default(),
         })
     }
 
@@ -260,7 +276,8 @@ mod tests {
         let c = parse(
             r#"{"backend": "cpu", "precision": "bf16", "batch_sizes": [16, 2, 2],
                 "max_queue_delay_us": 50000, "instances": 3, "queue_capacity": 7,
-                "timeout_ms": 100, "image": {"input": "x"}, "input_datatype": "FP16"}"#,
+                "timeout_ms": 100, "image": {"input": "x"}, "input_datatype": "FP16",
+                "gpu_wait": "block"}"#,
         )
         .unwrap();
         assert_eq!(c.backend, BackendChoice::Cpu);
@@ -271,6 +288,7 @@ mod tests {
         assert_eq!(c.timeout, Duration::from_millis(100));
         assert_eq!(c.image.unwrap().input, "x");
         assert_eq!(c.input_datatype, Datatype::FP16);
+        assert_eq!(c.gpu_wait, GpuWait::Block);
     }
 
     #[test]
@@ -307,6 +325,7 @@ mod tests {
             (r#"{"backend": "tpu"}"#, "unknown variant `tpu`"),
             (r#"{"input_datatype": "FP64"}"#, "unknown variant `FP64`"),
             (r#"{"input_datatype": "fp16"}"#, "expected `FP32` or `FP16`"),
+            (r#"{"gpu_wait": "yield"}"#, "expected `spin` or `block`"),
             ("[1, 2]", "line 1"),
         ] {
             let e = parse(text).unwrap_err();

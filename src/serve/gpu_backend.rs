@@ -15,9 +15,10 @@
 //! request rows in and out (`Model::infer_staged_rows`).
 
 use super::backend::{Backend, BackendError, Executor, Fill, Signature};
+use super::config::GpuWait;
 use super::cpu_backend::signature_of;
 use super::datatype::Datatype;
-use aotune::runtime::{LoadOptions, Model, ModelFiles, StageTimes};
+use aotune::runtime::{LoadOptions, Model, ModelFiles, StageTimes, WaitMode};
 use aotune_compiler::Build;
 use aotune_spec::{DType, Precision};
 use std::collections::BTreeMap;
@@ -29,6 +30,7 @@ pub struct GpuBackend {
     /// Build directory per batch size.
     dirs: BTreeMap<usize, PathBuf>,
     device: String,
+    options: LoadOptions,
 }
 
 impl GpuBackend {
@@ -46,6 +48,7 @@ impl GpuBackend {
         batch_sizes: &[usize],
         symbolic_batch: bool,
         cache: &Path,
+        wait: GpuWait,
     ) -> Result<GpuBackend, BackendError> {
         let tag: String = name
             .chars()
@@ -105,13 +108,21 @@ impl GpuBackend {
             signature.ok_or_else(|| BackendError::Unsupported("no batch size to build".into()))?;
         signature.batch_sizes = dirs.keys().copied().collect();
         signature.inputs[0].datatype = input;
+        let options = LoadOptions {
+            wait: match wait {
+                GpuWait::Spin => WaitMode::Spin,
+                GpuWait::Block => WaitMode::Block,
+            },
+            ..LoadOptions::default()
+        };
         let mut backend = GpuBackend {
             signature,
             precision,
             dirs,
             device: String::new(),
+            options,
         };
-        let probe = GpuExecutor::load(&backend.dirs, backend.signature.batched)?;
+        let probe = GpuExecutor::load(&backend.dirs, backend.signature.batched, &options)?;
         backend.device = probe
             .models
             .values()
@@ -135,6 +146,7 @@ impl Backend for GpuBackend {
         Ok(Box::new(GpuExecutor::load(
             &self.dirs,
             self.signature.batched,
+            &self.options,
         )?))
     }
 }
@@ -149,12 +161,16 @@ struct GpuExecutor {
 }
 
 impl GpuExecutor {
-    fn load(dirs: &BTreeMap<usize, PathBuf>, batched: bool) -> Result<GpuExecutor, BackendError> {
+    fn load(
+        dirs: &BTreeMap<usize, PathBuf>,
+        batched: bool,
+        options: &LoadOptions,
+    ) -> Result<GpuExecutor, BackendError> {
         let mut models = BTreeMap::new();
         for (&batch, dir) in dirs {
             let files = ModelFiles::read_dir(dir).map_err(|e| BackendError::Gpu(e.to_string()))?;
             let model = files
-                .load(&LoadOptions::default())
+                .load(options)
                 .map_err(|e| BackendError::Gpu(e.to_string()))?;
             for warning in model.warnings() {
                 tracing::warn!("{warning}");

@@ -307,6 +307,7 @@ fn backend(
             &config.batch_sizes,
             symbolic,
             &settings.cache_dir,
+            config.gpu_wait,
         )?))
     } else {
         Ok(Arc::new(CpuBackend::load(

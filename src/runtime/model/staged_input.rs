@@ -303,6 +303,14 @@ impl Model {
     }
 
     fn sync_inference(&self) -> Result<(), RuntimeError> {
+        if let Some(done) = &self.done_event {
+            super::record(done, &self.stream)?;
+            return done.synchronize().map_err(RuntimeError::cuda(
+                "cuEventSynchronize",
+                "running the inference graph (`aotune verify --per-layer` runs the launches \
+                 one by one to find the failing one)",
+            ));
+        }
         self.stream.synchronize().map_err(RuntimeError::cuda(
             "cuStreamSynchronize",
             "running the inference graph (`aotune verify --per-layer` runs the launches one by \
