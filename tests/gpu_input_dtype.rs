@@ -14,7 +14,7 @@
 
 mod common;
 
-use aotune::runtime::{InputStaging, Model, RuntimeError};
+use aotune::runtime::{InputStaging, LoadOptions, Model, RuntimeError, WaitMode};
 use aotune_compiler::ir::{DType, Precision};
 use aotune_compiler::reference::{rel_l2, run, RunOptions};
 use aotune_compiler::zoo::{fill, write_resnet, ResNetDepth, DEFAULT_SEED};
@@ -204,4 +204,22 @@ fn timed_staged_rows_give_the_same_rows_and_positive_stage_times() {
     let mut got = vec![f32::NAN; out_row];
     let e = model.infer_staged_rows_timed(0, &mut got).unwrap_err();
     assert!(matches!(e, RuntimeError::RowsOutOfRange { .. }), "{e}");
+    // Waiting on the blocking-sync event gives the same bits.
+    let options = LoadOptions {
+        wait: WaitMode::Block,
+        ..LoadOptions::default()
+    };
+    let mut blocking = gpu::load_with(&half.dir, mode, &options)
+        .unwrap_or_else(|e| panic!("{test}: {e}"))
+        .expect("a GPU run loads");
+    let mut got = vec![f32::NAN; outputs];
+    let (allocations, result) = allocations_in(|| blocking.infer(&x, &mut got));
+    result.unwrap_or_else(|e| panic!("infer with WaitMode::Block: {e}"));
+    allocations.assert_none("infer with WaitMode::Block");
+    assert_eq!(got, want, "WaitMode::Block changed the output");
+    let mut got = vec![f32::NAN; 2 * out_row];
+    let (mut front, _) = blocking.input_staging().split_at_mut(2 * in_row);
+    front.write_f32(&x[..2 * in_row]);
+    blocking.infer_staged_rows_timed(2, &mut got).unwrap();
+    assert_eq!(got, want[..2 * out_row]);
 }
