@@ -12,7 +12,9 @@
 //! (`Build::input_dtype`, into `serve_<name>_<precision>_f16in_b<batch>/`):
 //! clients send f16 bytes, the batcher gathers them into the f16 staging
 //! buffer, and half the bytes cross to the device. Each batch copies only its
-//! request rows in and out (`Model::infer_staged_rows`).
+//! request rows in and out (`Model::infer_staged_rows_timed`, whose CUDA events give
+//! the `aotune_device_duration_seconds` stages). With `"gpu_wait": "block"` the executor sleeps
+//! on a blocking-sync event while its batch runs (`WaitMode::Block`).
 
 use super::backend::{Backend, BackendError, Executor, Fill, Signature};
 use super::config::GpuWait;
