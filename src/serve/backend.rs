@@ -121,6 +121,27 @@ pub trait Executor {
     fn last_stage_times(&self) -> Option<StageTimes> {
         None
     }
+
+    /// The GPU memory this executor holds and the device's use (the GPU
+    /// backend, summed over its batch sizes); `None` where there is no
+    /// device.
+    fn gpu_memory(&self) -> Option<GpuMemory> {
+        None
+    }
+}
+
+/// An executor's GPU memory (bytes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GpuMemory {
+    /// Device memory of its weights (one copy per loaded batch size).
+    pub weights: u64,
+    /// Device memory of its activation arenas.
+    pub arena: u64,
+    /// Pinned host memory of its staging buffers.
+    pub staging: u64,
+    /// The whole device, every process: used and total (`cuMemGetInfo`).
+    pub device_used: u64,
+    pub device_total: u64,
 }
 
 /// A loaded model: its signature, and a factory of executors (one per

@@ -17,7 +17,7 @@
 //! at once with [`InferError::QueueFull`] (HTTP 429, gRPC
 //! RESOURCE_EXHAUSTED), never blocked.
 
-use super::backend::{Backend, Executor, Signature};
+use super::backend::{Backend, Executor, GpuMemory, Signature};
 use super::error::InferError;
 use super::metrics::ModelMetrics;
 use super::rows::Rows;
@@ -39,6 +39,10 @@ pub struct Answer {
     pub reply: Reply,
     pub sent: Instant,
 }
+
+/// How often an executor refreshes the device-memory gauges while it runs
+/// batches.
+const DEVICE_MEMORY_REFRESH: Duration = Duration::from_secs(1);
 
 /// The queue settings of one model.
 #[derive(Debug, Clone, Copy)]
@@ -266,10 +270,42 @@ impl Batcher {
 
 impl Shared {
     /// An executor thread: batches until the queue is closed and empty.
+    /// Its GPU memory counts in the model's gauges while it runs; the
+    /// device's use is refreshed at most every [`DEVICE_MEMORY_REFRESH`].
     fn run(&self, mut executor: Box<dyn Executor>) {
+        let held = executor.gpu_memory();
+        if let Some(m) = &held {
+            self.count_memory(m, 1);
+        }
+        let mut refreshed = Instant::now();
         while let Some(pieces) = self.next_batch() {
             self.execute(executor.as_mut(), pieces);
+            if held.is_some() && refreshed.elapsed() >= DEVICE_MEMORY_REFRESH {
+                if let Some(m) = executor.gpu_memory() {
+                    self.set_device_memory(&m);
+                }
+                refreshed = Instant::now();
+            }
         }
+        if let Some(m) = &held {
+            self.count_memory(m, -1);
+        }
+    }
+
+    /// Adds (`sign` 1) or removes (-1) an executor's memory from the model's
+    /// gauges, and records the device's use.
+    fn count_memory(&self, m: &GpuMemory, sign: i64) {
+        let [weights, arena, staging] = &self.metrics.gpu_memory;
+        for (gauge, bytes) in [(weights, m.weights), (arena, m.arena), (staging, m.staging)] {
+            gauge.add(sign * i64::try_from(bytes).unwrap_or(i64::MAX));
+        }
+        self.set_device_memory(m);
+    }
+
+    fn set_device_memory(&self, m: &GpuMemory) {
+        let [used, total] = &self.metrics.device_memory;
+        used.set(i64::try_from(m.device_used).unwrap_or(i64::MAX));
+        total.set(i64::try_from(m.device_total).unwrap_or(i64::MAX));
     }
 
     /// Waits for a batch (see the module doc); `None` when closed and empty.
@@ -731,5 +767,85 @@ mod tests {
         assert!(matches!(e, InferError::Timeout(_)), "{e:?}");
         b.shutdown();
         assert!(lock(&seen).is_empty());
+    }
+
+    /// An executor that holds fixed GPU memory and answers zeros.
+    struct Holding;
+
+    impl Executor for Holding {
+        fn run(
+            &mut self,
+            _batch: usize,
+            rows: usize,
+            _fill: &mut Fill<'_>,
+        ) -> Result<Vec<Vec<f32>>, BackendError> {
+            Ok(vec![vec![0.0; rows]])
+        }
+
+        fn gpu_memory(&self) -> Option<GpuMemory> {
+            Some(GpuMemory {
+                weights: 100,
+                arena: 20,
+                staging: 3,
+                device_used: 500,
+                device_total: 1000,
+            })
+        }
+    }
+
+    struct HoldingBackend(Signature);
+
+    impl Backend for HoldingBackend {
+        fn signature(&self) -> &Signature {
+            &self.0
+        }
+        fn describe(&self) -> String {
+            "holding".into()
+        }
+        fn executor(&self) -> Result<Box<dyn Executor>, BackendError> {
+            Ok(Box::new(Holding))
+        }
+    }
+
+    #[test]
+    fn executors_gpu_memory_counts_while_they_run() {
+        let metrics = Metrics::new().unwrap();
+        let backend = HoldingBackend(Signature {
+            inputs: vec![TensorSpec::fp32("x", vec![1])],
+            outputs: vec![TensorSpec::fp32("y", vec![1])],
+            batched: true,
+            batch_sizes: vec![1],
+        });
+        let policy = BatchPolicy {
+            max_queue_delay: Duration::ZERO,
+            queue_capacity: 8,
+            instances: 3,
+        };
+        let b = Batcher::start("m", Arc::new(backend), policy, metrics.model("m")).unwrap();
+        let out = b.submit(vec![vec![1.0].into()], 1, far()).unwrap();
+        assert_eq!(out.blocking_recv().unwrap().reply.unwrap(), [[0.0]]);
+        // Executors count their memory once they are running; wait for all three.
+        let running =
+            |text: &str| text.contains(r#"aotune_gpu_memory_bytes{kind="weights",model="m"} 300"#);
+        let start = Instant::now();
+        while !running(&metrics.render()) && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let text = metrics.render();
+        for needle in [
+            r#"aotune_gpu_memory_bytes{kind="weights",model="m"} 300"#,
+            r#"aotune_gpu_memory_bytes{kind="arena",model="m"} 60"#,
+            r#"aotune_gpu_memory_bytes{kind="staging",model="m"} 9"#,
+            r#"aotune_gpu_device_memory_bytes{kind="used"} 500"#,
+            r#"aotune_gpu_device_memory_bytes{kind="total"} 1000"#,
+        ] {
+            assert!(text.contains(needle), "{needle} not in\n{text}");
+        }
+        b.shutdown();
+        let text = metrics.render();
+        assert!(
+            text.contains(r#"aotune_gpu_memory_bytes{kind="weights",model="m"} 0"#),
+            "{text}"
+        );
     }
 }

@@ -16,7 +16,7 @@
 //! the `aotune_device_duration_seconds` stages). With `"gpu_wait": "block"` the executor sleeps
 //! on a blocking-sync event while its batch runs (`WaitMode::Block`).
 
-use super::backend::{Backend, BackendError, Executor, Fill, Signature};
+use super::backend::{Backend, BackendError, Executor, Fill, GpuMemory, Signature};
 use super::config::GpuWait;
 use super::cpu_backend::signature_of;
 use super::datatype::Datatype;
@@ -221,5 +221,18 @@ impl Executor for GpuExecutor {
 
     fn last_stage_times(&self) -> Option<StageTimes> {
         self.last_stages
+    }
+
+    fn gpu_memory(&self) -> Option<GpuMemory> {
+        let mut total = GpuMemory::default();
+        for model in self.models.values() {
+            let m = model.memory().ok()?;
+            total.weights += m.weights_bytes;
+            total.arena += m.arena_bytes;
+            total.staging += m.staging_bytes;
+            total.device_used = m.device_total.saturating_sub(m.device_free);
+            total.device_total = m.device_total;
+        }
+        Some(total)
     }
 }

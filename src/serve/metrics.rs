@@ -10,6 +10,8 @@
 //! | `aotune_device_duration_seconds` | histogram | model, stage | GPU time per batch by stage (`input` copy, `kernels`, `output` copy), from CUDA events; waits behind other instances' work included |
 //! | `aotune_receive_duration_seconds` | histogram | model, protocol | gRPC: from the request's headers arriving to its message decoded (the body's transfer) |
 //! | `aotune_handoff_duration_seconds` | histogram | model | from the executor answering a request to its handler resuming with the answer |
+//! | `aotune_gpu_memory_bytes` | gauge | model, kind | what the model's executors hold: `weights`, `arena` (device), `staging` (pinned host) |
+//! | `aotune_gpu_device_memory_bytes` | gauge | kind | the device's `used` (every process) and `total` memory, refreshed at most once a second while batches run |
 //! | `aotune_batch_size` | histogram | model | request rows per executed batch (padding not counted) |
 //! | `aotune_batch_padding_rows_total` | counter | model | rows of padding added to reach a compiled size |
 //! | `aotune_queue_rows` | gauge | model | rows waiting in the queue |
@@ -31,6 +33,8 @@ pub struct Metrics {
     device_seconds: HistogramVec,
     receive_seconds: HistogramVec,
     handoff_seconds: HistogramVec,
+    gpu_memory: IntGaugeVec,
+    device_memory: IntGaugeVec,
     batch_size: HistogramVec,
     padding_rows: IntCounterVec,
     queue_rows: IntGaugeVec,
@@ -110,6 +114,20 @@ impl Metrics {
                 "From the executor answering a request to its handler resuming",
                 &["model"],
             )?,
+            gpu_memory: IntGaugeVec::new(
+                Opts::new(
+                    "aotune_gpu_memory_bytes",
+                    "Memory the model's executors hold: weights and arena (device), staging (pinned host)",
+                ),
+                &["model", "kind"],
+            )?,
+            device_memory: IntGaugeVec::new(
+                Opts::new(
+                    "aotune_gpu_device_memory_bytes",
+                    "The GPU's used (every process) and total memory",
+                ),
+                &["kind"],
+            )?,
             batch_size: HistogramVec::new(
                 HistogramOpts::new(
                     "aotune_batch_size",
@@ -144,6 +162,8 @@ impl Metrics {
         r.register(Box::new(metrics.device_seconds.clone()))?;
         r.register(Box::new(metrics.receive_seconds.clone()))?;
         r.register(Box::new(metrics.handoff_seconds.clone()))?;
+        r.register(Box::new(metrics.gpu_memory.clone()))?;
+        r.register(Box::new(metrics.device_memory.clone()))?;
         r.register(Box::new(metrics.batch_size.clone()))?;
         r.register(Box::new(metrics.padding_rows.clone()))?;
         r.register(Box::new(metrics.queue_rows.clone()))?;
@@ -198,6 +218,10 @@ impl Metrics {
             gather_seconds: self.gather_seconds.with_label_values(&[model]),
             device_seconds: ["input", "kernels", "output"]
                 .map(|stage| self.device_seconds.with_label_values(&[model, stage])),
+            gpu_memory: ["weights", "arena", "staging"]
+                .map(|kind| self.gpu_memory.with_label_values(&[model, kind])),
+            device_memory: ["used", "total"]
+                .map(|kind| self.device_memory.with_label_values(&[kind])),
             batch_size: self.batch_size.with_label_values(&[model]),
             padding_rows: self.padding_rows.with_label_values(&[model]),
             queue_rows: self.queue_rows.with_label_values(&[model]),
@@ -224,6 +248,11 @@ pub struct ModelMetrics {
     pub gather_seconds: Histogram,
     /// The `input`, `kernels` and `output` stages' device time.
     pub device_seconds: [Histogram; 3],
+    /// The model's `weights`, `arena` and `staging` bytes, summed over its
+    /// executors.
+    pub gpu_memory: [IntGauge; 3],
+    /// The device's `used` and `total` bytes.
+    pub device_memory: [IntGauge; 2],
     pub batch_size: Histogram,
     pub padding_rows: IntCounter,
     pub queue_rows: IntGauge,
