@@ -94,10 +94,11 @@ read -r _ _ _ http _ grpc _ metrics < <(grep '^aotune serve: HTTP' "$OUT/serve.s
   echo "== serve_gpu: the server did not start:"; tail -20 "$OUT/serve.log"; stop_server; exit 1; }
 
 # 3. The load (it waits for the model: the first start compiles). A sampler
-# records the machine's and the server's CPU ticks every second (cpu.txt):
-# the table's CPU line covers the measured window.
+# records the machine's, the server's and the load client's CPU ticks every
+# second (cpu.txt): the table's CPU line covers the measured window.
 ( while kill -0 $server 2>/dev/null; do
-    echo "$(date +%s.%N) $(head -1 /proc/stat | cut -d' ' -f3-) | $(cut -d' ' -f14,15 /proc/$server/stat 2>/dev/null)"
+    client=$(pgrep -n -f "$LOAD --url" 2>/dev/null)
+    echo "$(date +%s.%N) $(head -1 /proc/stat | cut -d' ' -f3-) | $(cut -d' ' -f14,15 /proc/$server/stat 2>/dev/null) | $( [ -n "$client" ] && cut -d' ' -f14,15 /proc/$client/stat 2>/dev/null)"
     sleep 1
   done ) > "$OUT/cpu.txt" 2>/dev/null &
 sampler=$!
@@ -171,21 +172,27 @@ def cpu_line():
     for line in open(cpu_path):
         try:
             t, rest = line.split(" ", 1)
-            machine, server = rest.split("|")
+            machine, server, client = (rest.split("|") + [""])[:3]
             f = [int(x) for x in machine.split()]
             busy, total = sum(f) - f[3] - f[4], sum(f[:8])
             srv = sum(int(x) for x in server.split())
-            rows.append((float(t), busy, total, srv))
+            cli = sum(int(x) for x in client.split()) if client.split() else None
+            rows.append((float(t), busy, total, srv, cli))
         except ValueError:
             continue
     w = [r for r in rows if load_end - load_seconds <= r[0] <= load_end]
     if len(w) < 2:
         return "== cpu: too few samples in the measured window"
-    (t0, b0, n0, s0), (t1, b1, n1, s1) = w[0], w[-1]
+    (t0, b0, n0, s0, c0), (t1, b1, n1, s1, c1) = w[0], w[-1]
     machine = (b1 - b0) / (n1 - n0) * cores
     server = (s1 - s0) / hz / (t1 - t0)
+    if c0 is None or c1 is None:
+        return (f"== cpu over {t1 - t0:.0f} s of the measured window: {machine:.1f} of {cores} cores busy; "
+                f"the server {server:.1f}, everything else (the load client, the kernel) {machine - server:.1f}")
+    client = (c1 - c0) / hz / (t1 - t0)
     return (f"== cpu over {t1 - t0:.0f} s of the measured window: {machine:.1f} of {cores} cores busy; "
-            f"the server {server:.1f}, everything else (the load client, the kernel) {machine - server:.1f}")
+            f"the server {server:.1f}, the load client {client:.1f}, everything else (the kernel's "
+            f"network work, other processes) {machine - server - client:.1f}")
 try:
     load = json.loads(open(load_path).read().strip().splitlines()[-1])
 except Exception as e:
