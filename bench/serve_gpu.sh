@@ -29,7 +29,8 @@
 # It forces INPUT_DATATYPE=FP32: the CPU reference takes FP32 only (an FP16
 # config needs the GPU backend, else the model is not ready).
 # Env: MODEL, TUNING (empty: none), PRECISION, BATCH_SIZES, INSTANCES,
-# MAX_QUEUE_DELAY_US, INPUT_DATATYPE (FP16 | FP32), GPU_WAIT (spin | block), REUSE_BENCH, CONCURRENCY, EXTRA_CONCURRENCY (more load runs on the same
+# MAX_QUEUE_DELAY_US, INPUT_DATATYPE (FP16 | FP32), GPU_WAIT (spin | block), PINNED_ROWS
+# (the arrival copy's pinned buffers; 0: off), REUSE_BENCH, CONCURRENCY, EXTRA_CONCURRENCY (more load runs on the same
 # server, e.g. "128 256", reported below the bar's row), CONNECTIONS, LOAD_SECONDS, WARMUP_SECONDS,
 # BENCH_BATCH, READY_TIMEOUT (s), B (the CLI), LOAD (the load client).
 set -u
@@ -56,6 +57,7 @@ BENCH_BATCH=${BENCH_BATCH:-64}
 READY_TIMEOUT=${READY_TIMEOUT:-1800}
 INPUT_DATATYPE=${INPUT_DATATYPE:-FP16}
 GPU_WAIT=${GPU_WAIT:-spin}
+PINNED_ROWS=${PINNED_ROWS:-0}
 
 if ! $B serve --help >/dev/null 2>&1 || [ ! -x "$LOAD" ]; then
   echo "== serve_gpu: $B has no \`serve\` or $LOAD is missing: run \`bash bench/prepare_device.sh serve\` first"
@@ -74,7 +76,7 @@ queue=$((CONCURRENCY * 4 > 1024 ? CONCURRENCY * 4 : 1024))
 cat > "$repo/resnet50/config.json" <<EOF
 {"precision": "$PRECISION", "batch_sizes": [$sizes], "instances": $INSTANCES,
  "max_queue_delay_us": $MAX_QUEUE_DELAY_US, "queue_capacity": $queue, "timeout_ms": 60000,
- "input_datatype": "$INPUT_DATATYPE", "gpu_wait": "$GPU_WAIT"}
+ "input_datatype": "$INPUT_DATATYPE", "gpu_wait": "$GPU_WAIT", "pinned_rows": $PINNED_ROWS}
 EOF
 echo "== serve_gpu: $MODEL ${TUNING:+tuning $TUNING }config $(tr -d '\n' < "$repo/resnet50/config.json")"
 

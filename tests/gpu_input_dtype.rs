@@ -14,7 +14,7 @@
 
 mod common;
 
-use aotune::runtime::{InputStaging, LoadOptions, Model, RuntimeError, WaitMode};
+use aotune::runtime::{InputStaging, LoadOptions, Model, PinnedRows, RuntimeError, WaitMode};
 use aotune_compiler::ir::{DType, Precision};
 use aotune_compiler::reference::{rel_l2, run, RunOptions};
 use aotune_compiler::zoo::{fill, write_resnet, ResNetDepth, DEFAULT_SEED};
@@ -222,4 +222,55 @@ fn timed_staged_rows_give_the_same_rows_and_positive_stage_times() {
     front.write_f32(&x[..2 * in_row]);
     blocking.infer_staged_rows_timed(2, &mut got).unwrap();
     assert_eq!(got, want[..2 * out_row]);
+}
+
+#[test]
+fn pinned_rows_give_infers_rows_and_wrong_lengths_are_refused() {
+    let test = "pinned_rows_give_infers_rows_and_wrong_lengths_are_refused";
+    let Some(mode) = gpu::mode_or_skip(test) else {
+        return;
+    };
+    let half = f16_input().as_ref().unwrap_or_else(|e| panic!("{e}"));
+    let Some(mut model) = load(test, mode, half) else {
+        return;
+    };
+    let x = input(&model, 44);
+    let outputs = model.spec().outputs[0].elements();
+    let (in_row, out_row) = (x.len() / BATCH, outputs / BATCH);
+    let mut want = vec![f32::NAN; outputs];
+    model.infer(&x, &mut want).unwrap();
+    // Each row in a pinned buffer of its own, as the f16 bytes a client sends.
+    let parts: Vec<PinnedRows> = x
+        .chunks(in_row)
+        .map(|row| {
+            let mut part = PinnedRows::alloc(&model, in_row * 2).unwrap();
+            for (dst, v) in part.as_bytes_mut().chunks_mut(2).zip(row) {
+                dst.copy_from_slice(&half::f16::from_f32(*v).to_le_bytes());
+            }
+            part
+        })
+        .collect();
+    for rows in [1, 3, BATCH] {
+        let refs: Vec<&PinnedRows> = parts[..rows].iter().collect();
+        let mut got = vec![f32::NAN; rows * out_row];
+        let times = model
+            .infer_pinned_rows_timed(rows, &refs, &mut got)
+            .unwrap_or_else(|e| panic!("infer_pinned_rows_timed({rows}): {e}"));
+        println!("{rows} pinned rows: {times:?}");
+        assert_eq!(
+            got,
+            want[..rows * out_row],
+            "{rows} pinned rows differ from infer's"
+        );
+    }
+    // Parts that do not add up to the rows named are refused.
+    let refs: Vec<&PinnedRows> = parts[..2].iter().collect();
+    let mut got = vec![f32::NAN; 3 * out_row];
+    let e = model
+        .infer_pinned_rows_timed(3, &refs, &mut got)
+        .unwrap_err();
+    assert!(
+        matches!(e, RuntimeError::WrongLength { role: "input", .. }),
+        "{e}"
+    );
 }

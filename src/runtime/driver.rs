@@ -226,8 +226,10 @@ pub(crate) struct PinnedBuffer {
 }
 
 // SAFETY: the buffer is owned memory like a `Box<[u8]>`; the driver accepts
-// it from any thread once the context is bound.
+// it from any thread once the context is bound. Shared references only read
+// it (`as_f32`, `as_bytes`), so sharing is as sound as for `Box<[u8]>`.
 unsafe impl Send for PinnedBuffer {}
+unsafe impl Sync for PinnedBuffer {}
 
 impl PinnedBuffer {
     pub(crate) fn alloc(ctx: &Arc<CudaContext>, bytes: usize) -> Result<Self, DriverError> {
@@ -267,6 +269,15 @@ impl PinnedBuffer {
         }
         // SAFETY: as in `as_f32`, and `&mut self` makes the view unique.
         unsafe { std::slice::from_raw_parts_mut(self.ptr as *mut f32, self.bytes / 4) }
+    }
+
+    /// The buffer as bytes, read-only.
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        if self.ptr.is_null() {
+            return &[];
+        }
+        // SAFETY: initialized and `bytes` long.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.bytes) }
     }
 
     /// The buffer as bytes.
@@ -564,6 +575,23 @@ pub(crate) unsafe fn copy_pinned_prefix_to_device(
         return Ok(());
     }
     sys::cuMemcpyHtoDAsync_v2(dst, src.host_ptr(), bytes, stream.raw).result()
+}
+
+/// Async copy of the whole of `src` to device address `dst`.
+///
+/// # Safety
+///
+/// `dst` must hold `src.bytes()` bytes, and `src` must not be written or
+/// freed until `stream` has been synchronized.
+pub(crate) unsafe fn copy_pinned_whole_to_device(
+    dst: DevicePtr,
+    src: &PinnedBuffer,
+    stream: &Stream,
+) -> Result<(), DriverError> {
+    if src.bytes == 0 {
+        return Ok(());
+    }
+    sys::cuMemcpyHtoDAsync_v2(dst, src.host_ptr(), src.bytes, stream.raw).result()
 }
 
 /// Async copy of `bytes` bytes (at most `dst.bytes()`) from device address

@@ -39,8 +39,10 @@ use super::driver::{
 use super::error::{error_name, CudaVersion, RuntimeError, REQUIRED_CUDA};
 use super::launch_plan::{self, DeviceBases};
 
+mod pinned_rows;
 mod staged_input;
 mod swap;
+pub use pinned_rows::PinnedRows;
 pub use staged_input::{InputStaging, StageTimes};
 pub use swap::LaunchKernel;
 

@@ -4,8 +4,10 @@
 //! runtime ([`super::gpu_backend`]).
 
 use super::datatype::Datatype;
-use aotune::runtime::{InputStaging, StageTimes};
+use super::row_pool::RowPool;
+use aotune::runtime::{InputStaging, PinnedRows, StageTimes};
 use std::fmt;
+use std::sync::Arc;
 
 /// The datatype of every output (the compiled models give f32).
 pub const FP32: &str = "FP32";
@@ -128,6 +130,18 @@ pub trait Executor {
     fn gpu_memory(&self) -> Option<GpuMemory> {
         None
     }
+
+    /// [`Executor::run`] for a batch whose `parts.len()` rows of its one
+    /// input are already in pinned buffers (one row each, in the model
+    /// input's dtype), copied to the device straight from them; `None` where
+    /// the executor has no such path (the caller then gathers).
+    fn run_pinned(
+        &mut self,
+        _batch: usize,
+        _parts: &[&PinnedRows],
+    ) -> Option<Result<Vec<Vec<f32>>, BackendError>> {
+        None
+    }
 }
 
 /// An executor's GPU memory (bytes).
@@ -148,6 +162,11 @@ pub struct GpuMemory {
 /// instance).
 pub trait Backend: Send + Sync {
     fn signature(&self) -> &Signature;
+    /// The pool that one-row requests are copied into as they arrive, where
+    /// the backend has one (the GPU's).
+    fn row_pool(&self) -> Option<&Arc<RowPool>> {
+        None
+    }
     /// What runs it, for logs and metadata: "cpu-reference fp32", "gpu …".
     fn describe(&self) -> String;
     /// A new executor; called on the thread that will use it.

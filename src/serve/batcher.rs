@@ -21,7 +21,7 @@ use super::backend::{Backend, Executor, GpuMemory, Signature};
 use super::error::InferError;
 use super::metrics::ModelMetrics;
 use super::rows::Rows;
-use aotune::runtime::InputStaging;
+use aotune::runtime::{InputStaging, PinnedRows};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -387,7 +387,13 @@ impl Shared {
             gathering += start.elapsed();
         };
         let start = Instant::now();
-        let result = catch_unwind(AssertUnwindSafe(|| executor.run(batch, rows, &mut fill)));
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            let pinned = pinned_parts(&pieces);
+            match pinned.and_then(|parts| executor.run_pinned(batch, &parts)) {
+                Some(result) => result,
+                None => executor.run(batch, rows, &mut fill),
+            }
+        }));
         self.metrics
             .compute_seconds
             .observe(start.elapsed().as_secs_f64());
@@ -460,6 +466,18 @@ impl Shared {
             )))
         }
     }
+}
+
+/// The pinned rows of a batch whose every piece is one whole pinned row of
+/// the model's only input, in order; `None` for any other batch.
+fn pinned_parts(pieces: &[Piece]) -> Option<Vec<&PinnedRows>> {
+    pieces
+        .iter()
+        .map(|p| match p.job.inputs.as_slice() {
+            [Rows::Pinned { row, .. }] if p.offset == 0 && p.rows == 1 => Some(row.pinned()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Writes input `input` of `pieces`, in order, into the front of `data`

@@ -13,7 +13,8 @@
 //!   "timeout_ms": 30000,          // per-request deadline (a request's own `timeout` parameter may shorten it)
 //!   "image": { "input": "input" }, // accept encoded JPEG/PNG as BYTES for this input (ImageNet transform)
 //!   "input_datatype": "FP16",     // FP32 (default) or FP16: what clients send; FP16 needs the GPU at fp16
-//!   "gpu_wait": "spin"            // how an executor waits for its batch: "spin" (default) or "block" (sleeps)
+//!   "gpu_wait": "spin",           // how an executor waits for its batch: "spin" (default) or "block" (sleeps)
+//!   "pinned_rows": 0              // GPU: one-row requests copied into this many pinned buffers on arrival (0: off)
 //! }
 //! ```
 
@@ -73,6 +74,7 @@ struct ConfigFile {
     image: Option<ImageInput>,
     input_datatype: Option<Datatype>,
     gpu_wait: Option<GpuWait>,
+    pinned_rows: Option<usize>,
 }
 
 /// A model's configuration with every default applied, except the
@@ -95,6 +97,9 @@ pub struct ModelConfig {
     /// backend is known).
     pub input_datatype: Datatype,
     pub gpu_wait: GpuWait,
+    /// Pinned row buffers of the GPU backend's arrival copy (0: none, every
+    /// batch is gathered into the executor's staging buffer).
+    pub pinned_rows: usize,
 }
 
 /// The batch sizes compiled when the config names none.
@@ -120,6 +125,7 @@ impl Default for ModelConfig {
             image: None,
             input_datatype: Datatype::FP32,
             gpu_wait: GpuWait::Spin,
+            pinned_rows: 0,
         }
     }
 }
@@ -225,6 +231,7 @@ impl ModelConfig {
             image: file.image,
             input_datatype: file.input_datatype.unwrap_or_default(),
             gpu_wait: file.gpu_wait.unwrap_or_default(),
+            pinned_rows: file.pinned_rows.unwrap_or(defaults.pinned_rows),
         })
     }
 
@@ -277,7 +284,7 @@ mod tests {
             r#"{"backend": "cpu", "precision": "bf16", "batch_sizes": [16, 2, 2],
                 "max_queue_delay_us": 50000, "instances": 3, "queue_capacity": 7,
                 "timeout_ms": 100, "image": {"input": "x"}, "input_datatype": "FP16",
-                "gpu_wait": "block"}"#,
+                "gpu_wait": "block", "pinned_rows": 256}"#,
         )
         .unwrap();
         assert_eq!(c.backend, BackendChoice::Cpu);
@@ -289,6 +296,7 @@ mod tests {
         assert_eq!(c.image.unwrap().input, "x");
         assert_eq!(c.input_datatype, Datatype::FP16);
         assert_eq!(c.gpu_wait, GpuWait::Block);
+        assert_eq!(c.pinned_rows, 256);
     }
 
     #[test]

@@ -20,11 +20,13 @@ use super::backend::{Backend, BackendError, Executor, Fill, GpuMemory, Signature
 use super::config::GpuWait;
 use super::cpu_backend::signature_of;
 use super::datatype::Datatype;
-use aotune::runtime::{LoadOptions, Model, ModelFiles, StageTimes, WaitMode};
+use super::row_pool::RowPool;
+use aotune::runtime::{LoadOptions, Model, ModelFiles, PinnedRows, StageTimes, WaitMode};
 use aotune_compiler::Build;
 use aotune_spec::{DType, Precision};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub struct GpuBackend {
     signature: Signature,
@@ -33,6 +35,8 @@ pub struct GpuBackend {
     dirs: BTreeMap<usize, PathBuf>,
     device: String,
     options: LoadOptions,
+    /// Pinned buffers one-row requests are copied into on arrival.
+    pool: Option<Arc<RowPool>>,
 }
 
 impl GpuBackend {
@@ -51,6 +55,7 @@ impl GpuBackend {
         symbolic_batch: bool,
         cache: &Path,
         wait: GpuWait,
+        pool_rows: usize,
     ) -> Result<GpuBackend, BackendError> {
         let tag: String = name
             .chars()
@@ -123,14 +128,21 @@ impl GpuBackend {
             dirs,
             device: String::new(),
             options,
+            pool: None,
         };
         let probe = GpuExecutor::load(&backend.dirs, backend.signature.batched, &options)?;
-        backend.device = probe
-            .models
-            .values()
-            .next()
+        let first = probe.models.values().next();
+        backend.device = first
             .map(|m| m.device_name().to_string())
             .unwrap_or_default();
+        if let (Some(model), true) = (first, backend.signature.batched && pool_rows > 0) {
+            let row_bytes = backend.signature.inputs[0].item_len() * input.size();
+            let buffers = (0..pool_rows)
+                .map(|_| PinnedRows::alloc(model, row_bytes))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| BackendError::Gpu(format!("allocating the pinned row pool: {e}")))?;
+            backend.pool = Some(Arc::new(RowPool::new(buffers, row_bytes, input)));
+        }
         Ok(backend)
     }
 }
@@ -142,6 +154,10 @@ impl Backend for GpuBackend {
 
     fn describe(&self) -> String {
         format!("gpu {} {}", self.device, self.precision)
+    }
+
+    fn row_pool(&self) -> Option<&Arc<RowPool>> {
+        self.pool.as_ref()
     }
 
     fn executor(&self) -> Result<Box<dyn Executor>, BackendError> {
@@ -221,6 +237,32 @@ impl Executor for GpuExecutor {
 
     fn last_stage_times(&self) -> Option<StageTimes> {
         self.last_stages
+    }
+
+    fn run_pinned(
+        &mut self,
+        batch: usize,
+        parts: &[&PinnedRows],
+    ) -> Option<Result<Vec<Vec<f32>>, BackendError>> {
+        self.last_stages = None;
+        if !self.batched {
+            return None;
+        }
+        let model = match self.models.get_mut(&batch) {
+            Some(m) => m,
+            None => return Some(Err(BackendError::Gpu(format!("no build at batch {batch}")))),
+        };
+        let rows = parts.len();
+        let mut output = vec![0.0f32; model.spec().outputs[0].elements() / batch * rows];
+        Some(
+            model
+                .infer_pinned_rows_timed(rows, parts, &mut output)
+                .map(|times| {
+                    self.last_stages = Some(times);
+                    vec![output]
+                })
+                .map_err(|e| BackendError::Gpu(e.to_string())),
+        )
     }
 
     fn gpu_memory(&self) -> Option<GpuMemory> {

@@ -29,6 +29,7 @@ pub mod metrics;
 pub mod model_info;
 pub mod proto;
 pub mod repository;
+pub mod row_pool;
 pub mod rows;
 pub mod shutdown;
 pub mod state;

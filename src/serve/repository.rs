@@ -308,6 +308,7 @@ fn backend(
             symbolic,
             &settings.cache_dir,
             config.gpu_wait,
+            config.pinned_rows,
         )?))
     } else {
         Ok(Arc::new(CpuBackend::load(

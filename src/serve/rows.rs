@@ -6,13 +6,14 @@
 //! device: into the batch's staging buffer, in the model input's dtype.
 
 use super::datatype::Datatype;
+use super::row_pool::PooledRow;
 use aotune::runtime::InputStaging;
 use bytes::Bytes;
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 
 /// `len()` values, row after row.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub enum Rows {
     F32(Vec<f32>),
     /// Little-endian elements of `datatype`; the length is a multiple of
@@ -21,6 +22,36 @@ pub enum Rows {
         bytes: Bytes,
         datatype: Datatype,
     },
+    /// One row copied into a pinned buffer of the model's pool (little-endian
+    /// `datatype` elements, the model input's dtype), as the request arrived.
+    Pinned {
+        row: PooledRow,
+        datatype: Datatype,
+    },
+}
+
+impl PartialEq for Rows {
+    /// Same variant, datatype and values (bytes for the raw variants).
+    fn eq(&self, other: &Rows) -> bool {
+        match (self, other) {
+            (Rows::F32(a), Rows::F32(b)) => a == b,
+            (
+                Rows::Le { bytes, datatype },
+                Rows::Le {
+                    bytes: b,
+                    datatype: d,
+                },
+            ) => bytes == b && datatype == d,
+            (
+                Rows::Pinned { row, datatype },
+                Rows::Pinned {
+                    row: r,
+                    datatype: d,
+                },
+            ) => row.as_bytes() == r.as_bytes() && datatype == d,
+            _ => false,
+        }
+    }
 }
 
 impl Rows {
@@ -36,6 +67,7 @@ impl Rows {
         match self {
             Rows::F32(v) => v.len(),
             Rows::Le { bytes, datatype } => bytes.len() / datatype.size(),
+            Rows::Pinned { row, datatype } => row.as_bytes().len() / datatype.size(),
         }
     }
 
@@ -55,6 +87,10 @@ impl Rows {
             (Rows::F32(v), InputStaging::BF16(d)) => d.convert_from_f32_slice(&v[start..end]),
             (Rows::Le { bytes, datatype }, dst) => {
                 let src = &bytes[start * datatype.size()..end * datatype.size()];
+                copy_le(*datatype, src, dst);
+            }
+            (Rows::Pinned { row, datatype }, dst) => {
+                let src = &row.as_bytes()[start * datatype.size()..end * datatype.size()];
                 copy_le(*datatype, src, dst);
             }
         }

@@ -5,7 +5,9 @@
 use super::error::InferError;
 use super::metrics::Metrics;
 use super::repository::{LoadedModel, ModelState, Repository};
-use super::tensor::{prepare, select_outputs, ImageDecoder, ImageInput, RequestInput};
+use super::row_pool::RowPool;
+use super::rows::Rows;
+use super::tensor::{prepare, select_outputs, ImageDecoder, ImageInput, Prepared, RequestInput};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -130,7 +132,10 @@ impl ServerState {
             }),
             _ => None,
         };
-        let prepared = prepare(signature, image, call.inputs)?;
+        let mut prepared = prepare(signature, image, call.inputs)?;
+        if let Some(pool) = model.backend.row_pool() {
+            adopt_into_pool(pool, &mut prepared);
+        }
         let timeout = call
             .timeout
             .map_or(model.config.timeout, |t| t.min(model.config.timeout));
@@ -166,5 +171,25 @@ impl ServerState {
             rows,
             outputs,
         })
+    }
+}
+
+/// Copies a one-row request whose only input came as raw bytes of the pool's
+/// datatype into a pinned buffer of `pool`, so its batch is copied to the
+/// device from there (docs/design/serving-arrival-copy.md). Anything else,
+/// or an empty pool, stays as it is.
+fn adopt_into_pool(pool: &Arc<RowPool>, prepared: &mut Prepared) {
+    if prepared.rows != 1 {
+        return;
+    }
+    let [Rows::Le { bytes, datatype }] = prepared.inputs.as_slice() else {
+        return;
+    };
+    if *datatype != pool.datatype() {
+        return;
+    }
+    let datatype = *datatype;
+    if let Some(row) = pool.take(bytes) {
+        prepared.inputs[0] = Rows::Pinned { row, datatype };
     }
 }

@@ -48,7 +48,7 @@ pub struct ImageInput<'a> {
 }
 
 /// A request ready for the batcher.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, PartialEq)]
 pub struct Prepared {
     /// Batch rows (1 for an unbatched model).
     pub rows: usize,

@@ -15,7 +15,17 @@ use half::{bf16, f16};
 
 use super::super::driver;
 use super::super::error::RuntimeError;
+use super::pinned_rows::PinnedRows;
 use super::Model;
+
+/// Where [`Model::run_rows`] takes the input rows from.
+#[derive(Clone, Copy)]
+pub(super) enum RowSource<'a> {
+    /// The front of the model's own pinned staging buffer.
+    Staging,
+    /// Pinned buffers of whole rows, in order.
+    Pinned(&'a [&'a PinnedRows]),
+}
 
 /// Device milliseconds of one [`Model::infer_staged_rows_timed`] call, from
 /// CUDA events on the model's stream: each stage includes any wait for the
@@ -182,7 +192,8 @@ impl Model {
         if rows == batch {
             return self.infer_staged(output);
         }
-        self.run_rows(rows, output, false).map(|_| ())
+        self.run_rows(rows, RowSource::Staging, output, false)
+            .map(|_| ())
     }
 
     /// [`Model::infer_staged_rows`] with the device time of each stage
@@ -197,21 +208,47 @@ impl Model {
         rows: usize,
         output: &mut [f32],
     ) -> Result<StageTimes, RuntimeError> {
+        self.ensure_stage_events()?;
+        let times = self.run_rows(rows, RowSource::Staging, output, true)?;
+        Ok(times.unwrap_or_default())
+    }
+
+    /// Runs a batch whose first rows are `parts`, in order (whole rows of
+    /// the input, in its dtype, little-endian; `rows` of them in all, at
+    /// most the batch), and writes those rows of the output to `output`, as
+    /// [`Model::infer_staged_rows_timed`] does for rows in the staging
+    /// buffer: one device copy per part, the forward graph, the output rows
+    /// back, with the stage times. The parts are only read, and not after
+    /// this returns. Allocates nothing after the first timed call.
+    pub fn infer_pinned_rows_timed(
+        &mut self,
+        rows: usize,
+        parts: &[&PinnedRows],
+        output: &mut [f32],
+    ) -> Result<StageTimes, RuntimeError> {
+        self.ensure_stage_events()?;
+        let times = self.run_rows(rows, RowSource::Pinned(parts), output, true)?;
+        Ok(times.unwrap_or_default())
+    }
+
+    /// Makes the stage events if they are not made yet (allocates once).
+    pub(super) fn ensure_stage_events(&mut self) -> Result<(), RuntimeError> {
         if self.stage_events.is_none() {
             self.bind()?;
             let events = self.events(4)?;
             self.stage_events = events.try_into().ok();
         }
-        let times = self.run_rows(rows, output, true)?;
-        Ok(times.unwrap_or_default())
+        Ok(())
     }
 
-    /// Copies the first `rows` input rows in, launches the forward graph,
-    /// copies those output rows out and waits; with `timed`, records the
-    /// stage events and returns their times.
-    fn run_rows(
+    /// Copies the first `rows` input rows in (from `source`), launches the
+    /// forward graph, copies those output rows out and waits; with `timed`,
+    /// records the stage events and returns their times. A pinned source
+    /// must hold exactly `rows` rows in all (checked).
+    pub(super) fn run_rows(
         &mut self,
         rows: usize,
+        source: RowSource<'_>,
         output: &mut [f32],
         timed: bool,
     ) -> Result<Option<StageTimes>, RuntimeError> {
@@ -242,6 +279,18 @@ impl Model {
             });
         }
         let input_bytes = input_slot.bytes as usize / batch * rows;
+        if let RowSource::Pinned(parts) = source {
+            let given: usize = parts.iter().map(|p| p.len()).sum();
+            if given != input_bytes {
+                return Err(RuntimeError::WrongLength {
+                    role: "input",
+                    tensor: input_slot.name.to_string(),
+                    shape: input_slot.shape.to_vec(),
+                    expected: input_bytes,
+                    got: given,
+                });
+            }
+        }
         let output_bytes = output_len * 4;
         let input_at = self.arena.ptr() + input_slot.offset;
         let output_at = self.arena.ptr() + output_slot.offset;
@@ -256,21 +305,38 @@ impl Model {
             None => Ok(()),
         };
         mark(0)?;
-        // SAFETY: the input slot is in the arena and holds at least
-        // `input_bytes`; staging is not written again before the
-        // synchronize below.
-        unsafe {
-            driver::copy_pinned_prefix_to_device(
-                input_at,
-                &self.input_staging,
-                input_bytes,
-                &self.stream,
-            )
+        match source {
+            // SAFETY: the input slot is in the arena and holds at least
+            // `input_bytes`; staging is not written again before the
+            // synchronize below.
+            RowSource::Staging => unsafe {
+                driver::copy_pinned_prefix_to_device(
+                    input_at,
+                    &self.input_staging,
+                    input_bytes,
+                    &self.stream,
+                )
+            }
+            .map_err(RuntimeError::cuda(
+                "cuMemcpyHtoDAsync",
+                "copying the input rows into the arena",
+            ))?,
+            RowSource::Pinned(parts) => {
+                let mut at = input_at;
+                for part in parts {
+                    // SAFETY: the parts sum to `input_bytes` (checked
+                    // above), which the input slot holds; they are borrowed
+                    // (so neither written nor freed) until this call returns,
+                    // after the synchronize below.
+                    unsafe { driver::copy_pinned_whole_to_device(at, part.buffer(), &self.stream) }
+                        .map_err(RuntimeError::cuda(
+                            "cuMemcpyHtoDAsync",
+                            "copying pinned request rows into the arena",
+                        ))?;
+                    at += part.len() as u64;
+                }
+            }
         }
-        .map_err(RuntimeError::cuda(
-            "cuMemcpyHtoDAsync",
-            "copying the input rows into the arena",
-        ))?;
         mark(1)?;
         self.launch_forward_graph()?;
         mark(2)?;
