@@ -577,23 +577,6 @@ pub(crate) unsafe fn copy_pinned_prefix_to_device(
     sys::cuMemcpyHtoDAsync_v2(dst, src.host_ptr(), bytes, stream.raw).result()
 }
 
-/// Async copy of the whole of `src` to device address `dst`.
-///
-/// # Safety
-///
-/// `dst` must hold `src.bytes()` bytes, and `src` must not be written or
-/// freed until `stream` has been synchronized.
-pub(crate) unsafe fn copy_pinned_whole_to_device(
-    dst: DevicePtr,
-    src: &PinnedBuffer,
-    stream: &Stream,
-) -> Result<(), DriverError> {
-    if src.bytes == 0 {
-        return Ok(());
-    }
-    sys::cuMemcpyHtoDAsync_v2(dst, src.host_ptr(), src.bytes, stream.raw).result()
-}
-
 /// Async copy of `bytes` bytes (at most `dst.bytes()`) from device address
 /// `src` into the front of `dst`.
 ///

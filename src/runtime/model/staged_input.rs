@@ -328,7 +328,7 @@ impl Model {
                     // above), which the input slot holds; they are borrowed
                     // (so neither written nor freed) until this call returns,
                     // after the synchronize below.
-                    unsafe { driver::copy_pinned_whole_to_device(at, part.buffer(), &self.stream) }
+                    unsafe { driver::copy_pinned_to_device(at, part.buffer(), &self.stream) }
                         .map_err(RuntimeError::cuda(
                             "cuMemcpyHtoDAsync",
                             "copying pinned request rows into the arena",
