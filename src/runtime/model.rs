@@ -66,8 +66,10 @@ pub struct LoadOptions {
     pub wait: WaitMode,
 }
 
-/// How [`Model::infer`] and its staged variants wait for the GPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How [`Model::infer`] and its staged variants wait for the GPU (in a
+/// server's config: `"spin"` or `"block"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum WaitMode {
     /// `cuStreamSynchronize` under the context's default scheduling: the
     /// thread spins (lowest latency; one busy core per waiting thread).

@@ -19,6 +19,7 @@
 //! ```
 
 use super::datatype::Datatype;
+use aotune::runtime::WaitMode;
 use aotune_spec::Precision;
 use serde::Deserialize;
 use std::path::Path;
@@ -38,17 +39,6 @@ pub enum BackendChoice {
     Gpu,
     /// The CPU reference executor (`aotune run`'s).
     Cpu,
-}
-
-/// `"gpu_wait"`: how a GPU executor waits for its batch to finish.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum GpuWait {
-    /// Spins on the stream (lowest latency, one busy core per executor).
-    #[default]
-    Spin,
-    /// Sleeps on a blocking-sync event (frees the core).
-    Block,
 }
 
 /// `"image"`: which input accepts encoded images as BYTES.
@@ -73,7 +63,7 @@ struct ConfigFile {
     timeout_ms: Option<u64>,
     image: Option<ImageInput>,
     input_datatype: Option<Datatype>,
-    gpu_wait: Option<GpuWait>,
+    gpu_wait: Option<WaitMode>,
     pinned_rows: Option<usize>,
 }
 
@@ -96,7 +86,8 @@ pub struct ModelConfig {
     /// precision; checked by [`ModelConfig::check_input_datatype`] once the
     /// backend is known).
     pub input_datatype: Datatype,
-    pub gpu_wait: GpuWait,
+    /// How a GPU executor waits for its batch (spin, or sleep on an event).
+    pub gpu_wait: WaitMode,
     /// Pinned row buffers of the GPU backend's arrival copy (0: none, every
     /// batch is gathered into the executor's staging buffer).
     pub pinned_rows: usize,
@@ -124,7 +115,7 @@ impl Default for ModelConfig {
             timeout: DEFAULT_TIMEOUT,
             image: None,
             input_datatype: Datatype::FP32,
-            gpu_wait: GpuWait::Spin,
+            gpu_wait: WaitMode::Spin,
             pinned_rows: 0,
         }
     }
@@ -295,7 +286,7 @@ mod tests {
         assert_eq!(c.timeout, Duration::from_millis(100));
         assert_eq!(c.image.unwrap().input, "x");
         assert_eq!(c.input_datatype, Datatype::FP16);
-        assert_eq!(c.gpu_wait, GpuWait::Block);
+        assert_eq!(c.gpu_wait, WaitMode::Block);
         assert_eq!(c.pinned_rows, 256);
     }
 

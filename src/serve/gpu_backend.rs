@@ -17,7 +17,6 @@
 //! on a blocking-sync event while its batch runs (`WaitMode::Block`).
 
 use super::backend::{Backend, BackendError, Executor, Fill, GpuMemory, Signature};
-use super::config::GpuWait;
 use super::cpu_backend::signature_of;
 use super::datatype::Datatype;
 use super::row_pool::RowPool;
@@ -54,7 +53,7 @@ impl GpuBackend {
         batch_sizes: &[usize],
         symbolic_batch: bool,
         cache: &Path,
-        wait: GpuWait,
+        wait: WaitMode,
         pool_rows: usize,
     ) -> Result<GpuBackend, BackendError> {
         let tag: String = name
@@ -116,10 +115,7 @@ impl GpuBackend {
         signature.batch_sizes = dirs.keys().copied().collect();
         signature.inputs[0].datatype = input;
         let options = LoadOptions {
-            wait: match wait {
-                GpuWait::Spin => WaitMode::Spin,
-                GpuWait::Block => WaitMode::Block,
-            },
+            wait,
             ..LoadOptions::default()
         };
         let mut backend = GpuBackend {
