@@ -75,9 +75,9 @@ pub enum WaitMode {
     /// thread spins (lowest latency; one busy core per waiting thread).
     #[default]
     Spin,
-    /// A blocking-sync event: the thread sleeps until the GPU is done (a
-    /// few microseconds more latency; frees the core, which matters when
-    /// several executors wait at once next to network threads).
+    /// A blocking-sync event: the thread sleeps until the GPU is done (it
+    /// wakes later than a spinning thread notices; frees the core, which
+    /// matters when several executors wait at once next to network threads).
     Block,
 }
 

@@ -200,9 +200,8 @@ impl Model {
     /// measured by CUDA events: the input copy, the kernels (the forward
     /// graph) and the output copy. A full batch runs as the same three steps
     /// rather than the one inference graph. The events are made on the first
-    /// call (which allocates them); later calls allocate nothing. The events
-    /// cost a few microseconds a call, so a server turns this on to report
-    /// where a batch's time goes.
+    /// call (which allocates them); later calls allocate nothing. A server
+    /// uses this to report where a batch's time goes.
     pub fn infer_staged_rows_timed(
         &mut self,
         rows: usize,
