@@ -199,6 +199,14 @@ impl ModelConfig {
                 "\"queue_capacity\" must be at least 1".into(),
             ));
         }
+        let pinned_rows = file.pinned_rows.unwrap_or(defaults.pinned_rows);
+        if pinned_rows > queue_capacity {
+            return Err(ParseFailure::Invalid(format!(
+                "\"pinned_rows\" ({pinned_rows}) is more than the queue holds \
+                 (\"queue_capacity\": {queue_capacity}); more buffers than waiting rows are \
+                 never used"
+            )));
+        }
         let timeout = file
             .timeout_ms
             .map(Duration::from_millis)
@@ -222,7 +230,7 @@ impl ModelConfig {
             image: file.image,
             input_datatype: file.input_datatype.unwrap_or_default(),
             gpu_wait: file.gpu_wait.unwrap_or_default(),
-            pinned_rows: file.pinned_rows.unwrap_or(defaults.pinned_rows),
+            pinned_rows,
         })
     }
 
@@ -275,7 +283,7 @@ mod tests {
             r#"{"backend": "cpu", "precision": "bf16", "batch_sizes": [16, 2, 2],
                 "max_queue_delay_us": 50000, "instances": 3, "queue_capacity": 7,
                 "timeout_ms": 100, "image": {"input": "x"}, "input_datatype": "FP16",
-                "gpu_wait": "block", "pinned_rows": 256}"#,
+                "gpu_wait": "block", "pinned_rows": 5}"#,
         )
         .unwrap();
         assert_eq!(c.backend, BackendChoice::Cpu);
@@ -287,7 +295,7 @@ mod tests {
         assert_eq!(c.image.unwrap().input, "x");
         assert_eq!(c.input_datatype, Datatype::FP16);
         assert_eq!(c.gpu_wait, WaitMode::Block);
-        assert_eq!(c.pinned_rows, 256);
+        assert_eq!(c.pinned_rows, 5);
     }
 
     #[test]
@@ -325,6 +333,10 @@ mod tests {
             (r#"{"input_datatype": "FP64"}"#, "unknown variant `FP64`"),
             (r#"{"input_datatype": "fp16"}"#, "expected `FP32` or `FP16`"),
             (r#"{"gpu_wait": "yield"}"#, "expected `spin` or `block`"),
+            (
+                r#"{"pinned_rows": 2048}"#,
+                "\"pinned_rows\" (2048) is more than the queue",
+            ),
             ("[1, 2]", "line 1"),
         ] {
             let e = parse(text).unwrap_err();
