@@ -607,3 +607,218 @@ async fn sigterm_finishes_the_request_in_flight_then_exits_0() {
         None
     );
 }
+
+/// GET `base` + `path`: (status, JSON body).
+async fn get_json(base: &str, path: &str) -> (u16, serde_json::Value) {
+    let r = reqwest::get(format!("{base}{path}")).await.unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap())
+}
+
+/// Sends requests of `rows` rows each, all at once, over HTTP.
+async fn infer_concurrently(base: &str, rows: &[usize]) {
+    let client = reqwest::Client::new();
+    let tasks: Vec<_> = rows
+        .iter()
+        .map(|&n| {
+            let (client, base) = (client.clone(), base.to_string());
+            tokio::spawn(async move { infer_ok(&client, &base, &vec![0.5; n * ROW], n).await })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
+/// The statistics' ns and count of `stat` ("success", "queue", ...).
+fn duration_stat(stats: &serde_json::Value, stat: &str) -> (u64, u64) {
+    let d = &stats["inference_stats"][stat];
+    (d["count"].as_u64().unwrap(), d["ns"].as_u64().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_statistics_count_requests_rows_and_batches() {
+    let repo = tiny_repo(
+        "stats-http",
+        r#"{"batch_sizes": [1, 4], "max_queue_delay_us": 50000}"#,
+    );
+    let server = Server::start(&repo, &["--strict-readiness", "false"]);
+    let base = server.http.as_str();
+    let (status, meta) = get_json(base, "/v2").await;
+    assert_eq!(status, 200);
+    assert!(
+        meta["extensions"]
+            .as_array()
+            .unwrap()
+            .contains(&"statistics".into()),
+        "{meta}"
+    );
+    let (status, fresh) = get_json(base, "/v2/models/tiny/stats").await;
+    assert_eq!(status, 200, "{fresh}");
+    let fresh = &fresh["model_stats"][0];
+    assert_eq!(fresh["execution_count"], 0, "{fresh}");
+    assert_eq!(fresh["batch_stats"], serde_json::json!([]), "{fresh}");
+
+    // Four requests of 7 rows in all (at least two batches: 4 rows at most
+    // each), one refused as invalid (not counted), one timed out (failed).
+    infer_concurrently(base, &[1, 1, 2, 3]).await;
+    let invalid = case(
+        "wrong shape",
+        "/v2/models/tiny/infer",
+        infer_json("[1, 3, 8, 9]", "FP32", &zeros(3 * 8 * 9)),
+        400,
+        "",
+    );
+    assert_eq!(raw_http(base, &invalid).0, 400);
+    let timed_out = format!(
+        r#"{{"parameters": {{"timeout": 1}}, "inputs": [{{"name": "x", "shape": [1, 3, 8, 8], "datatype": "FP32", "data": {}}}]}}"#,
+        zeros(ROW)
+    );
+    let timed_out = case("timeout", "/v2/models/tiny/infer", timed_out, 504, "");
+    assert_eq!(raw_http(base, &timed_out).0, 504);
+
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    for path in [
+        "/v2/models/tiny/stats",
+        "/v2/models/tiny/versions/1/stats",
+        "/v2/models/stats",
+    ] {
+        let (status, body) = get_json(base, path).await;
+        assert_eq!(status, 200, "{path}: {body}");
+        // The broken model is not ready: only the ready one is reported.
+        let all = body["model_stats"].as_array().unwrap();
+        assert_eq!(all.len(), 1, "{path}: {body}");
+        let s = &all[0];
+        assert_eq!((&s["name"], &s["version"]), (&"tiny".into(), &"1".into()));
+        assert_eq!(s["inference_count"], 7, "{s}");
+        let success = duration_stat(s, "success");
+        assert_eq!(success.0, 4, "{s}");
+        assert!(success.1 > 0, "{s}");
+        for stat in ["queue", "compute_input", "compute_infer", "compute_output"] {
+            assert_eq!(duration_stat(s, stat).0, 4, "{stat}: {s}");
+        }
+        for stat in ["queue", "compute_input", "compute_infer"] {
+            assert!(duration_stat(s, stat).1 > 0, "{stat}: {s}");
+        }
+        assert_eq!(duration_stat(s, "fail").0, 1, "{s}");
+        assert_eq!(duration_stat(s, "cache_hit"), (0, 0), "{s}");
+        assert_eq!(duration_stat(s, "cache_miss"), (0, 0), "{s}");
+        let executions = s["execution_count"].as_u64().unwrap();
+        assert!((2..=4).contains(&executions), "{s}");
+        let last = s["last_inference"].as_u64().unwrap();
+        assert!(last <= now_ms && now_ms - last < 60_000, "{s}");
+        let batches = s["batch_stats"].as_array().unwrap();
+        let mut counted = 0;
+        for b in batches {
+            assert!([1, 4].contains(&b["batch_size"].as_u64().unwrap()), "{s}");
+            let count = b["compute_infer"]["count"].as_u64().unwrap();
+            assert_eq!(b["compute_input"]["count"], count, "{s}");
+            assert!(b["compute_infer"]["ns"].as_u64().unwrap() > 0, "{s}");
+            counted += count;
+        }
+        assert_eq!(counted, executions, "{s}");
+    }
+
+    for (path, status, needle) in [
+        ("/v2/models/nope/stats", 404, "unknown model 'nope'"),
+        ("/v2/models/tiny/versions/7/stats", 404, "no version '7'"),
+        ("/v2/models/broken/stats", 503, "not ready"),
+    ] {
+        let (got, body) = get_json(base, path).await;
+        let message = body["error"].as_str().unwrap_or_default();
+        assert!(
+            got == status && message.contains(needle),
+            "{path}: {got} {body}"
+        );
+    }
+    let (code, log) = server.stop();
+    assert_eq!(code, Some(0), "log:\n{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_statistics_count_requests_rows_and_batches() {
+    use proto::{ModelStatisticsRequest, ServerMetadataRequest};
+    let repo = tiny_repo(
+        "stats-grpc",
+        r#"{"batch_sizes": [1, 4], "max_queue_delay_us": 20000}"#,
+    );
+    let server = Server::start(&repo, &["--strict-readiness", "false"]);
+    let mut grpc = GrpcInferenceServiceClient::connect(server.grpc.clone())
+        .await
+        .unwrap();
+    let meta = grpc
+        .server_metadata(ServerMetadataRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        meta.extensions.iter().any(|e| e == "statistics"),
+        "{meta:?}"
+    );
+    let request = |rows: usize| ModelInferRequest {
+        model_name: "tiny".into(),
+        inputs: vec![InferInputTensor {
+            name: "x".into(),
+            datatype: "FP32".into(),
+            shape: vec![rows as i64, 3, 8, 8],
+            ..Default::default()
+        }],
+        raw_input_contents: vec![f32_bytes(&vec![0.5; rows * ROW]).into()],
+        ..Default::default()
+    };
+    // Three requests of 6 rows in all, one at a time.
+    for rows in [1, 2, 3] {
+        grpc.model_infer(request(rows)).await.unwrap();
+    }
+    let stats = |name: &str, version: &str| ModelStatisticsRequest {
+        name: name.into(),
+        version: version.into(),
+    };
+    for (name, version) in [("tiny", ""), ("tiny", "1"), ("", "")] {
+        let r = grpc
+            .model_statistics(stats(name, version))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.model_stats.len(), 1, "{r:?}");
+        let s = &r.model_stats[0];
+        assert_eq!((s.name.as_str(), s.version.as_str()), ("tiny", "1"));
+        assert_eq!(s.inference_count, 6, "{s:?}");
+        assert_eq!(s.execution_count, 3, "{s:?}");
+        assert!(s.last_inference > 0, "{s:?}");
+        let i = s.inference_stats.unwrap();
+        let success = i.success.unwrap();
+        assert_eq!(success.count, 3, "{s:?}");
+        assert!(success.ns > 0, "{s:?}");
+        for d in [i.queue, i.compute_input, i.compute_infer, i.compute_output] {
+            assert_eq!(d.unwrap().count, 3, "{s:?}");
+        }
+        assert!(i.compute_infer.unwrap().ns > 0, "{s:?}");
+        assert_eq!(i.fail.unwrap().count, 0, "{s:?}");
+        assert_eq!(i.cache_hit.unwrap().count, 0, "{s:?}");
+        // 1 row at batch 1, 2 and 3 rows at batch 4.
+        let sizes: Vec<(u64, u64)> = s
+            .batch_stats
+            .iter()
+            .map(|b| (b.batch_size, b.compute_infer.unwrap().count))
+            .collect();
+        assert_eq!(sizes, [(1, 1), (4, 2)], "{s:?}");
+    }
+    for (name, version, code) in [
+        ("nope", "", tonic::Code::NotFound),
+        ("tiny", "7", tonic::Code::NotFound),
+        ("broken", "", tonic::Code::Unavailable),
+    ] {
+        let e = grpc
+            .model_statistics(stats(name, version))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), code, "{name}/{version}: {e:?}");
+        assert!(!e.message().is_empty(), "{e:?}");
+    }
+    let (code, log) = server.stop();
+    assert_eq!(code, Some(0), "log:\n{log}");
+}

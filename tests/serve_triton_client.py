@@ -8,8 +8,10 @@ metadata, model config, and inference of one image (JSON tensors, binary
 tensors, gRPC raw contents) equal to `aotune run`'s output bit for bit, and
 of a batch of 3 images equal to `aotune run --batch 3` within 1e-5. Then
 errors: a malformed protobuf body, a wrong shape, an unknown model; the
-server must answer each and keep serving. Prints "ok: N checks" on success;
-any failure raises.
+server must answer each and keep serving. Last, the statistics extension
+(`get_inference_statistics` over HTTP and gRPC) must count every successful
+request and its rows, and refuse unknown and broken models. Prints
+"ok: N checks" on success; any failure raises.
 """
 
 import argparse
@@ -84,6 +86,7 @@ def main():
     meta = h.get_server_metadata()
     check(meta["name"] == "aotune", f"http server metadata {meta}")
     check("binary_tensor_data" in meta["extensions"], f"http extensions {meta}")
+    check("statistics" in meta["extensions"], f"http extensions {meta}")
     gmeta = g.get_server_metadata()
     check(gmeta.name == "aotune", f"grpc server metadata {gmeta}")
 
@@ -159,6 +162,45 @@ def main():
         print(f"malformed protobuf: {e.code().name}: {e.details()}")
     check(np.array_equal(grpc_infer(g, a.model, x1), y1), "grpc after errors")
     check(np.array_equal(http_infer(h, a.model, x1, True), y1), "http after errors")
+
+    # Statistics. Successful requests so far: 3 of one image, 2 of three,
+    # 1 transformed tensor and 2 PNGs, then 2 of one image after the errors:
+    # 10 requests, 14 rows. The wrong shapes and unknown models never reached
+    # the model's queue and are not counted.
+    requests, rows = 10, 14
+    hs = h.get_inference_statistics(a.model)["model_stats"]
+    check(len(hs) == 1 and hs[0]["name"] == a.model and hs[0]["version"] == "1",
+          f"http stats {hs}")
+    hs = hs[0]
+    his = hs["inference_stats"]
+    check(his["success"]["count"] == requests and his["success"]["ns"] > 0, f"http stats {hs}")
+    check(hs["inference_count"] == rows, f"http stats inference_count {hs}")
+    for stat in ("queue", "compute_input", "compute_infer", "compute_output"):
+        check(his[stat]["count"] == requests, f"http stats {stat} {hs}")
+    check(his["compute_infer"]["ns"] > 0 and his["fail"]["count"] == 0, f"http stats {hs}")
+    check(1 <= hs["execution_count"] <= requests, f"http stats execution_count {hs}")
+    check({b["batch_size"] for b in hs["batch_stats"]} <= {1, 8}, f"http batch sizes {hs}")
+    check(sum(b["compute_infer"]["count"] for b in hs["batch_stats"]) == hs["execution_count"],
+          f"http batch counts {hs}")
+    every = h.get_inference_statistics()["model_stats"]
+    check([m["name"] for m in every] == [a.model], f"http stats of every ready model {every}")
+    gs = g.get_inference_statistics(a.model, "1").model_stats
+    check(len(gs) == 1 and gs[0].name == a.model, f"grpc stats {gs}")
+    gs = gs[0]
+    check(gs.inference_stats.success.count == requests, f"grpc stats {gs}")
+    check(gs.inference_count == rows and gs.execution_count == hs["execution_count"],
+          f"grpc stats {gs}")
+    check([b.batch_size for b in gs.batch_stats] == [b["batch_size"] for b in hs["batch_stats"]],
+          f"grpc batch sizes {gs}")
+    gj = g.get_inference_statistics(as_json=True)
+    check([m["name"] for m in gj["model_stats"]] == [a.model], f"grpc stats as json {gj}")
+    for what, c in (("http", h), ("grpc", g)):
+        expect_error(lambda: c.get_inference_statistics("nope"), "unknown model",
+                     f"{what} stats of an unknown model")
+        expect_error(lambda: c.get_inference_statistics(a.broken), "not ready",
+                     f"{what} stats of a broken model")
+    print(f"statistics: {requests} requests, {rows} rows, "
+          f"{hs['execution_count']} batches {[b['batch_size'] for b in hs['batch_stats']]}")
 
     print(f"ok: {CHECKS} checks")
     return 0

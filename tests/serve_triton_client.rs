@@ -1,7 +1,8 @@
 //! The official Triton Python client against `aotune serve` on the CPU
 //! backend: `tests/serve_triton_client.py` (ready, metadata, config, infer
 //! over HTTP JSON, HTTP binary and gRPC, each equal to `aotune run` on the
-//! same input; a PNG sent as BYTES; errors answered), then SIGTERM → exit 0.
+//! same input; a PNG sent as BYTES; errors answered; the statistics of what
+//! it sent), then SIGTERM → exit 0.
 //!
 //! The client comes from `$AOTUNE_SERVE_PYTHON`, else from `python3` with
 //! `.tools/serve-client` on its path (`make serve-client` installs the pinned

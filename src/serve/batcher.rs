@@ -13,6 +13,9 @@
 //! request is answered when all its pieces are done. Pieces whose client is
 //! gone (the request timed out or disconnected) are dropped before running.
 //!
+//! Each batch that runs is recorded in the model's [`Statistics`], and each
+//! answer carries what its request spent in the batcher ([`RequestTiming`]).
+//!
 //! The queue is bounded in rows: a request that would overflow it is refused
 //! at once with [`InferError::QueueFull`] (HTTP 429, gRPC
 //! RESOURCE_EXHAUSTED), never blocked.
@@ -21,6 +24,7 @@ use super::backend::{Backend, Executor, GpuMemory, Signature};
 use super::error::InferError;
 use super::metrics::ModelMetrics;
 use super::rows::Rows;
+use super::statistics::{ComputeSplit, RequestTiming, Statistics};
 use aotune::runtime::{InputStaging, PinnedRows};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -32,12 +36,15 @@ use tokio::sync::oneshot;
 /// The answer to one request: each model output's `rows × item_len` values.
 pub type Reply = Result<Vec<Vec<f32>>, InferError>;
 
-/// A [`Reply`] and when the executor sent it (the handler measures how long
-/// it took to pick it up).
+/// A [`Reply`], when the executor sent it (the handler measures how long
+/// it took to pick it up), and what the request spent in the batcher.
 #[derive(Debug)]
 pub struct Answer {
     pub reply: Reply,
     pub sent: Instant,
+    /// Its pieces' queue waits and batches' compute durations (those of the
+    /// pieces that ran, for an error).
+    pub timing: RequestTiming,
 }
 
 /// How often an executor refreshes the device-memory gauges while it runs
@@ -62,6 +69,7 @@ struct Shared {
     signature: Signature,
     policy: BatchPolicy,
     metrics: ModelMetrics,
+    statistics: Statistics,
     queue: Mutex<Queue>,
     wake: Condvar,
 }
@@ -93,6 +101,7 @@ struct Job {
 struct JobState {
     outputs: Vec<Vec<f32>>,
     remaining: usize,
+    timing: RequestTiming,
     /// `None` once answered.
     reply: Option<oneshot::Sender<Answer>>,
 }
@@ -111,6 +120,7 @@ impl JobState {
             let _ = tx.send(Answer {
                 reply,
                 sent: Instant::now(),
+                timing: self.timing,
             });
         }
     }
@@ -129,8 +139,10 @@ impl Batcher {
         policy: BatchPolicy,
         metrics: ModelMetrics,
     ) -> Result<Batcher, InferError> {
+        let signature = backend.signature().clone();
         let shared = Arc::new(Shared {
-            signature: backend.signature().clone(),
+            statistics: Statistics::new(&signature.batch_sizes),
+            signature,
             policy,
             metrics,
             queue: Mutex::new(Queue::default()),
@@ -208,6 +220,7 @@ impl Batcher {
             state: Mutex::new(JobState {
                 outputs,
                 remaining: rows,
+                timing: RequestTiming::default(),
                 reply: Some(tx),
             }),
         });
@@ -241,6 +254,11 @@ impl Batcher {
         drop(queue);
         shared.wake.notify_all();
         Ok(rx)
+    }
+
+    /// The model's statistics, which the executors record batches into.
+    pub fn statistics(&self) -> &Statistics {
+        &self.shared.statistics
     }
 
     /// From now on, queued rows run at once instead of waiting for
@@ -394,11 +412,14 @@ impl Shared {
                 None => executor.run(batch, rows, &mut fill),
             }
         }));
-        self.metrics
-            .compute_seconds
-            .observe(start.elapsed().as_secs_f64());
+        let wall = start.elapsed();
+        self.metrics.compute_seconds.observe(wall.as_secs_f64());
         self.metrics.gather_seconds.observe(gathering.as_secs_f64());
-        if let (Ok(Ok(_)), Some(t)) = (&result, executor.last_stage_times()) {
+        let stages = match &result {
+            Ok(Ok(_)) => executor.last_stage_times(),
+            _ => None,
+        };
+        if let Some(t) = stages {
             for (h, ms) in
                 self.metrics
                     .device_seconds
@@ -415,6 +436,10 @@ impl Shared {
                 "the backend panicked on this batch".into(),
             )),
         };
+        let split = ComputeSplit::of_batch(wall, gathering, stages);
+        if outputs.is_ok() {
+            self.statistics.record_batch(batch, split);
+        }
         let mut row = 0;
         for p in &pieces {
             let mut state = lock(&p.job.state);
@@ -430,6 +455,7 @@ impl Shared {
                         out[p.offset * item..][..p.rows * item]
                             .copy_from_slice(&batch_out[row * item..][..p.rows * item]);
                     }
+                    state.timing.add_piece(now - p.enqueued, split);
                     state.remaining -= p.rows;
                     if state.remaining == 0 {
                         let outputs = std::mem::take(&mut state.outputs);
@@ -593,6 +619,30 @@ mod tests {
             assert_eq!(out, vec![want]);
         }
         assert_eq!(*lock(&seen), vec![8]);
+        b.shutdown();
+    }
+
+    #[test]
+    fn batches_are_recorded_and_answers_carry_their_timing() {
+        let (b, _) = batcher(50, 100);
+        let rxs: Vec<_> = (0..3)
+            .map(|_| b.submit(vec![vec![1.0; 2].into()], 1, far()).unwrap())
+            .collect();
+        for rx in rxs {
+            let answer = rx.blocking_recv().unwrap();
+            assert!(answer.reply.is_ok());
+            let t = answer.timing;
+            assert!(t.queue > Duration::ZERO, "{t:?}");
+            assert!(t.compute.input > Duration::ZERO, "{t:?}");
+            assert!(t.compute.infer > Duration::ZERO, "{t:?}");
+        }
+        let r = b.statistics().report("t", "1");
+        assert_eq!(r.execution_count, 1, "{r:?}");
+        assert_eq!(r.batch_stats.len(), 1, "{r:?}");
+        assert_eq!(r.batch_stats[0].batch_size, 4);
+        assert_eq!(r.batch_stats[0].compute_infer.count, 1);
+        // Requests are counted by the handler, not the batcher.
+        assert_eq!(r.inference_stats.success.count, 0);
         b.shutdown();
     }
 

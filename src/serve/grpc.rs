@@ -1,6 +1,7 @@
 //! The KServe v2 / Triton gRPC service (`inference.GRPCInferenceService`,
 //! tonic): ServerLive, ServerReady, ModelReady, ServerMetadata,
-//! ModelMetadata, ModelConfig, RepositoryIndex and ModelInfer.
+//! ModelMetadata, ModelConfig, ModelStatistics ([`super::statistics`]; an
+//! empty name asks for every ready model), RepositoryIndex and ModelInfer.
 //!
 //! ModelInfer takes inputs from `raw_input_contents` (one entry per input, in
 //! input order, as tritonclient sends them: little-endian elements of the
@@ -24,14 +25,17 @@ use super::proto::grpc_inference_service_server::{
 use super::proto::infer_parameter::ParameterChoice;
 use super::proto::{
     model_infer_response, model_metadata_response, repository_index_response, DataType,
-    InferParameter, ModelConfig, ModelConfigRequest, ModelConfigResponse, ModelDynamicBatching,
-    ModelInferRequest, ModelInferResponse, ModelInput, ModelInstanceGroup, ModelMetadataRequest,
-    ModelMetadataResponse, ModelOutput, ModelReadyRequest, ModelReadyResponse,
-    RepositoryIndexRequest, RepositoryIndexResponse, ServerLiveRequest, ServerLiveResponse,
-    ServerMetadataRequest, ServerMetadataResponse, ServerReadyRequest, ServerReadyResponse,
+    InferBatchStatistics, InferParameter, InferStatistics, ModelConfig, ModelConfigRequest,
+    ModelConfigResponse, ModelDynamicBatching, ModelInferRequest, ModelInferResponse, ModelInput,
+    ModelInstanceGroup, ModelMetadataRequest, ModelMetadataResponse, ModelOutput,
+    ModelReadyRequest, ModelReadyResponse, ModelStatistics, ModelStatisticsRequest,
+    ModelStatisticsResponse, RepositoryIndexRequest, RepositoryIndexResponse, ServerLiveRequest,
+    ServerLiveResponse, ServerMetadataRequest, ServerMetadataResponse, ServerReadyRequest,
+    ServerReadyResponse, StatisticDuration,
 };
 use super::repository::{check_version, ModelState, VERSION};
 use super::state::{InferCall, ServerState, EXTENSIONS, SERVER_NAME};
+use super::statistics::{DurationStat, Report};
 use super::tensor::{output_shape, InputData, RequestInput};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -156,6 +160,45 @@ fn tensor_metadata(
         .collect()
 }
 
+fn duration(d: DurationStat) -> Option<StatisticDuration> {
+    Some(StatisticDuration {
+        count: d.count,
+        ns: d.ns,
+    })
+}
+
+/// A model's statistics as the ModelStatistics message.
+fn model_statistics(r: Report) -> ModelStatistics {
+    let s = r.inference_stats;
+    ModelStatistics {
+        name: r.name,
+        version: r.version,
+        last_inference: r.last_inference,
+        inference_count: r.inference_count,
+        execution_count: r.execution_count,
+        inference_stats: Some(InferStatistics {
+            success: duration(s.success),
+            fail: duration(s.fail),
+            queue: duration(s.queue),
+            compute_input: duration(s.compute_input),
+            compute_infer: duration(s.compute_infer),
+            compute_output: duration(s.compute_output),
+            cache_hit: duration(s.cache_hit),
+            cache_miss: duration(s.cache_miss),
+        }),
+        batch_stats: r
+            .batch_stats
+            .into_iter()
+            .map(|b| InferBatchStatistics {
+                batch_size: b.batch_size,
+                compute_input: duration(b.compute_input),
+                compute_infer: duration(b.compute_infer),
+                compute_output: duration(b.compute_output),
+            })
+            .collect(),
+    }
+}
+
 #[tonic::async_trait]
 impl GrpcInferenceService for Service {
     async fn server_live(
@@ -263,6 +306,17 @@ impl GrpcInferenceService for Service {
         };
         Ok(Response::new(ModelConfigResponse {
             config: Some(config),
+        }))
+    }
+
+    async fn model_statistics(
+        &self,
+        request: Request<ModelStatisticsRequest>,
+    ) -> Result<Response<ModelStatisticsResponse>, Status> {
+        let r = request.into_inner();
+        let reports = self.state.statistics(&r.name, &r.version)?;
+        Ok(Response::new(ModelStatisticsResponse {
+            model_stats: reports.into_iter().map(model_statistics).collect(),
         }))
     }
 

@@ -9,6 +9,7 @@
 //! | GET | `/v2/models/{m}[/versions/{v}]/ready` | 200 when the model serves, else 503 |
 //! | GET | `/v2/models/{m}[/versions/{v}]/config` | the model's configuration (Triton's JSON form) |
 //! | POST | `/v2/models/{m}[/versions/{v}]/infer` | inference ([`super::http_wire`]) |
+//! | GET | `/v2/models[/{m}[/versions/{v}]]/stats` | Triton's statistics of one ready model, or of all ([`super::statistics`]) |
 //! | POST | `/v2/repository/index` | every model, its state and, when failed, why |
 //!
 //! Every error is `{"error": "<message>"}` with the status of
@@ -56,6 +57,12 @@ pub fn router(state: Arc<ServerState>) -> Router {
         .route(
             "/v2/models/{model}/versions/{version}/config",
             get(model_config_v),
+        )
+        .route("/v2/models/stats", get(all_statistics))
+        .route("/v2/models/{model}/stats", get(model_statistics))
+        .route(
+            "/v2/models/{model}/versions/{version}/stats",
+            get(model_statistics_v),
         )
         .route("/v2/models/{model}/infer", post(infer))
         .route("/v2/models/{model}/versions/{version}/infer", post(infer_v))
@@ -152,6 +159,25 @@ async fn model_config_v(
 ) -> Response {
     match state.repository.ready(&model, &version) {
         Ok(m) => Json(model_config_json(&m)).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn all_statistics(state: Shared) -> Response {
+    model_statistics_v(state, Path((String::new(), String::new()))).await
+}
+
+async fn model_statistics(state: Shared, Path(model): Path<String>) -> Response {
+    model_statistics_v(state, Path((model, String::new()))).await
+}
+
+/// `{"model_stats": [...]}`; an empty `model` asks for every ready model.
+async fn model_statistics_v(
+    State(state): Shared,
+    Path((model, version)): Path<(String, String)>,
+) -> Response {
+    match state.statistics(&model, &version) {
+        Ok(reports) => Json(json!({ "model_stats": reports })).into_response(),
         Err(e) => e.into_response(),
     }
 }

@@ -8,7 +8,8 @@
 //! batch sizes; [`tensor`] checks requests against a model; [`state`] is the
 //! protocol-neutral inference path; [`http`] (with [`http_wire`]) and
 //! [`grpc`] (with the generated [`proto`]) are the two protocols;
-//! [`metrics`] is Prometheus; [`shutdown`] is SIGTERM / ctrl-c.
+//! [`metrics`] is Prometheus and [`statistics`] Triton's per-model
+//! statistics; [`shutdown`] is SIGTERM / ctrl-c.
 //!
 //! [`serve`] binds the three listeners, reports their addresses, loads the
 //! models in the background (the server is live at once and ready once they
@@ -33,6 +34,7 @@ pub mod row_pool;
 pub mod rows;
 pub mod shutdown;
 pub mod state;
+pub mod statistics;
 pub mod tensor;
 
 use metrics::Metrics;

@@ -1,12 +1,14 @@
 //! What every endpoint shares, and the protocol-neutral inference path:
 //! look the model up, check the request, queue it, wait for its result under
-//! the request's deadline, count the outcome.
+//! the request's deadline, count the outcome (in the metrics and, once the
+//! request was queued, in the model's statistics).
 
 use super::error::InferError;
 use super::metrics::Metrics;
-use super::repository::{LoadedModel, ModelState, Repository};
+use super::repository::{LoadedModel, ModelState, Repository, VERSION};
 use super::row_pool::RowPool;
 use super::rows::Rows;
+use super::statistics::{Report, RequestTiming};
 use super::tensor::{prepare, select_outputs, ImageDecoder, ImageInput, Prepared, RequestInput};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -15,7 +17,12 @@ use std::time::{Duration, Instant};
 /// The server's name in metadata responses.
 pub const SERVER_NAME: &str = "aotune";
 /// The KServe / Triton extensions this server implements.
-pub const EXTENSIONS: [&str; 3] = ["binary_tensor_data", "model_configuration", "parameters"];
+pub const EXTENSIONS: [&str; 4] = [
+    "binary_tensor_data",
+    "model_configuration",
+    "parameters",
+    "statistics",
+];
 
 /// Shared by the HTTP and gRPC services.
 pub struct ServerState {
@@ -47,6 +54,8 @@ pub struct InferDone {
     /// (output index in the signature, its `rows × item_len` values), in the
     /// order requested.
     pub outputs: Vec<(usize, Vec<f32>)>,
+    /// What it spent in the model's batcher.
+    pub timing: RequestTiming,
 }
 
 impl ServerState {
@@ -90,17 +99,47 @@ impl ServerState {
     pub async fn infer(&self, call: InferCall, protocol: &str) -> Result<InferDone, InferError> {
         let start = Instant::now();
         let label = self.model_label(&call.model);
-        let result = self.infer_inner(call).await;
+        let mut queued = None;
+        let result = self.infer_inner(call, &mut queued).await;
+        let elapsed = start.elapsed();
+        if let Some(model) = queued {
+            let statistics = model.batcher.statistics();
+            match &result {
+                Ok(done) => statistics.record_success(done.rows, elapsed, &done.timing),
+                Err(_) => statistics.record_failure(elapsed),
+            }
+        }
         match &result {
             Ok(_) => self
                 .metrics
-                .request(&label, protocol, "success", Some(start.elapsed())),
+                .request(&label, protocol, "success", Some(elapsed)),
             Err(e) => {
                 tracing::debug!(model = %label, protocol, "request failed: {e}");
                 self.metrics.request(&label, protocol, e.outcome(), None);
             }
         }
         result
+    }
+
+    /// The statistics a request asks for. With a `model`: that model at
+    /// `version` ("" or [`VERSION`]); an unknown model or version is
+    /// NotFound, one not ready Unavailable, as the other model endpoints
+    /// answer (Triton too reports only ready models). Without: every ready
+    /// model, by name (the version is then ignored, as Triton does).
+    pub fn statistics(&self, model: &str, version: &str) -> Result<Vec<Report>, InferError> {
+        if !model.is_empty() {
+            let m = self.repository.ready(model, version)?;
+            return Ok(vec![m.batcher.statistics().report(&m.name, VERSION)]);
+        }
+        Ok(self
+            .repository
+            .index()
+            .into_iter()
+            .filter_map(|(name, state)| match state {
+                ModelState::Ready(m) => Some(m.batcher.statistics().report(&name, VERSION)),
+                _ => None,
+            })
+            .collect())
     }
 
     /// Counts a request that failed before it named a model it could reach
@@ -121,7 +160,14 @@ impl ServerState {
         }
     }
 
-    async fn infer_inner(&self, call: InferCall) -> Result<InferDone, InferError> {
+    /// Checks `call` against its model and runs it; sets `queued` to the
+    /// model once the request is handed to its queue (whether the queue
+    /// takes it or not).
+    async fn infer_inner(
+        &self,
+        call: InferCall,
+        queued: &mut Option<Arc<LoadedModel>>,
+    ) -> Result<InferDone, InferError> {
         let model = self.repository.ready(&call.model, &call.version)?;
         let signature = model.backend.signature();
         let picked = select_outputs(signature, &call.outputs)?;
@@ -141,6 +187,7 @@ impl ServerState {
             .map_or(model.config.timeout, |t| t.min(model.config.timeout));
         let deadline = Instant::now() + timeout;
         let rows = prepared.rows;
+        *queued = Some(Arc::clone(&model));
         let rx = model.batcher.submit(prepared.inputs, rows, deadline)?;
         let answer = tokio::time::timeout_at(deadline.into(), rx)
             .await
@@ -152,6 +199,7 @@ impl ServerState {
             })?
             .map_err(|_| InferError::Internal("the executor dropped the request".into()))?;
         self.metrics.handoff(&model.name, answer.sent.elapsed());
+        let timing = answer.timing;
         let reply = answer.reply?;
         let mut outputs: Vec<Option<Vec<f32>>> = reply.into_iter().map(Some).collect();
         let outputs = picked
@@ -170,6 +218,7 @@ impl ServerState {
             model,
             rows,
             outputs,
+            timing,
         })
     }
 }

@@ -209,6 +209,72 @@ pub struct ModelConfigResponse {
     pub config: ::core::option::Option<ModelConfig>,
 }
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct ModelStatisticsRequest {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub version: ::prost::alloc::string::String,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct StatisticDuration {
+    #[prost(uint64, tag = "1")]
+    pub count: u64,
+    #[prost(uint64, tag = "2")]
+    pub ns: u64,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct InferStatistics {
+    #[prost(message, optional, tag = "1")]
+    pub success: ::core::option::Option<StatisticDuration>,
+    #[prost(message, optional, tag = "2")]
+    pub fail: ::core::option::Option<StatisticDuration>,
+    #[prost(message, optional, tag = "3")]
+    pub queue: ::core::option::Option<StatisticDuration>,
+    #[prost(message, optional, tag = "4")]
+    pub compute_input: ::core::option::Option<StatisticDuration>,
+    #[prost(message, optional, tag = "5")]
+    pub compute_infer: ::core::option::Option<StatisticDuration>,
+    #[prost(message, optional, tag = "6")]
+    pub compute_output: ::core::option::Option<StatisticDuration>,
+    #[prost(message, optional, tag = "7")]
+    pub cache_hit: ::core::option::Option<StatisticDuration>,
+    #[prost(message, optional, tag = "8")]
+    pub cache_miss: ::core::option::Option<StatisticDuration>,
+}
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct InferBatchStatistics {
+    #[prost(uint64, tag = "1")]
+    pub batch_size: u64,
+    #[prost(message, optional, tag = "2")]
+    pub compute_input: ::core::option::Option<StatisticDuration>,
+    #[prost(message, optional, tag = "3")]
+    pub compute_infer: ::core::option::Option<StatisticDuration>,
+    #[prost(message, optional, tag = "4")]
+    pub compute_output: ::core::option::Option<StatisticDuration>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ModelStatistics {
+    #[prost(string, tag = "1")]
+    pub name: ::prost::alloc::string::String,
+    #[prost(string, tag = "2")]
+    pub version: ::prost::alloc::string::String,
+    #[prost(uint64, tag = "3")]
+    pub last_inference: u64,
+    #[prost(uint64, tag = "4")]
+    pub inference_count: u64,
+    #[prost(uint64, tag = "5")]
+    pub execution_count: u64,
+    #[prost(message, optional, tag = "6")]
+    pub inference_stats: ::core::option::Option<InferStatistics>,
+    #[prost(message, repeated, tag = "7")]
+    pub batch_stats: ::prost::alloc::vec::Vec<InferBatchStatistics>,
+}
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct ModelStatisticsResponse {
+    #[prost(message, repeated, tag = "1")]
+    pub model_stats: ::prost::alloc::vec::Vec<ModelStatistics>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
 pub struct RepositoryIndexRequest {
     #[prost(string, tag = "1")]
     pub repository_name: ::prost::alloc::string::String,
@@ -664,6 +730,32 @@ pub mod grpc_inference_service_client {
                 );
             self.inner.unary(req, path, codec).await
         }
+        pub async fn model_statistics(
+            &mut self,
+            request: impl tonic::IntoRequest<super::ModelStatisticsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ModelStatisticsResponse>,
+            tonic::Status,
+        > {
+            self.inner
+                .ready()
+                .await
+                .map_err(|e| {
+                    tonic::Status::unknown(
+                        format!("Service was not ready: {}", e.into()),
+                    )
+                })?;
+            let codec = tonic_prost::ProstCodec::default();
+            let path = http::uri::PathAndQuery::from_static(
+                "/inference.GRPCInferenceService/ModelStatistics",
+            );
+            let mut req = request.into_request();
+            req.extensions_mut()
+                .insert(
+                    GrpcMethod::new("inference.GRPCInferenceService", "ModelStatistics"),
+                );
+            self.inner.unary(req, path, codec).await
+        }
         pub async fn repository_index(
             &mut self,
             request: impl tonic::IntoRequest<super::RepositoryIndexRequest>,
@@ -752,6 +844,13 @@ pub mod grpc_inference_service_server {
             request: tonic::Request<super::ModelConfigRequest>,
         ) -> std::result::Result<
             tonic::Response<super::ModelConfigResponse>,
+            tonic::Status,
+        >;
+        async fn model_statistics(
+            &self,
+            request: tonic::Request<super::ModelStatisticsRequest>,
+        ) -> std::result::Result<
+            tonic::Response<super::ModelStatisticsResponse>,
             tonic::Status,
         >;
         async fn repository_index(
@@ -1149,6 +1248,55 @@ pub mod grpc_inference_service_server {
                     let inner = self.inner.clone();
                     let fut = async move {
                         let method = ModelConfigSvc(inner);
+                        let codec = tonic_prost::ProstCodec::default();
+                        let mut grpc = tonic::server::Grpc::new(codec)
+                            .apply_compression_config(
+                                accept_compression_encodings,
+                                send_compression_encodings,
+                            )
+                            .apply_max_message_size_config(
+                                max_decoding_message_size,
+                                max_encoding_message_size,
+                            );
+                        let res = grpc.unary(method, req).await;
+                        Ok(res)
+                    };
+                    Box::pin(fut)
+                }
+                "/inference.GRPCInferenceService/ModelStatistics" => {
+                    #[allow(non_camel_case_types)]
+                    struct ModelStatisticsSvc<T: GrpcInferenceService>(pub Arc<T>);
+                    impl<
+                        T: GrpcInferenceService,
+                    > tonic::server::UnaryService<super::ModelStatisticsRequest>
+                    for ModelStatisticsSvc<T> {
+                        type Response = super::ModelStatisticsResponse;
+                        type Future = BoxFuture<
+                            tonic::Response<Self::Response>,
+                            tonic::Status,
+                        >;
+                        fn call(
+                            &mut self,
+                            request: tonic::Request<super::ModelStatisticsRequest>,
+                        ) -> Self::Future {
+                            let inner = Arc::clone(&self.0);
+                            let fut = async move {
+                                <T as GrpcInferenceService>::model_statistics(
+                                        &inner,
+                                        request,
+                                    )
+                                    .await
+                            };
+                            Box::pin(fut)
+                        }
+                    }
+                    let accept_compression_encodings = self.accept_compression_encodings;
+                    let send_compression_encodings = self.send_compression_encodings;
+                    let max_decoding_message_size = self.max_decoding_message_size;
+                    let max_encoding_message_size = self.max_encoding_message_size;
+                    let inner = self.inner.clone();
+                    let fut = async move {
+                        let method = ModelStatisticsSvc(inner);
                         let codec = tonic_prost::ProstCodec::default();
                         let mut grpc = tonic::server::Grpc::new(codec)
                             .apply_compression_config(
