@@ -29,8 +29,8 @@
 # It forces INPUT_DATATYPE=FP32: the CPU reference takes FP32 only (an FP16
 # config needs the GPU backend, else the model is not ready).
 # Env: MODEL, TUNING (empty: none), PRECISION, BATCH_SIZES, INSTANCES,
-# MAX_QUEUE_DELAY_US, INPUT_DATATYPE (FP16 | FP32), GPU_WAIT (spin | block), PINNED_ROWS
-# (the arrival copy's pinned buffers; 0: off), REUSE_BENCH, CONCURRENCY, EXTRA_CONCURRENCY (more load runs on the same
+# MAX_QUEUE_DELAY_US, INPUT_DATATYPE (FP16 | FP32), GPU_WAIT (spin | block; unset: the
+# server's default), PINNED_ROWS (the arrival copy's pinned buffers; 0: off; unset: the default), REUSE_BENCH, CONCURRENCY, EXTRA_CONCURRENCY (more load runs on the same
 # server, e.g. "128 256", reported below the bar's row), CONNECTIONS, LOAD_SECONDS, WARMUP_SECONDS,
 # BENCH_BATCH, READY_TIMEOUT (s), B (the CLI), LOAD (the load client).
 set -u
@@ -56,8 +56,8 @@ WARMUP_SECONDS=${WARMUP_SECONDS:-10}
 BENCH_BATCH=${BENCH_BATCH:-64}
 READY_TIMEOUT=${READY_TIMEOUT:-1800}
 INPUT_DATATYPE=${INPUT_DATATYPE:-FP16}
-GPU_WAIT=${GPU_WAIT:-spin}
-PINNED_ROWS=${PINNED_ROWS:-0}
+GPU_WAIT=${GPU_WAIT:-}
+PINNED_ROWS=${PINNED_ROWS:-}
 
 if ! $B serve --help >/dev/null 2>&1 || [ ! -x "$LOAD" ]; then
   echo "== serve_gpu: $B has no \`serve\` or $LOAD is missing: run \`bash bench/prepare_device.sh serve\` first"
@@ -73,10 +73,13 @@ ln -s "$(realpath "$MODEL")" "$repo/resnet50/model.onnx"
 [ -n "$TUNING" ] && cp "$TUNING" "$repo/resnet50/tuning.json"
 sizes=$(echo $BATCH_SIZES | tr ' ' ',')
 queue=$((CONCURRENCY * 4 > 1024 ? CONCURRENCY * 4 : 1024))
+optional=""
+[ -n "$GPU_WAIT" ] && optional+=", \"gpu_wait\": \"$GPU_WAIT\""
+[ -n "$PINNED_ROWS" ] && optional+=", \"pinned_rows\": $PINNED_ROWS"
 cat > "$repo/resnet50/config.json" <<EOF
 {"precision": "$PRECISION", "batch_sizes": [$sizes], "instances": $INSTANCES,
  "max_queue_delay_us": $MAX_QUEUE_DELAY_US, "queue_capacity": $queue, "timeout_ms": 60000,
- "input_datatype": "$INPUT_DATATYPE", "gpu_wait": "$GPU_WAIT", "pinned_rows": $PINNED_ROWS}
+ "input_datatype": "$INPUT_DATATYPE"$optional}
 EOF
 echo "== serve_gpu: $MODEL ${TUNING:+tuning $TUNING }config $(tr -d '\n' < "$repo/resnet50/config.json")"
 

@@ -13,8 +13,9 @@
 //!   "timeout_ms": 30000,          // per-request deadline (a request's own `timeout` parameter may shorten it)
 //!   "image": { "input": "input" }, // accept encoded JPEG/PNG as BYTES for this input (ImageNet transform)
 //!   "input_datatype": "FP16",     // FP32 (default) or FP16: what clients send; FP16 needs the GPU at fp16
-//!   "gpu_wait": "spin",           // how an executor waits for its batch: "spin" (default) or "block" (sleeps)
-//!   "pinned_rows": 0              // GPU: one-row requests copied into this many pinned buffers on arrival (0: off)
+//!   "gpu_wait": "block",          // how an executor waits for its batch: "block" (sleeps; default) or "spin"
+//!   "pinned_rows": 128            // GPU: one-row requests copied into this many pinned buffers on arrival
+//!                                 // (0: off; default: two full batches per instance, within 256 MiB)
 //! }
 //! ```
 
@@ -89,8 +90,9 @@ pub struct ModelConfig {
     /// How a GPU executor waits for its batch (spin, or sleep on an event).
     pub gpu_wait: WaitMode,
     /// Pinned row buffers of the GPU backend's arrival copy (0: none, every
-    /// batch is gathered into the executor's staging buffer).
-    pub pinned_rows: usize,
+    /// batch is gathered into the executor's staging buffer); `None`: sized
+    /// by [`ModelConfig::pinned_pool_rows`] once the row's bytes are known.
+    pub pinned_rows: Option<usize>,
 }
 
 /// The batch sizes compiled when the config names none.
@@ -98,6 +100,8 @@ pub const DEFAULT_BATCH_SIZES: [usize; 3] = [1, 8, 32];
 pub const DEFAULT_MAX_QUEUE_DELAY: Duration = Duration::from_micros(500);
 pub const DEFAULT_QUEUE_CAPACITY: usize = 1024;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The pinned memory a row pool sized by default may take.
+pub const DEFAULT_PINNED_POOL_BYTES: usize = 256 << 20;
 /// More executors than this per model is a config mistake, not a wish.
 pub const MAX_INSTANCES: usize = 64;
 /// The largest batch size a config may ask to compile.
@@ -115,8 +119,8 @@ impl Default for ModelConfig {
             timeout: DEFAULT_TIMEOUT,
             image: None,
             input_datatype: Datatype::FP32,
-            gpu_wait: WaitMode::Spin,
-            pinned_rows: 0,
+            gpu_wait: WaitMode::Block,
+            pinned_rows: None,
         }
     }
 }
@@ -199,8 +203,8 @@ impl ModelConfig {
                 "\"queue_capacity\" must be at least 1".into(),
             ));
         }
-        let pinned_rows = file.pinned_rows.unwrap_or(defaults.pinned_rows);
-        if pinned_rows > queue_capacity {
+        let pinned_rows = file.pinned_rows;
+        if let Some(pinned_rows) = pinned_rows.filter(|&rows| rows > queue_capacity) {
             return Err(ParseFailure::Invalid(format!(
                 "\"pinned_rows\" ({pinned_rows}) is more than the queue holds \
                  (\"queue_capacity\": {queue_capacity}); more buffers than waiting rows are \
@@ -229,8 +233,22 @@ impl ModelConfig {
             timeout,
             image: file.image,
             input_datatype: file.input_datatype.unwrap_or_default(),
-            gpu_wait: file.gpu_wait.unwrap_or_default(),
+            gpu_wait: file.gpu_wait.unwrap_or(defaults.gpu_wait),
             pinned_rows,
+        })
+    }
+
+    /// How many pinned row buffers the GPU backend keeps for input rows of
+    /// `row_bytes`: `"pinned_rows"` when the config sets it, else two full
+    /// batches of the largest size per instance (enough for every row that
+    /// can wait while each instance runs one), at most the queue's capacity
+    /// and [`DEFAULT_PINNED_POOL_BYTES`] of memory.
+    pub fn pinned_pool_rows(&self, row_bytes: usize) -> usize {
+        self.pinned_rows.unwrap_or_else(|| {
+            let largest = self.batch_sizes.last().copied().unwrap_or(1);
+            (2 * largest * self.instances)
+                .min(self.queue_capacity)
+                .min(DEFAULT_PINNED_POOL_BYTES / row_bytes.max(1))
         })
     }
 
@@ -283,7 +301,7 @@ mod tests {
             r#"{"backend": "cpu", "precision": "bf16", "batch_sizes": [16, 2, 2],
                 "max_queue_delay_us": 50000, "instances": 3, "queue_capacity": 7,
                 "timeout_ms": 100, "image": {"input": "x"}, "input_datatype": "FP16",
-                "gpu_wait": "block", "pinned_rows": 5}"#,
+                "gpu_wait": "spin", "pinned_rows": 5}"#,
         )
         .unwrap();
         assert_eq!(c.backend, BackendChoice::Cpu);
@@ -292,10 +310,25 @@ mod tests {
         assert_eq!(c.max_queue_delay, Duration::from_millis(50));
         assert_eq!((c.instances, c.queue_capacity), (3, 7));
         assert_eq!(c.timeout, Duration::from_millis(100));
-        assert_eq!(c.image.unwrap().input, "x");
+        assert_eq!(c.image.as_ref().unwrap().input, "x");
         assert_eq!(c.input_datatype, Datatype::FP16);
+        assert_eq!(c.gpu_wait, WaitMode::Spin);
+        assert_eq!(c.pinned_rows, Some(5));
+        assert_eq!(c.pinned_pool_rows(1 << 30), 5, "a set size is kept");
+    }
+
+    #[test]
+    fn the_default_row_pool_holds_two_batches_per_instance_within_its_bounds() {
+        let c = parse(r#"{"batch_sizes": [1, 64], "instances": 4}"#).unwrap();
         assert_eq!(c.gpu_wait, WaitMode::Block);
-        assert_eq!(c.pinned_rows, 5);
+        assert_eq!(c.pinned_pool_rows(301_056), 512);
+        // The queue's capacity bounds it,
+        let small_queue = parse(r#"{"batch_sizes": [64], "instances": 4, "queue_capacity": 100}"#);
+        assert_eq!(small_queue.unwrap().pinned_pool_rows(1000), 100);
+        // and so does the memory: 256 MiB of 4 MiB rows is 64 rows.
+        assert_eq!(c.pinned_pool_rows(4 << 20), 64);
+        let off = parse(r#"{"pinned_rows": 0}"#).unwrap();
+        assert_eq!(off.pinned_pool_rows(1000), 0);
     }
 
     #[test]

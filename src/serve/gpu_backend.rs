@@ -54,7 +54,7 @@ impl GpuBackend {
         symbolic_batch: bool,
         cache: &Path,
         wait: WaitMode,
-        pool_rows: usize,
+        pool_rows: impl FnOnce(usize) -> usize,
     ) -> Result<GpuBackend, BackendError> {
         let tag: String = name
             .chars()
@@ -131,13 +131,20 @@ impl GpuBackend {
         backend.device = first
             .map(|m| m.device_name().to_string())
             .unwrap_or_default();
+        let row_bytes = backend.signature.inputs[0].item_len() * input.size();
+        let pool_rows = pool_rows(row_bytes);
         if let (Some(model), true) = (first, backend.signature.batched && pool_rows > 0) {
-            let row_bytes = backend.signature.inputs[0].item_len() * input.size();
             let buffers = (0..pool_rows)
                 .map(|_| PinnedRows::alloc(model, row_bytes))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| BackendError::Gpu(format!("allocating the pinned row pool: {e}")))?;
             backend.pool = Some(Arc::new(RowPool::new(buffers, row_bytes, input)));
+            tracing::info!(
+                model = name,
+                rows = pool_rows,
+                mib = (pool_rows * row_bytes) as f64 / (1 << 20) as f64,
+                "pinned row pool for the arrival copy"
+            );
         }
         Ok(backend)
     }

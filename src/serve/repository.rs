@@ -308,7 +308,7 @@ fn backend(
             symbolic,
             &settings.cache_dir,
             config.gpu_wait,
-            config.pinned_rows,
+            |row_bytes| config.pinned_pool_rows(row_bytes),
         )?))
     } else {
         Ok(Arc::new(CpuBackend::load(
