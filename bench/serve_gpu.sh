@@ -32,7 +32,8 @@
 # MAX_QUEUE_DELAY_US, INPUT_DATATYPE (FP16 | FP32), GPU_WAIT (spin | block; unset: the
 # server's default), PINNED_ROWS (the arrival copy's pinned buffers; 0: off; unset: the default), REUSE_BENCH, CONCURRENCY, EXTRA_CONCURRENCY (more load runs on the same
 # server, e.g. "128 256", reported below the bar's row), CONNECTIONS, LOAD_SECONDS, WARMUP_SECONDS,
-# BENCH_BATCH, READY_TIMEOUT (s), B (the CLI), LOAD (the load client).
+# BENCH_BATCH, READY_TIMEOUT (s), B (the CLI), LOAD (the load client), PERF_ANALYZER (Triton's
+# perf_analyzer, run on the same server after the measured load: bench/fetch_perf_analyzer.sh).
 set -u
 cd "$(dirname "$0")/.."
 . bench/device_env.sh
@@ -47,8 +48,8 @@ fi
 MODEL=${MODEL:-/tmp/r50.onnx}
 TUNING=${TUNING-models/resnet50.best.json}
 PRECISION=${PRECISION:-fp16}
-BATCH_SIZES=${BATCH_SIZES:-1 8 16 32 48 64}
-INSTANCES=${INSTANCES:-3}
+BATCH_SIZES=${BATCH_SIZES:-1 2 4 8 12 16 24 32 48 64}
+INSTANCES=${INSTANCES:-4}
 MAX_QUEUE_DELAY_US=${MAX_QUEUE_DELAY_US:-500}
 CONCURRENCY=${CONCURRENCY:-64}
 LOAD_SECONDS=${LOAD_SECONDS:-30}
@@ -135,6 +136,16 @@ sed 's/\x1b\[[0-9;]*m//g' "$OUT/serve.log" | grep -E "WARN|ERROR|model ready" | 
 # 4. The server's view, then a clean stop.
 python3 -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen('http://$metrics/metrics').read().decode())" \
   > "$OUT/metrics.txt" 2>/dev/null
+# Triton's own load generator on the same server, after the metrics above were
+# read (PERF_ANALYZER: its path, from bench/fetch_perf_analyzer.sh): the bar's
+# load as the official client makes it, one image per request over gRPC.
+if [ -n "${PERF_ANALYZER:-}" ]; then
+  LD_LIBRARY_PATH="$(dirname "$PERF_ANALYZER"):${LD_LIBRARY_PATH:-}" "$PERF_ANALYZER" \
+    -m resnet50 -u "$grpc" -i grpc -b 1 --concurrency-range "$CONCURRENCY" \
+    --measurement-interval 5000 --max-trials 6 > "$OUT/perf_analyzer.log" 2>&1
+  echo "== perf_analyzer: rc=$? at concurrency $CONCURRENCY (5 s windows until stable; $OUT/perf_analyzer.log)"
+  grep -E "^ +(Throughput|p50 latency|p99 latency|Avg request latency)" "$OUT/perf_analyzer.log"
+fi
 stop_server
 kill $sampler $gpu_sampler 2>/dev/null; wait $sampler $gpu_sampler 2>/dev/null
 echo "== serve_gpu: server exit code $serve_rc (0: clean stop on SIGTERM)"

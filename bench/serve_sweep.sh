@@ -8,9 +8,10 @@
 #
 # SWEEP: one configuration per line, as environment assignments for
 # serve_gpu.sh (INSTANCES, BATCH_SIZES, GPU_WAIT, MAX_QUEUE_DELAY_US, ...).
-# The default compares the committed settings with compiled sizes between the
-# powers of two (less padding), executors that sleep instead of spinning, and
-# the arrival copy into pinned buffers (PINNED_ROWS), with 4 and 2 instances.
+# The default runs serve_gpu.sh's settings (4 instances, compiled sizes between
+# the powers of two, the server's defaults: executors that sleep, the arrival
+# copy into pinned rows), then 2 and 3 instances, a 1 ms queue delay, and the
+# arrival copy off (PINNED_ROWS=0) for comparison.
 # WARMUP_SECONDS and LOAD_SECONDS default to 3 and 10 here.
 #   bash bench/serve_sweep.sh
 #   SWEEP=$'INSTANCES=2\nINSTANCES=4' bash bench/serve_sweep.sh
@@ -18,12 +19,11 @@ set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-FINE="1 2 4 8 12 16 24 32 48 64"
 SWEEP=${SWEEP:-"INSTANCES=4
-INSTANCES=4 BATCH_SIZES=\"$FINE\"
-INSTANCES=4 BATCH_SIZES=\"$FINE\" GPU_WAIT=block
-INSTANCES=4 BATCH_SIZES=\"$FINE\" GPU_WAIT=block PINNED_ROWS=512
-INSTANCES=2 BATCH_SIZES=\"$FINE\" GPU_WAIT=block PINNED_ROWS=512"}
+INSTANCES=2
+INSTANCES=3
+INSTANCES=4 MAX_QUEUE_DELAY_US=1000
+INSTANCES=4 PINNED_ROWS=0"}
 export WARMUP_SECONDS=${WARMUP_SECONDS:-3} LOAD_SECONDS=${LOAD_SECONDS:-10}
 rm -f "$OUT"/bench.log
 n=0
