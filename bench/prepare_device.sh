@@ -39,9 +39,11 @@ AOTUNE_NO_EMBED=1 cargo test --profile ci --no-run --features cli --test gpu_tun
 cargo test --profile ci --no-run --test fixtures 2>&1 | tee -a "$log" >/dev/null
 cp "$(pick 'tests\/fixtures.rs' | head -1)" .device/fixtures && strip .device/fixtures
 for t in gpu_runtime gpu_kernels gpu_fixtures gpu_templates gpu_tuner_faults gpu_movement gpu_norms gpu_attention gpu_input_dtype; do cp "$(pick "tests\/$t.rs" | head -1)" ".device/$t"; done
-strip --strip-debug .device/aotune-lib-tests .device/gpu_runtime
+# The binaries whose tests print an allocation's backtrace (tests/common/counting_allocator.rs)
+# keep their symbol names.
+strip --strip-debug .device/aotune-lib-tests .device/gpu_runtime .device/gpu_input_dtype
 strip .device/gpu_kernels .device/gpu_fixtures .device/gpu_templates .device/gpu_tuner_faults \
-  .device/gpu_movement .device/gpu_norms .device/gpu_attention .device/gpu_input_dtype
+  .device/gpu_movement .device/gpu_norms .device/gpu_attention
 if [ -d ../shared/fixtures ]; then
   cargo test --profile ci --test gpu_fixtures -- --ignored pack_fixtures_for_gpu >/dev/null
   rm -rf .device/fixture-pack && cp -r target/gpu-fixture-pack .device/fixture-pack
