@@ -311,6 +311,16 @@ impl Model {
             "cuStreamSynchronize",
             "running the kernels-only graph once at load",
         ))?;
+        // Under `WaitMode::Block` inferences record and wait on the done
+        // event: do both once here, so that their driver entry points (which
+        // cudarc resolves on first use, allocating) are resolved at load.
+        if let Some(done) = &model.done_event {
+            record(done, &model.stream)?;
+            done.synchronize().map_err(RuntimeError::cuda(
+                "cuEventSynchronize",
+                "waiting on the blocking-sync event once at load",
+            ))?;
+        }
         Ok(model)
     }
 
