@@ -6,7 +6,7 @@ PRECISION ?= fp32
 BATCH ?= 1
 CARGO ?= cargo
 
-.PHONY: run test model lint fmt fuzz dump clean-models cuda-tools serve-client serve-load validate-manifests generated example example-small
+.PHONY: run test model lint fmt fuzz dump clean-models cuda-tools serve-client perf-analyzer serve-load validate-manifests generated example example-small
 
 # On a machine with an NVIDIA driver: GPU vs CPU reference, then timings.
 # Without one: the CPU reference.
@@ -30,7 +30,7 @@ $(MODEL):
 # Skipped tests (no GPU, no nvcc, no fixtures) are listed at the end;
 # AOTUNE_REQUIRE_GPU=1 makes each of them a failure instead.
 SKIP_LOG = $(CURDIR)/target/test-skips.tsv
-test: cuda-tools serve-client
+test: cuda-tools serve-client perf-analyzer
 	@mkdir -p target && rm -f $(SKIP_LOG)
 	AOTUNE_SKIP_LOG=$(SKIP_LOG) $(CARGO) test --workspace --all-features --profile ci
 	@if [ -s $(SKIP_LOG) ]; then \
@@ -53,6 +53,13 @@ serve-client: .tools/serve-client/tritonclient/__init__.py
 
 .tools/serve-client/tritonclient/__init__.py:
 	python3 -m pip install --quiet --disable-pip-version-check --target .tools/serve-client '$(SERVE_CLIENT)'
+
+# Triton's perf_analyzer and the two libraries it loads, for
+# tests/serve_perf_analyzer.rs, into .tools/perf_analyzer (ignored by git).
+# Fetching needs pip and apt-get; where it fails the test skips, visibly.
+perf-analyzer:
+	@[ -x .tools/perf_analyzer/perf_analyzer ] || DEST=.tools/perf_analyzer bash bench/fetch_perf_analyzer.sh \
+		|| echo "== perf_analyzer not fetched: tests/serve_perf_analyzer.rs will skip"
 
 # `aotune serve` under load: SERVE_LOAD_SECONDS at concurrency 64 (loopback,
 # CPU reference, a tiny model); prints p50/p99 and RSS growth.

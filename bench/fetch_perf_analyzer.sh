@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Puts Triton's load generator, perf_analyzer, into .device/perf_analyzer/ for
-# the GPU machine (which has no network): the binary from the tritonclient
+# the GPU machine (which has no network), or into $DEST (`make perf-analyzer`:
+# .tools/perf_analyzer, for tests/serve_perf_analyzer.rs): the binary from the tritonclient
 # wheel, and the two shared libraries it loads that a bare machine lacks,
 # libcudart.so.12 (from the nvidia-cuda-runtime-cu12 wheel; perf_analyzer
 # loads it even for plain gRPC) and libb64.so.0d (Debian's libb64-0d).
@@ -12,13 +13,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VERSION=${TRITONCLIENT_VERSION:-2.49.0}
-dest=.device/perf_analyzer
+dest=${DEST:-.device/perf_analyzer}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 python3 -m pip download --quiet --no-deps "tritonclient==$VERSION" -d "$work"
 python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux2014_x86_64 \
   nvidia-cuda-runtime-cu12 -d "$work"
-(cd "$work" && apt-get download libb64-0d >/dev/null)
+(cd "$work" && apt-get download -o APT::Sandbox::User=root libb64-0d >/dev/null)
 mkdir -p "$dest" "$work/x"
 for w in "$work"/*.whl; do unzip -q -o "$w" -d "$work/x"; done
 dpkg-deb -x "$work"/libb64-0d_*.deb "$work/x"
