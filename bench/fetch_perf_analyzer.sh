@@ -20,12 +20,14 @@ python3 -m pip download --quiet --no-deps "tritonclient==$VERSION" -d "$work"
 python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux2014_x86_64 \
   nvidia-cuda-runtime-cu12 -d "$work"
 (cd "$work" && apt-get download -o APT::Sandbox::User=root libb64-0d >/dev/null)
-mkdir -p "$dest" "$work/x"
+mkdir -p "$work/x" "$work/out"
 for w in "$work"/*.whl; do unzip -q -o "$w" -d "$work/x"; done
 dpkg-deb -x "$work"/libb64-0d_*.deb "$work/x"
-cp "$(find "$work/x" -path '*bin/perf_analyzer' -type f | head -1)" "$dest/perf_analyzer"
-cp "$(find "$work/x" -name 'libcudart.so.12' | head -1)" "$dest/"
-cp "$(find "$work/x" -name 'libb64.so.0d*' -type f | head -1)" "$dest/libb64.so.0d"
-chmod +x "$dest/perf_analyzer"
+cp "$(find "$work/x" -path '*bin/perf_analyzer' -type f | head -1)" "$work/out/perf_analyzer"
+cp "$(find "$work/x" -name 'libcudart.so.12' | head -1)" "$work/out/"
+cp "$(find "$work/x" -name 'libb64.so.0d*' -type f | head -1)" "$work/out/libb64.so.0d"
+chmod +x "$work/out/perf_analyzer"
+# All three or none: a binary without its libraries would fail the test.
+rm -rf "$dest" && mkdir -p "$(dirname "$dest")" && mv "$work/out" "$dest"
 LD_LIBRARY_PATH="$dest" "$dest/perf_analyzer" --version 2>&1 | head -1 || true
 du -sh "$dest"
