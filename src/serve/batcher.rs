@@ -317,6 +317,8 @@ impl Shared {
         for (gauge, bytes) in [(weights, m.weights), (arena, m.arena), (staging, m.staging)] {
             gauge.add(sign * i64::try_from(bytes).unwrap_or(i64::MAX));
         }
+        self.statistics
+            .count_memory(m.weights + m.arena, m.staging, sign > 0);
         self.set_device_memory(m);
     }
 
@@ -909,7 +911,12 @@ mod tests {
         ] {
             assert!(text.contains(needle), "{needle} not in\n{text}");
         }
+        // The statistics report the same: GPU = weights + arena, pinned = staging.
+        let memory = b.statistics().report("m", "1").memory_usage;
+        let bytes: Vec<(&str, u64)> = memory.iter().map(|m| (m.kind, m.byte_size)).collect();
+        assert_eq!(bytes, [("GPU", 360), ("CPU_PINNED", 9)], "{memory:?}");
         b.shutdown();
+        assert!(b.statistics().report("m", "1").memory_usage.is_empty());
         let text = metrics.render();
         assert!(
             text.contains(r#"aotune_gpu_memory_bytes{kind="weights",model="m"} 0"#),

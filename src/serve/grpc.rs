@@ -25,13 +25,13 @@ use super::proto::grpc_inference_service_server::{
 use super::proto::infer_parameter::ParameterChoice;
 use super::proto::{
     model_infer_response, model_metadata_response, repository_index_response, DataType,
-    InferBatchStatistics, InferParameter, InferStatistics, ModelConfig, ModelConfigRequest,
-    ModelConfigResponse, ModelDynamicBatching, ModelInferRequest, ModelInferResponse, ModelInput,
-    ModelInstanceGroup, ModelMetadataRequest, ModelMetadataResponse, ModelOutput,
-    ModelReadyRequest, ModelReadyResponse, ModelStatistics, ModelStatisticsRequest,
-    ModelStatisticsResponse, RepositoryIndexRequest, RepositoryIndexResponse, ServerLiveRequest,
-    ServerLiveResponse, ServerMetadataRequest, ServerMetadataResponse, ServerReadyRequest,
-    ServerReadyResponse, StatisticDuration,
+    InferBatchStatistics, InferParameter, InferStatistics, MemoryUsage, ModelConfig,
+    ModelConfigRequest, ModelConfigResponse, ModelDynamicBatching, ModelInferRequest,
+    ModelInferResponse, ModelInput, ModelInstanceGroup, ModelMetadataRequest,
+    ModelMetadataResponse, ModelOutput, ModelReadyRequest, ModelReadyResponse, ModelStatistics,
+    ModelStatisticsRequest, ModelStatisticsResponse, RepositoryIndexRequest,
+    RepositoryIndexResponse, ServerLiveRequest, ServerLiveResponse, ServerMetadataRequest,
+    ServerMetadataResponse, ServerReadyRequest, ServerReadyResponse, StatisticDuration,
 };
 use super::repository::{check_version, ModelState, VERSION};
 use super::state::{InferCall, ServerState, EXTENSIONS, SERVER_NAME};
@@ -194,6 +194,15 @@ fn model_statistics(r: Report) -> ModelStatistics {
                 compute_input: duration(b.compute_input),
                 compute_infer: duration(b.compute_infer),
                 compute_output: duration(b.compute_output),
+            })
+            .collect(),
+        memory_usage: r
+            .memory_usage
+            .into_iter()
+            .map(|m| MemoryUsage {
+                r#type: m.kind.to_string(),
+                id: m.id,
+                byte_size: m.byte_size,
             })
             .collect(),
     }

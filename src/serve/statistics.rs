@@ -63,6 +63,18 @@ pub struct BatchStats {
     pub compute_output: DurationStat,
 }
 
+/// Memory a model holds of one kind (Triton's `MemoryUsage`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemoryUsage {
+    /// `"GPU"` (weights and activation arenas) or `"CPU_PINNED"` (staging
+    /// buffers).
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The device's ordinal (0: the server runs on the first GPU).
+    pub id: i64,
+    pub byte_size: u64,
+}
+
 /// One model's statistics as reported (Triton's `ModelStatistics`, the
 /// JSON object of the HTTP answer).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -79,6 +91,9 @@ pub struct Report {
     pub inference_stats: InferStats,
     /// The batch sizes that ran, ascending.
     pub batch_stats: Vec<BatchStats>,
+    /// What the model's running executors hold, by kind; empty on the CPU
+    /// backend.
+    pub memory_usage: Vec<MemoryUsage>,
 }
 
 /// One batch's time in the backend, split into Triton's three compute
@@ -149,6 +164,9 @@ struct Counters {
     infer: InferStats,
     /// One per compiled batch size, ascending; reported once one ran.
     batches: Vec<BatchStats>,
+    /// Device and pinned host bytes the running executors hold.
+    device_bytes: u64,
+    pinned_bytes: u64,
 }
 
 impl Statistics {
@@ -170,6 +188,8 @@ impl Statistics {
                 execution_count: 0,
                 infer: InferStats::default(),
                 batches,
+                device_bytes: 0,
+                pinned_bytes: 0,
             }),
         }
     }
@@ -213,6 +233,19 @@ impl Statistics {
         self.lock().infer.fail.add(elapsed);
     }
 
+    /// An executor that holds `device` bytes of GPU memory and `pinned`
+    /// bytes of pinned host memory started (`held` true) or stopped.
+    pub fn count_memory(&self, device: u64, pinned: u64, held: bool) {
+        let mut c = self.lock();
+        if held {
+            c.device_bytes = c.device_bytes.saturating_add(device);
+            c.pinned_bytes = c.pinned_bytes.saturating_add(pinned);
+        } else {
+            c.device_bytes = c.device_bytes.saturating_sub(device);
+            c.pinned_bytes = c.pinned_bytes.saturating_sub(pinned);
+        }
+    }
+
     /// The statistics so far, as those of model `name` at `version`.
     pub fn report(&self, name: &str, version: &str) -> Report {
         let c = self.lock();
@@ -228,6 +261,15 @@ impl Statistics {
                 .iter()
                 .filter(|b| b.compute_infer.count > 0)
                 .copied()
+                .collect(),
+            memory_usage: [("GPU", c.device_bytes), ("CPU_PINNED", c.pinned_bytes)]
+                .into_iter()
+                .filter(|&(_, bytes)| bytes > 0)
+                .map(|(kind, byte_size)| MemoryUsage {
+                    kind,
+                    id: 0,
+                    byte_size,
+                })
                 .collect(),
         }
     }
@@ -401,6 +443,7 @@ mod tests {
                     "compute_infer": {"count": 1, "ns": 7},
                     "compute_output": {"count": 1, "ns": 11},
                 }],
+                "memory_usage": [],
             })
         );
     }

@@ -268,6 +268,17 @@ pub struct ModelStatistics {
     pub inference_stats: ::core::option::Option<InferStatistics>,
     #[prost(message, repeated, tag = "7")]
     pub batch_stats: ::prost::alloc::vec::Vec<InferBatchStatistics>,
+    #[prost(message, repeated, tag = "8")]
+    pub memory_usage: ::prost::alloc::vec::Vec<MemoryUsage>,
+}
+#[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct MemoryUsage {
+    #[prost(string, tag = "1")]
+    pub r#type: ::prost::alloc::string::String,
+    #[prost(int64, tag = "2")]
+    pub id: i64,
+    #[prost(uint64, tag = "3")]
+    pub byte_size: u64,
 }
 #[derive(Clone, PartialEq, ::prost::Message)]
 pub struct ModelStatisticsResponse {
