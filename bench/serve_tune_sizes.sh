@@ -20,8 +20,8 @@ mkdir -p "$OUT"
 SIZES=${SIZES:-12 16 24 32 48}
 MINUTES=${MINUTES:-1}
 LOG=${LOG:-models/resnet50.best.json}
-[ -f /tmp/r50.onnx ] || $B zoo resnet50 -o /tmp/r50.onnx >/dev/null
-cp "$LOG" "$OUT/best.json"
+[ -f /tmp/r50.onnx ] || $B zoo resnet50 -o /tmp/r50.onnx >/dev/null || { echo "== serve_tune_sizes: $B could not write the zoo ResNet-50"; exit 2; }
+cp "$LOG" "$OUT/best.json" || { echo "== serve_tune_sizes: cannot read the log $LOG"; exit 2; }
 for b in $SIZES; do
   echo "== tune b$b for $MINUTES min ($(date +%T))"
   $B tune /tmp/r50.onnx --batch "$b" --precision fp16 --input-dtype f16 \
