@@ -14,6 +14,7 @@ const LAUNCH_0: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         &[::aotune::artifact::Arg::Arena(0), ::aotune::artifact::Arg::Arena(1605632)],
     ),
     output: 0,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d1 = FusedConv(%152, %153, %54) k=4x4 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu
 /// %152 input_nhwc_s2d2 f16[1,16,115,115] channels-last arena @0x188000 life [1, 2]
@@ -35,6 +36,7 @@ const LAUNCH_1: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 1,
+    matmul: ::core::option::Option::None,
 };
 /// maxpool2d1 = MaxPool(%1) k=3x3 s=2x2 p=1,1,1,1 d=1x1
 /// %1 relu1_out1 f16[1,64,112,112] channels-last arena @0x0 life [2, 3]
@@ -49,6 +51,7 @@ const LAUNCH_2: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         &[::aotune::artifact::Arg::Arena(0), ::aotune::artifact::Arg::Arena(1605632)],
     ),
     output: 2,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d2 = FusedConv(%2, %104, %55) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu
 /// %2 maxpool2d1_out1 f16[1,64,56,56] channels-last arena @0x188000 life [3, 6]
@@ -70,6 +73,7 @@ const LAUNCH_3: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 3,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d3 = FusedConv(%3, %105, %56) k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu
 /// %3 relu2_out1 f16[1,64,56,56] channels-last arena @0x0 life [4, 5]
@@ -91,6 +95,7 @@ const LAUNCH_4: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 4,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d5 = FusedConv(%2, %106, %99, %4) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s1x1
 /// %2 maxpool2d1_out1 f16[1,64,56,56] channels-last arena @0x188000 life [3, 6]
@@ -114,6 +119,7 @@ const LAUNCH_5: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 5,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d6 = FusedConv(%5, %107, %57) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu
 /// %5 relu4_out1 f16[1,256,56,56] channels-last arena @0x0 life [6, 9]
@@ -135,6 +141,7 @@ const LAUNCH_6: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 6,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d7 = FusedConv(%6, %108, %58) k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu
 /// %6 relu5_out1 f16[1,64,56,56] channels-last arena @0x188000 life [7, 8]
@@ -156,6 +163,7 @@ const LAUNCH_7: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 7,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d8 = FusedConv(%7, %109, %59, %5) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu
 /// %7 relu6_out1 f16[1,64,56,56] channels-last arena @0x310000 life [8, 9]
@@ -179,6 +187,7 @@ const LAUNCH_8: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 8,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d9 = FusedConv(%8, %110, %60) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu
 /// %8 relu7_out1 f16[1,256,56,56] channels-last arena @0x188000 life [9, 12]
@@ -200,6 +209,7 @@ const LAUNCH_9: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 9,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d10 = FusedConv(%9, %111, %61) k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu
 /// %9 relu8_out1 f16[1,64,56,56] channels-last arena @0x0 life [10, 11]
@@ -221,6 +231,7 @@ const LAUNCH_10: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 10,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d11 = FusedConv(%10, %112, %62, %8) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu
 /// %10 relu9_out1 f16[1,64,56,56] channels-last arena @0x310000 life [11, 12]
@@ -244,6 +255,7 @@ const LAUNCH_11: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 11,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d12 = FusedConv(%11, %113, %63) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu
 /// %11 relu10_out1 f16[1,256,56,56] channels-last arena @0x0 life [12, 15]
@@ -265,6 +277,7 @@ const LAUNCH_12: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 12,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d13 = FusedConv(%12, %114, %64) k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu
 /// %12 relu11_out1 f16[1,128,56,56] channels-last arena @0x188000 life [13, 14]
@@ -286,6 +299,7 @@ const LAUNCH_13: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 13,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d14 = FusedConv(%13, %115, %100, %11) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s2x2
 /// %13 relu12_out1 f16[1,128,28,28] channels-last arena @0x24c000 life [14, 15]
@@ -309,6 +323,7 @@ const LAUNCH_14: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 14,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d16 = FusedConv(%14, %116, %65) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu
 /// %14 relu13_out1 f16[1,512,28,28] channels-last arena @0x188000 life [15, 18]
@@ -330,6 +345,7 @@ const LAUNCH_15: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 15,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d17 = FusedConv(%15, %117, %66) k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu
 /// %15 relu14_out1 f16[1,128,28,28] channels-last arena @0x0 life [16, 17]
@@ -351,6 +367,7 @@ const LAUNCH_16: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 16,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d18 = FusedConv(%16, %118, %67, %14) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu
 /// %16 relu15_out1 f16[1,128,28,28] channels-last arena @0xc4000 life [17, 18]
@@ -374,6 +391,7 @@ const LAUNCH_17: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 17,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d19 = FusedConv(%17, %119, %68) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu
 /// %17 relu16_out1 f16[1,512,28,28] channels-last arena @0x0 life [18, 21]
@@ -395,6 +413,7 @@ const LAUNCH_18: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 18,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d20 = FusedConv(%18, %120, %69) k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu
 /// %18 relu17_out1 f16[1,128,28,28] channels-last arena @0xc4000 life [19, 20]
@@ -416,6 +435,7 @@ const LAUNCH_19: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 19,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d21 = FusedConv(%19, %121, %70, %17) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu
 /// %19 relu18_out1 f16[1,128,28,28] channels-last arena @0x188000 life [20, 21]
@@ -439,6 +459,7 @@ const LAUNCH_20: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 20,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d22 = FusedConv(%20, %122, %71) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu
 /// %20 relu19_out1 f16[1,512,28,28] channels-last arena @0xc4000 life [21, 24]
@@ -460,6 +481,7 @@ const LAUNCH_21: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 21,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d23 = FusedConv(%21, %123, %72) k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu
 /// %21 relu20_out1 f16[1,128,28,28] channels-last arena @0x0 life [22, 23]
@@ -481,6 +503,7 @@ const LAUNCH_22: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 22,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d24 = FusedConv(%22, %124, %73, %20) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu
 /// %22 relu21_out1 f16[1,128,28,28] channels-last arena @0x188000 life [23, 24]
@@ -504,6 +527,7 @@ const LAUNCH_23: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 23,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d25 = FusedConv(%23, %125, %74) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu
 /// %23 relu22_out1 f16[1,512,28,28] channels-last arena @0x0 life [24, 27]
@@ -525,6 +549,7 @@ const LAUNCH_24: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 24,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d26 = FusedConv(%24, %126, %75) k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu
 /// %24 relu23_out1 f16[1,256,28,28] channels-last arena @0xc4000 life [25, 26]
@@ -546,6 +571,7 @@ const LAUNCH_25: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 25,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d27 = FusedConv(%25, %127, %101, %23) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s2x2
 /// %25 relu24_out1 f16[1,256,14,14] channels-last arena @0x126000 life [26, 27]
@@ -569,6 +595,7 @@ const LAUNCH_26: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 26,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d29 = FusedConv(%26, %128, %76) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu
 /// %26 relu25_out1 f16[1,1024,14,14] channels-last arena @0xc4000 life [27, 30]
@@ -590,6 +617,7 @@ const LAUNCH_27: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 27,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d30 = FusedConv(%27, %129, %77) k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu
 /// %27 relu26_out1 f16[1,256,14,14] channels-last arena @0x0 life [28, 29]
@@ -611,6 +639,7 @@ const LAUNCH_28: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 28,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d31 = FusedConv(%28, %130, %78, %26) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu
 /// %28 relu27_out1 f16[1,256,14,14] channels-last arena @0x62000 life [29, 30]
@@ -634,6 +663,7 @@ const LAUNCH_29: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 29,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d32 = FusedConv(%29, %131, %79) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu
 /// %29 relu28_out1 f16[1,1024,14,14] channels-last arena @0x0 life [30, 33]
@@ -655,6 +685,7 @@ const LAUNCH_30: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 30,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d33 = FusedConv(%30, %132, %80) k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu
 /// %30 relu29_out1 f16[1,256,14,14] channels-last arena @0x62000 life [31, 32]
@@ -676,6 +707,7 @@ const LAUNCH_31: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 31,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d34 = FusedConv(%31, %133, %81, %29) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu
 /// %31 relu30_out1 f16[1,256,14,14] channels-last arena @0xc4000 life [32, 33]
@@ -699,6 +731,7 @@ const LAUNCH_32: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 32,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d35 = FusedConv(%32, %134, %82) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu
 /// %32 relu31_out1 f16[1,1024,14,14] channels-last arena @0x62000 life [33, 36]
@@ -720,6 +753,7 @@ const LAUNCH_33: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 33,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d36 = FusedConv(%33, %135, %83) k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu
 /// %33 relu32_out1 f16[1,256,14,14] channels-last arena @0x0 life [34, 35]
@@ -741,6 +775,7 @@ const LAUNCH_34: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 34,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d37 = FusedConv(%34, %136, %84, %32) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu
 /// %34 relu33_out1 f16[1,256,14,14] channels-last arena @0xc4000 life [35, 36]
@@ -764,6 +799,7 @@ const LAUNCH_35: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 35,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d38 = FusedConv(%35, %137, %85) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu
 /// %35 relu34_out1 f16[1,1024,14,14] channels-last arena @0x0 life [36, 39]
@@ -785,6 +821,7 @@ const LAUNCH_36: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 36,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d39 = FusedConv(%36, %138, %86) k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu
 /// %36 relu35_out1 f16[1,256,14,14] channels-last arena @0x62000 life [37, 38]
@@ -806,6 +843,7 @@ const LAUNCH_37: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 37,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d40 = FusedConv(%37, %139, %87, %35) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu
 /// %37 relu36_out1 f16[1,256,14,14] channels-last arena @0xc4000 life [38, 39]
@@ -829,6 +867,7 @@ const LAUNCH_38: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 38,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d41 = FusedConv(%38, %140, %88) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu
 /// %38 relu37_out1 f16[1,1024,14,14] channels-last arena @0x62000 life [39, 42]
@@ -850,6 +889,7 @@ const LAUNCH_39: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 39,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d42 = FusedConv(%39, %141, %89) k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu
 /// %39 relu38_out1 f16[1,256,14,14] channels-last arena @0x0 life [40, 41]
@@ -871,6 +911,7 @@ const LAUNCH_40: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 40,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d43 = FusedConv(%40, %142, %90, %38) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu
 /// %40 relu39_out1 f16[1,256,14,14] channels-last arena @0xc4000 life [41, 42]
@@ -894,6 +935,7 @@ const LAUNCH_41: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 41,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d44 = FusedConv(%41, %143, %91) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu
 /// %41 relu40_out1 f16[1,1024,14,14] channels-last arena @0x0 life [42, 45]
@@ -915,6 +957,7 @@ const LAUNCH_42: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 42,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d45 = FusedConv(%42, %144, %92) k=3x3 s=2x2 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu
 /// %42 relu41_out1 f16[1,512,14,14] channels-last arena @0x62000 life [43, 44]
@@ -936,6 +979,7 @@ const LAUNCH_43: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 43,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d46 = FusedConv(%43, %145, %102, %41) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu shortcut=conv1x1/s2x2
 /// %43 relu42_out1 f16[1,512,7,7] channels-last arena @0x93000 life [44, 45]
@@ -959,6 +1003,7 @@ const LAUNCH_44: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 44,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d48 = FusedConv(%44, %146, %93) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu
 /// %44 relu43_out1 f16[1,2048,7,7] channels-last arena @0x62000 life [45, 48]
@@ -980,6 +1025,7 @@ const LAUNCH_45: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 45,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d49 = FusedConv(%45, %147, %94) k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu
 /// %45 relu44_out1 f16[1,512,7,7] channels-last arena @0x0 life [46, 47]
@@ -1001,6 +1047,7 @@ const LAUNCH_46: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 46,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d50 = FusedConv(%46, %148, %95, %44) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu
 /// %46 relu45_out1 f16[1,512,7,7] channels-last arena @0x31000 life [47, 48]
@@ -1024,6 +1071,7 @@ const LAUNCH_47: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 47,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d51 = FusedConv(%47, %149, %96) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+relu
 /// %47 relu46_out1 f16[1,2048,7,7] channels-last arena @0x0 life [48, 51]
@@ -1045,6 +1093,7 @@ const LAUNCH_48: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 48,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d52 = FusedConv(%48, %150, %97) k=3x3 s=1x1 p=1,1,1,1 d=1x1 g=1 epilogue=bias+relu
 /// %48 relu47_out1 f16[1,512,7,7] channels-last arena @0x31000 life [49, 50]
@@ -1066,6 +1115,7 @@ const LAUNCH_49: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 49,
+    matmul: ::core::option::Option::None,
 };
 /// conv2d53 = FusedConv(%49, %151, %98, %47) k=1x1 s=1x1 p=0,0,0,0 d=1x1 g=1 epilogue=bias+residual+relu pool=avg
 /// %49 relu48_out1 f16[1,512,7,7] channels-last arena @0x3d400 life [50, 51]
@@ -1089,6 +1139,7 @@ const LAUNCH_50: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 50,
+    matmul: ::core::option::Option::None,
 };
 /// linear1 = Dense(%51, %52, %103) epilogue=bias
 /// %51 flatten1_out1 f16[1,2048] row-major arena @0x31000 life [52, 53]
@@ -1110,6 +1161,7 @@ const LAUNCH_51: ::aotune::artifact::Launch = ::aotune::artifact::Launch {
         ],
     ),
     output: 51,
+    matmul: ::core::option::Option::None,
 };
 /// The compiled model: launch table, tensor slots, weights description.
 pub static SPEC: ::aotune::artifact::ModelSpec = ::aotune::artifact::ModelSpec {

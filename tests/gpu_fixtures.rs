@@ -45,6 +45,8 @@ struct Case {
     precision: Precision,
     batch: usize,
     symbolic: bool,
+    /// Built with `dense_cublaslt` (its Dense layers through cuBLASLt).
+    cublaslt: bool,
     /// The case's record in `meta.json` (its input file or shape, its output).
     case: Json,
     meta: Json,
@@ -63,7 +65,9 @@ struct Done {
     result: Result<Ready, String>,
 }
 
-fn cases(fixture: &'static str, tmp: &Path) -> Result<Vec<Case>, String> {
+/// Every case of `fixture` at every precision, or with `cublaslt` at the
+/// 16-bit ones (the only ones cuBLASLt runs).
+fn cases(fixture: &'static str, tmp: &Path, cublaslt: bool) -> Result<Vec<Case>, String> {
     let dir = gpu::fixture_dir(fixture)?;
     let meta: Json = serde_json::from_slice(
         &std::fs::read(dir.join("meta.json")).map_err(|e| format!("{fixture}/meta.json: {e}"))?,
@@ -74,7 +78,12 @@ fn cases(fixture: &'static str, tmp: &Path) -> Result<Vec<Case>, String> {
         .map_err(|e| format!("{}: {e}", onnx.display()))?;
     let symbolic = meta["input_shape"][0].is_string();
     let mut out = Vec::new();
-    for precision in Precision::ALL {
+    let precisions: &[Precision] = if cublaslt {
+        &[Precision::Fp16, Precision::Bf16]
+    } else {
+        &Precision::ALL
+    };
+    for &precision in precisions {
         for case in meta["cases"].as_array().into_iter().flatten() {
             out.push(Case {
                 fixture,
@@ -83,6 +92,7 @@ fn cases(fixture: &'static str, tmp: &Path) -> Result<Vec<Case>, String> {
                 precision,
                 batch: case["batch"].as_u64().unwrap_or(1) as usize,
                 symbolic,
+                cublaslt,
                 case: case.clone(),
                 meta: meta.clone(),
             });
@@ -94,11 +104,15 @@ fn cases(fixture: &'static str, tmp: &Path) -> Result<Vec<Case>, String> {
 /// Worker side: build, and run the CPU emulation of the optimized graph.
 fn build(case: &Case, tmp: &Path) -> Result<Ready, String> {
     let out_dir = tmp.join(format!(
-        "{}_{}_b{}",
-        case.fixture, case.precision, case.batch
+        "{}_{}_b{}{}",
+        case.fixture,
+        case.precision,
+        case.batch,
+        if case.cublaslt { "_lt" } else { "" }
     ));
     let mut b = Build::new(&case.onnx)
         .precision(case.precision)
+        .dense_cublaslt(case.cublaslt)
         .name(case.fixture)
         .out_dir(&out_dir);
     if case.symbolic {
@@ -110,6 +124,15 @@ fn build(case: &Case, tmp: &Path) -> Result<Ready, String> {
         .into_iter()
         .next()
         .ok_or("the build returned nothing")?;
+    let matmuls = built
+        .spec
+        .launches
+        .iter()
+        .filter(|l| l.matmul.is_some())
+        .count();
+    if case.cublaslt && matmuls == 0 {
+        return Err("built with dense_cublaslt, yet no launch runs through cuBLASLt".into());
+    }
     let input = common::fixture::case_input(&case.dir, &case.meta, &case.case);
     let output = case.case["output"]
         .as_str()
@@ -198,6 +221,11 @@ fn check(
 }
 
 fn check_fixtures(test: &str, fixtures: &[&'static str]) {
+    check_fixtures_with(test, fixtures, false);
+}
+
+/// [`check_fixtures`], the builds with `dense_cublaslt` when `cublaslt`.
+fn check_fixtures_with(test: &str, fixtures: &[&'static str], cublaslt: bool) {
     let Some(mode) = gpu::mode_or_skip(test) else {
         return;
     };
@@ -205,7 +233,7 @@ fn check_fixtures(test: &str, fixtures: &[&'static str]) {
     let tmp = TempDir::new(&format!("gpu-fixtures-{test}"));
     let mut all = Vec::new();
     for &fixture in fixtures {
-        match cases(fixture, tmp.path()) {
+        match cases(fixture, tmp.path(), cublaslt) {
             Ok(c) => all.extend(c),
             Err(why) => {
                 common::skip(test, &why);
@@ -222,7 +250,13 @@ fn check_fixtures(test: &str, fixtures: &[&'static str]) {
         .iter()
         .map(|c| {
             (
-                format!("{} {} batch {}", c.fixture, c.precision, c.batch),
+                format!(
+                    "{} {} batch {}{}",
+                    c.fixture,
+                    c.precision,
+                    c.batch,
+                    if c.cublaslt { " +cuBLASLt" } else { "" }
+                ),
                 c.precision,
                 c.batch,
             )
@@ -300,6 +334,25 @@ fn convnext_tiny_on_gpu_matches_onnx_runtime() {
 #[test]
 fn swin_t_on_gpu_matches_onnx_runtime() {
     check_fixtures("swin_t", &["swin_t_dynamo", "swin_t_legacy"]);
+}
+
+/// The transformers with every eligible Dense layer run by cuBLASLt
+/// (`--dense-cublaslt`; fp16 and bf16), against ONNX Runtime and the CPU
+/// emulation like the kernel builds (cuBLASLt's GELU is the tanh
+/// approximation: within the 16-bit tolerances).
+#[test]
+fn transformers_with_cublaslt_dense_match_onnx_runtime() {
+    check_fixtures_with(
+        "cublaslt_dense",
+        &[
+            "tiny_vit_dynamo",
+            "vit_b_16_dynamo",
+            "vit_b_16_legacy",
+            "convnext_tiny_dynamo",
+            "swin_t_legacy",
+        ],
+        true,
+    );
 }
 
 /// Writes the fixtures' small files (graph without weights, fill rule,

@@ -267,6 +267,7 @@ fn one_node_module(instances: &[Instance], args: &[ValueId]) -> CudaModule {
                 block: x.geometry.block,
                 smem_bytes: x.geometry.smem_bytes,
                 args: args.to_vec(),
+                matmul: None,
             })
             .collect(),
         warnings: Vec::new(),

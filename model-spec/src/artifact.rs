@@ -45,6 +45,47 @@ pub struct Launch {
     pub args: List<Arg>,
     /// Index into [`ModelSpec::values`] of the tensor this launch writes.
     pub output: u32,
+    /// When set, this launch is a cuBLASLt matmul, not a kernel: `kernel`,
+    /// `grid`, `block` and `smem_bytes` are unused (zero) and `args` are the
+    /// Dense node's operands (see [`LibraryMatmul`]). A runtime that predates
+    /// the field refuses such a launch (its grid is empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matmul: Option<LibraryMatmul>,
+}
+
+/// A Dense node `y[M,N] = act(x[M,K] · w[N,K]ᵀ + bias + residual)` run by
+/// `cublasLtMatmul` (docs/design/cublaslt-dense.md). The launch's args are
+/// `x, w`, then `bias` (f32 `[N]`, in the weights) when `bias`, then the
+/// residual (`[M,N]`, `dtype`) when `residual`, then `y`; every tensor is
+/// row-major and of `dtype` (f16 or bf16) but the bias.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LibraryMatmul {
+    pub m: u64,
+    pub n: u64,
+    pub k: u64,
+    pub dtype: DType,
+    pub bias: bool,
+    pub residual: bool,
+    pub activation: MatmulActivation,
+    /// Which of cuBLASLt's heuristic candidates to run, by rank (0: its
+    /// first); a rank the heuristic no longer returns falls back to 0.
+    pub algo: u32,
+}
+
+impl LibraryMatmul {
+    /// How many args the launch has.
+    pub fn arg_count(&self) -> usize {
+        3 + usize::from(self.bias) + usize::from(self.residual)
+    }
+}
+
+/// The activation of a [`LibraryMatmul`]'s epilogue. cuBLASLt's GELU is the
+/// tanh approximation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MatmulActivation {
+    None,
+    Relu,
+    Gelu,
 }
 
 /// A tensor in the arena.

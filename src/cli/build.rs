@@ -34,6 +34,7 @@ pub fn build(args: BuildArgs) -> anyhow::Result<()> {
         .input_dtype(args.model.input_dtype)
         .fuse_depthwise_norm(args.model.fuse_depthwise_norm)
         .fuse_dense_norm(args.model.fuse_dense_norm)
+        .dense_cublaslt(args.model.dense_cublaslt)
         .out_dir(&args.out)
         .skip_nvcc(args.no_nvcc)
         .weights(if args.weights_file {

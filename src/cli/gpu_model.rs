@@ -32,6 +32,7 @@ pub fn build(args: &ModelArgs, tuning: Option<&PathBuf>) -> anyhow::Result<Built
         .input_dtype(args.input_dtype)
         .fuse_depthwise_norm(args.fuse_depthwise_norm)
         .fuse_dense_norm(args.fuse_dense_norm)
+        .dense_cublaslt(args.dense_cublaslt)
         .out_dir(cache_dir());
     if let Some(b) = args.batch {
         build = build.batch(b);
@@ -53,6 +54,9 @@ pub fn build(args: &ModelArgs, tuning: Option<&PathBuf>) -> anyhow::Result<Built
     }
     if args.fuse_dense_norm {
         tag.push_str("_dnorm");
+    }
+    if args.dense_cublaslt {
+        tag.push_str("_lt");
     }
     let mut built = build
         .name(tag)

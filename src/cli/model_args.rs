@@ -37,6 +37,12 @@ pub struct ModelArgs {
     /// measured slower than the unfused graph on ViT-B/16 (b1 and b64, H100).
     #[arg(long)]
     pub fuse_dense_norm: bool,
+    /// Run every Dense layer cuBLASLt can run (fp16/bf16; no folded
+    /// LayerNorm, no residual together with an activation) through
+    /// cuBLASLt instead of a generated kernel, over the tuning log. The
+    /// model then needs libcublasLt on the machine that runs it.
+    #[arg(long)]
+    pub dense_cublaslt: bool,
 }
 
 impl ModelArgs {

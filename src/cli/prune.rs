@@ -94,6 +94,7 @@ pub fn prune(args: PruneArgs) -> anyhow::Result<()> {
                 input_dtype,
                 fuse_depthwise_norm: args.fuse_depthwise_norm,
                 fuse_dense_norm: args.fuse_dense_norm,
+                dense_cublaslt: false,
             };
             let compiled = model.compile().with_context(|| {
                 format!(

@@ -3,8 +3,8 @@
 //! modules and functions, events, captured graphs, kernel launches with a
 //! `void**` parameter array, and async copies.
 //!
-//! This file and the launch/copy calls in `model.rs` are the runtime's only
-//! `unsafe` code. Every wrapper holds an `Arc` of the (primary) context it was
+//! This file, `matmul.rs` (cuBLASLt) and the launch/copy calls in
+//! `model.rs` are the runtime's only `unsafe` code. Every wrapper holds an `Arc` of the (primary) context it was
 //! made in and binds that context before freeing itself, so drop order only
 //! matters where one object refers to another's memory (a graph to the
 //! buffers its nodes use); `Model` orders its fields for that. Methods other
@@ -82,6 +82,11 @@ impl Stream {
             raw,
             ctx: ctx.clone(),
         })
+    }
+
+    /// The `CUstream`, for libraries that enqueue on it (cuBLASLt).
+    pub(crate) fn raw(&self) -> sys::CUstream {
+        self.raw
     }
 
     pub(crate) fn synchronize(&self) -> Result<(), DriverError> {
@@ -183,9 +188,8 @@ impl DeviceBuffer {
         unsafe { result::memset_d8_async(self.ptr, byte, self.bytes, stream.raw) }
     }
 
-    /// Synchronous upload for tests, complete on return: copies, then
-    /// synchronizes the whole context.
-    #[cfg(test)]
+    /// Synchronous upload (at load and in tests), complete on return:
+    /// copies, then synchronizes the whole context.
     pub(crate) fn upload_blocking(&mut self, data: &[u8]) -> Result<(), DriverError> {
         if data.len() > self.bytes {
             return Err(DriverError(sys::CUresult::CUDA_ERROR_INVALID_VALUE));

@@ -216,6 +216,23 @@ pub enum RuntimeError {
         device: String,
         reason: String,
     },
+    /// A cuBLASLt call of a Dense launch failed (or its spec cannot be run).
+    #[error(
+        "cuBLASLt {call} failed for node `{node}`: {status}; rebuild without \
+         `--dense-cublaslt` (or without the log's cuBLASLt records) to run it as a kernel"
+    )]
+    Matmul {
+        node: String,
+        call: &'static str,
+        status: String,
+    },
+    /// The model runs Dense layers through cuBLASLt but the library is missing.
+    #[error(
+        "node `{node}` runs through cuBLASLt, but libcublasLt cannot be loaded: install the \
+         CUDA toolkit's cuBLAS (libcublasLt.so.13) or put its directory on LD_LIBRARY_PATH, \
+         or rebuild without `--dense-cublaslt`"
+    )]
+    MatmulLibraryMissing { node: String },
     /// `Model::load_kernel` or `set_launch_kernel` refused a kernel.
     #[error("cannot put another kernel into the model's launches: {reason}")]
     KernelSwap { reason: String },

@@ -10,7 +10,7 @@
 //! [`Arg`] is `base + offset`, and the runtime can launch without further
 //! checks. Kernel parameters are all 8-byte pointers.
 
-use aotune_spec::artifact::{Arg, Launch, ModelSpec, TensorSlot, FORMAT_VERSION};
+use aotune_spec::artifact::{Arg, Launch, LibraryMatmul, ModelSpec, TensorSlot, FORMAT_VERSION};
 use aotune_spec::types::{DType, Layout};
 
 use super::error::RuntimeError;
@@ -122,6 +122,9 @@ fn check_io_slot(role: &str, slot: &TensorSlot) -> Result<(), String> {
 }
 
 fn check_launch(spec: &ModelSpec, launch: &Launch) -> Result<(), String> {
+    if let Some(m) = &launch.matmul {
+        return check_matmul(spec, launch, m);
+    }
     if launch.kernel as usize >= spec.kernels.len() {
         return Err(format!(
             "kernel index {} but the spec lists {} kernels",
@@ -152,6 +155,69 @@ fn check_launch(spec: &ModelSpec, launch: &Launch) -> Result<(), String> {
                 "argument {position} points at {region} offset {offset} but the {region} has {size} bytes"
             ));
         }
+    }
+    Ok(())
+}
+
+/// A cuBLASLt launch: a 16-bit type, dimensions cuBLASLt takes, the args
+/// its epilogue needs, and every operand's whole extent inside its region.
+fn check_matmul(spec: &ModelSpec, launch: &Launch, m: &LibraryMatmul) -> Result<(), String> {
+    if !matches!(m.dtype, DType::F16 | DType::BF16) {
+        return Err(format!(
+            "a cuBLASLt matmul of {:?} operands (f16 or bf16 only)",
+            m.dtype
+        ));
+    }
+    let limit = i32::MAX as u64;
+    if [m.m, m.n, m.k].iter().any(|&d| d == 0 || d > limit) || m.k % 8 != 0 || m.n % 8 != 0 {
+        return Err(format!(
+            "cuBLASLt matmul dimensions M {} N {} K {} (each in 1..2^31, K and N multiples of 8)",
+            m.m, m.n, m.k
+        ));
+    }
+    if launch.args.len() != m.arg_count() {
+        return Err(format!(
+            "{} arguments where the matmul needs {}",
+            launch.args.len(),
+            m.arg_count()
+        ));
+    }
+    let Some(out) = spec.values.get(launch.output as usize) else {
+        return Err(format!(
+            "output value index {} but the spec lists {} values",
+            launch.output,
+            spec.values.len()
+        ));
+    };
+    let elem = m.dtype.size() as u64;
+    if out.bytes != m.m * m.n * elem {
+        return Err(format!(
+            "its output `{}` has {} bytes, not M × N × {elem}",
+            out.name, out.bytes
+        ));
+    }
+    let mut extents = vec![m.m * m.k * elem, m.n * m.k * elem];
+    if m.bias {
+        extents.push(4 * m.n);
+    }
+    if m.residual {
+        extents.push(m.m * m.n * elem);
+    }
+    extents.push(m.m * m.n * elem);
+    for (position, (arg, bytes)) in launch.args.iter().zip(extents).enumerate() {
+        let (region, offset, size) = match *arg {
+            Arg::Arena(offset) => ("arena", offset, spec.arena_bytes),
+            Arg::Weights(offset) => ("weights", offset, spec.weights.bytes),
+        };
+        if offset.checked_add(bytes).is_none_or(|end| end > size) {
+            return Err(format!(
+                "argument {position} ({bytes} bytes at {region} offset {offset}) runs past the \
+                 {region}'s {size} bytes"
+            ));
+        }
+    }
+    if m.bias && !matches!(launch.args[2], Arg::Weights(_)) {
+        return Err("the bias of a cuBLASLt matmul is not in the weights".into());
     }
     Ok(())
 }
@@ -204,6 +270,7 @@ pub(crate) mod tests {
                     smem_bytes: 0,
                     args: vec![Arg::Arena(0), Arg::Weights(0), Arg::Arena(4096)].into(),
                     output: 0,
+                    matmul: None,
                 },
                 Launch {
                     node: "relu0".into(),
@@ -213,6 +280,7 @@ pub(crate) mod tests {
                     smem_bytes: 0,
                     args: vec![Arg::Arena(4096), Arg::Arena(8192)].into(),
                     output: 1,
+                    matmul: None,
                 },
                 Launch {
                     node: "copy0".into(),
@@ -222,6 +290,7 @@ pub(crate) mod tests {
                     smem_bytes,
                     args: vec![Arg::Arena(8192), Arg::Arena(12288)].into(),
                     output: 2,
+                    matmul: None,
                 },
             ]
             .into(),
@@ -326,5 +395,84 @@ pub(crate) mod tests {
 
         let text = rejection(|s| s.format_version = 99);
         assert!(text.contains("format version 99"), "{text}");
+    }
+
+    /// Launch 1 (`relu0`, writing `y`: 1000 f32 = 4000 bytes) as a cuBLASLt
+    /// matmul of 25×8 by 8×80 into an f16 `[25, 80]`, edited by `edit`.
+    fn with_matmul(edit: impl FnOnce(&mut Launch)) -> Result<(), String> {
+        let mut spec = relu_add_spec(1000, &weights(1000), 0);
+        let launch = &mut spec.launches.to_mut()[1];
+        launch.grid = [0; 3];
+        launch.block = [0; 3];
+        launch.args = vec![Arg::Arena(4096), Arg::Weights(0), Arg::Arena(8192)].into();
+        launch.matmul = Some(LibraryMatmul {
+            m: 25,
+            n: 80,
+            k: 8,
+            dtype: DType::F16,
+            bias: false,
+            residual: false,
+            activation: aotune_spec::artifact::MatmulActivation::None,
+            algo: 0,
+        });
+        edit(launch);
+        validate(&spec).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn matmul_launches_are_checked_against_their_operands() {
+        with_matmul(|_| {}).unwrap();
+        let m = |l: &mut Launch| l.matmul.unwrap();
+        let text = with_matmul(|l| {
+            l.args.to_mut().pop();
+        })
+        .unwrap_err();
+        assert!(
+            text.contains("2 arguments where the matmul needs 3"),
+            "{text}"
+        );
+        let text = with_matmul(|l| {
+            let mut mm = m(l);
+            mm.k = 12;
+            l.matmul = Some(mm);
+        })
+        .unwrap_err();
+        assert!(text.contains("multiples of 8"), "{text}");
+        let text = with_matmul(|l| {
+            let mut mm = m(l);
+            mm.m = 26;
+            l.matmul = Some(mm);
+        })
+        .unwrap_err();
+        assert!(text.contains("not M × N × 2"), "{text}");
+        let text = with_matmul(|l| l.args.to_mut()[0] = Arg::Arena(16000)).unwrap_err();
+        assert!(
+            text.contains("argument 0 (400 bytes at arena offset 16000)"),
+            "{text}"
+        );
+        let text = with_matmul(|l| {
+            let mut mm = m(l);
+            mm.dtype = DType::F32;
+            l.matmul = Some(mm);
+        })
+        .unwrap_err();
+        assert!(text.contains("f16 or bf16 only"), "{text}");
+        let text = with_matmul(|l| {
+            let mut mm = m(l);
+            mm.bias = true;
+            l.matmul = Some(mm);
+            l.args = vec![
+                Arg::Arena(4096),
+                Arg::Weights(0),
+                Arg::Arena(0),
+                Arg::Arena(8192),
+            ]
+            .into();
+        })
+        .unwrap_err();
+        assert!(
+            text.contains("bias of a cuBLASLt matmul is not in the weights"),
+            "{text}"
+        );
     }
 }

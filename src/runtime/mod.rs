@@ -9,7 +9,8 @@
 //! checks, and the `time_*` methods measure with CUDA events. [`ModelFiles`]
 //! reads a build directory. The driver is reached through cudarc's
 //! `result`/`sys` layer (dynamically loaded, so binaries start without a
-//! GPU); all `unsafe` is in `driver.rs` and a few calls in `model.rs`.
+//! GPU); all `unsafe` is in `driver.rs`, `matmul.rs` (Dense layers run
+//! through cuBLASLt) and a few calls in `model.rs`.
 //! Errors are [`RuntimeError`]s that say what to do; nothing panics.
 
 mod device_info;
@@ -17,6 +18,7 @@ pub(crate) mod driver;
 mod embedded;
 mod error;
 mod launch_plan;
+mod matmul;
 mod model;
 mod model_files;
 mod slot_decode;

@@ -38,6 +38,8 @@ use super::driver::{
 };
 use super::error::{error_name, CudaVersion, RuntimeError, REQUIRED_CUDA};
 use super::launch_plan::{self, DeviceBases};
+use super::matmul::{MatmulLibrary, PreparedMatmul};
+use cudarc::cublaslt::result::CublasError;
 
 mod pinned_rows;
 mod staged_input;
@@ -134,15 +136,28 @@ impl LaunchMode {
     }
 }
 
-/// One launch, ready to go: the kernel handle and its parameter array.
+/// One launch, ready to go: the kernel handle and its parameter array, or
+/// the cuBLASLt matmul it runs instead.
 struct PreparedLaunch {
-    function: Function,
+    work: Work,
     grid: [u32; 3],
     block: [u32; 3],
     smem_bytes: u32,
     params: KernelParams,
     /// Launched as a programmatic dependent launch.
     programmatic: bool,
+}
+
+/// What a launch runs.
+enum Work {
+    Kernel(Function),
+    Matmul(PreparedMatmul),
+}
+
+/// Why enqueueing a launch failed.
+enum LaunchFailure {
+    Kernel(DriverError),
+    Matmul(CublasError),
 }
 
 /// A compiled model, resident on one GPU.
@@ -233,19 +248,55 @@ impl Model {
             weights: weights_buffer.ptr(),
         };
         let programmatic = options.launch.programmatic(spec.batch, spec.precision);
-        let launches: Vec<PreparedLaunch> = spec
-            .launches
-            .iter()
-            .enumerate()
-            .map(|(index, launch)| PreparedLaunch {
-                function: functions[launch.kernel as usize],
+        let library = match spec.launches.iter().find(|l| l.matmul.is_some()) {
+            Some(first) => Some(Arc::new(MatmulLibrary::open(&ctx, &first.node)?)),
+            None => None,
+        };
+        let mut warnings = tuning_warnings(spec, &device);
+        let mut launches: Vec<PreparedLaunch> = Vec::with_capacity(spec.launches.len());
+        for (index, launch) in spec.launches.iter().enumerate() {
+            let addresses = launch_plan::resolve_args(&launch.args, bases);
+            let work = match (&launch.matmul, &library) {
+                (Some(m), Some(library)) => {
+                    let prepared = library.prepare(
+                        &ctx,
+                        &launch.node,
+                        m,
+                        &launch.args,
+                        &addresses,
+                        weights,
+                    )?;
+                    warnings.extend(prepared.warning.clone());
+                    Work::Matmul(prepared)
+                }
+                _ => Work::Kernel(functions[launch.kernel as usize]),
+            };
+            launches.push(PreparedLaunch {
+                work,
                 grid: launch.grid,
                 block: launch.block,
                 smem_bytes: launch.smem_bytes,
-                params: KernelParams::new(launch_plan::resolve_args(&launch.args, bases)),
+                params: KernelParams::new(addresses),
                 programmatic: programmatic && index > 0,
-            })
-            .collect();
+            });
+        }
+        if library.is_some() {
+            // cuBLASLt loads its kernels on first use: do that outside capture.
+            for (index, prepared) in launches.iter().enumerate() {
+                if let Work::Matmul(m) = &prepared.work {
+                    // SAFETY: the operands point into the arena and weights.
+                    unsafe { m.run(&stream) }.map_err(|e| {
+                        launch_error(
+                            spec,
+                            index,
+                            prepared,
+                            "running once at load",
+                            LaunchFailure::Matmul(e),
+                        )
+                    })?;
+                }
+            }
+        }
 
         let (forward_graph, io_graph) = capture_graphs(
             &stream,
@@ -275,7 +326,7 @@ impl Model {
             weights: weights_buffer,
             stream,
             spec: spec.clone(),
-            warnings: tuning_warnings(spec, &device),
+            warnings,
             device,
             id: swap::next_model_id(),
             stage_events: None,
@@ -429,13 +480,8 @@ impl Model {
             }
             // SAFETY: the parameters were resolved from validated offsets
             // into the arena and weights, both alive for `self`'s lifetime.
-            unsafe { launch_prepared(prepared, &self.stream) }.map_err(|source| {
-                RuntimeError::Cuda {
-                    call: "cuLaunchKernel",
-                    during: site(),
-                    source,
-                }
-            })?;
+            unsafe { launch_prepared(prepared, &self.stream, prepared.programmatic) }
+                .map_err(|failure| launch_error(&self.spec, index, prepared, "running", failure))?;
             let bytes = &mut host[..slot.bytes as usize];
             // SAFETY: the slot is in the arena; `bytes` is read only after
             // the synchronize below.
@@ -533,20 +579,9 @@ impl Model {
                     let programmatic = prepared.programmatic && r > 0;
                     // SAFETY: the parameters were resolved from validated offsets
                     // into the arena and weights, both alive for `self`'s lifetime.
-                    unsafe {
-                        driver::launch_with(
-                            prepared.function,
-                            prepared.grid,
-                            prepared.block,
-                            prepared.smem_bytes,
-                            &self.stream,
-                            &prepared.params,
-                            programmatic,
-                        )
-                    }
-                    .map_err(|source| {
-                        launch_error(&self.spec, index, prepared, "capturing", source)
-                    })?;
+                    unsafe { launch_prepared(prepared, &self.stream, programmatic) }.map_err(
+                        |failure| launch_error(&self.spec, index, prepared, "capturing", failure),
+                    )?;
                 }
                 Ok(())
             })?;
@@ -671,27 +706,46 @@ impl Drop for Model {
 /// # Safety
 ///
 /// The arena and weights the parameters point into are still allocated.
-unsafe fn launch_prepared(prepared: &PreparedLaunch, stream: &Stream) -> Result<(), DriverError> {
-    // SAFETY: the function's module is loaded for as long as the `Model`
-    // holding `prepared`; the parameter array matches the kernel (one
-    // pointer per argument, as the build emitted it); the caller vouches for
-    // the memory.
-    unsafe {
-        driver::launch_with(
-            prepared.function,
-            prepared.grid,
-            prepared.block,
-            prepared.smem_bytes,
-            stream,
-            &prepared.params,
-            prepared.programmatic,
-        )
+unsafe fn launch_prepared(
+    prepared: &PreparedLaunch,
+    stream: &Stream,
+    programmatic: bool,
+) -> Result<(), LaunchFailure> {
+    match &prepared.work {
+        // SAFETY: the function's module is loaded for as long as the `Model`
+        // holding `prepared`; the parameter array matches the kernel (one
+        // pointer per argument, as the build emitted it); the caller vouches
+        // for the memory.
+        Work::Kernel(function) => unsafe {
+            driver::launch_with(
+                *function,
+                prepared.grid,
+                prepared.block,
+                prepared.smem_bytes,
+                stream,
+                &prepared.params,
+                programmatic,
+            )
+        }
+        .map_err(LaunchFailure::Kernel),
+        // SAFETY: the caller vouches for the memory the operands point into.
+        Work::Matmul(m) => unsafe { m.run(stream) }.map_err(LaunchFailure::Matmul),
     }
 }
 
 /// Names the launch: index, node, kernel, configuration and argument addresses.
 fn describe_launch(spec: &ModelSpec, index: usize, prepared: &PreparedLaunch) -> String {
     let launch = &spec.launches[index];
+    if let Some(m) = &launch.matmul {
+        return format!(
+            "launch {index} (node `{}`, cuBLASLt matmul M {} N {} K {}, args {:#x?})",
+            launch.node,
+            m.m,
+            m.n,
+            m.k,
+            prepared.params.values()
+        );
+    }
     format!(
         "launch {index} (node `{}`, kernel `{}`, grid {:?}, block {:?}, {} B dynamic shared, \
          args {:#x?})",
@@ -709,12 +763,20 @@ fn launch_error(
     index: usize,
     prepared: &PreparedLaunch,
     doing: &str,
-    source: DriverError,
+    failure: LaunchFailure,
 ) -> RuntimeError {
-    RuntimeError::Cuda {
-        call: "cuLaunchKernel",
-        during: format!("{doing} {}", describe_launch(spec, index, prepared)),
-        source,
+    let during = format!("{doing} {}", describe_launch(spec, index, prepared));
+    match failure {
+        LaunchFailure::Kernel(source) => RuntimeError::Cuda {
+            call: "cuLaunchKernel",
+            during,
+            source,
+        },
+        LaunchFailure::Matmul(e) => RuntimeError::Matmul {
+            node: spec.launches[index].node.to_string(),
+            call: "cublasLtMatmul",
+            status: format!("{:?} while {during}", e.0),
+        },
     }
 }
 
@@ -727,8 +789,8 @@ fn record_launches(
     for (index, prepared) in launches.iter().enumerate() {
         // SAFETY: the parameters point into the arena and weights, which the
         // `Model` under construction owns and drops after its graphs.
-        unsafe { launch_prepared(prepared, stream) }
-            .map_err(|source| launch_error(spec, index, prepared, "capturing", source))?;
+        unsafe { launch_prepared(prepared, stream, prepared.programmatic) }
+            .map_err(|failure| launch_error(spec, index, prepared, "capturing", failure))?;
     }
     Ok(())
 }
@@ -1088,6 +1150,9 @@ fn configure_kernels(
         limits.push((threads, static_bytes));
     }
     for (index, launch) in spec.launches.iter().enumerate() {
+        if launch.matmul.is_some() {
+            continue;
+        }
         let (max_threads, static_bytes) = limits[launch.kernel as usize];
         let threads: u64 = launch.block.iter().map(|&b| u64::from(b)).product();
         let shared = static_bytes + u64::from(launch.smem_bytes);

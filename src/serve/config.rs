@@ -14,8 +14,9 @@
 //!   "image": { "input": "input" }, // accept encoded JPEG/PNG as BYTES for this input (ImageNet transform)
 //!   "input_datatype": "FP16",     // FP32 (default) or FP16: what clients send; FP16 needs the GPU at fp16
 //!   "gpu_wait": "block",          // how an executor waits for its batch: "block" (sleeps; default) or "spin"
-//!   "pinned_rows": 128            // GPU: one-row requests copied into this many pinned buffers on arrival
+//!   "pinned_rows": 128,           // GPU: one-row requests copied into this many pinned buffers on arrival
 //!                                 // (0: off; default: two full batches per instance, within 256 MiB)
+//!   "dense_cublaslt": false       // GPU, fp16/bf16: Dense layers through cuBLASLt (needs libcublasLt)
 //! }
 //! ```
 
@@ -66,6 +67,7 @@ struct ConfigFile {
     input_datatype: Option<Datatype>,
     gpu_wait: Option<WaitMode>,
     pinned_rows: Option<usize>,
+    dense_cublaslt: Option<bool>,
 }
 
 /// A model's configuration with every default applied, except the
@@ -93,6 +95,9 @@ pub struct ModelConfig {
     /// batch is gathered into the executor's staging buffer); `None`: sized
     /// by [`ModelConfig::pinned_pool_rows`] once the row's bytes are known.
     pub pinned_rows: Option<usize>,
+    /// Build with every eligible Dense layer run by cuBLASLt
+    /// (`Build::dense_cublaslt`; the transformers' GEMMs at large batches).
+    pub dense_cublaslt: bool,
 }
 
 /// The batch sizes compiled when the config names none.
@@ -121,6 +126,7 @@ impl Default for ModelConfig {
             input_datatype: Datatype::FP32,
             gpu_wait: WaitMode::Block,
             pinned_rows: None,
+            dense_cublaslt: false,
         }
     }
 }
@@ -235,6 +241,7 @@ impl ModelConfig {
             input_datatype: file.input_datatype.unwrap_or_default(),
             gpu_wait: file.gpu_wait.unwrap_or(defaults.gpu_wait),
             pinned_rows,
+            dense_cublaslt: file.dense_cublaslt.unwrap_or(defaults.dense_cublaslt),
         })
     }
 
@@ -301,7 +308,7 @@ mod tests {
             r#"{"backend": "cpu", "precision": "bf16", "batch_sizes": [16, 2, 2],
                 "max_queue_delay_us": 50000, "instances": 3, "queue_capacity": 7,
                 "timeout_ms": 100, "image": {"input": "x"}, "input_datatype": "FP16",
-                "gpu_wait": "spin", "pinned_rows": 5}"#,
+                "gpu_wait": "spin", "pinned_rows": 5, "dense_cublaslt": true}"#,
         )
         .unwrap();
         assert_eq!(c.backend, BackendChoice::Cpu);
@@ -315,6 +322,8 @@ mod tests {
         assert_eq!(c.gpu_wait, WaitMode::Spin);
         assert_eq!(c.pinned_rows, Some(5));
         assert_eq!(c.pinned_pool_rows(1 << 30), 5, "a set size is kept");
+        assert!(c.dense_cublaslt);
+        assert!(!ModelConfig::default().dense_cublaslt);
     }
 
     #[test]

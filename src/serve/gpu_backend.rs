@@ -54,6 +54,7 @@ impl GpuBackend {
         symbolic_batch: bool,
         cache: &Path,
         wait: WaitMode,
+        dense_cublaslt: bool,
         pool_rows: impl FnOnce(usize) -> usize,
     ) -> Result<GpuBackend, BackendError> {
         let tag: String = name
@@ -64,11 +65,13 @@ impl GpuBackend {
             Datatype::FP32 => (DType::F32, ""),
             Datatype::FP16 => (DType::F16, "_f16in"),
         };
+        let lt = if dense_cublaslt { "_lt" } else { "" };
         let mut build = Build::new(model)
             .precision(precision)
             .input_dtype(input_dtype)
+            .dense_cublaslt(dense_cublaslt)
             .out_dir(cache)
-            .name(format!("serve_{tag}_{precision}{suffix}"));
+            .name(format!("serve_{tag}_{precision}{suffix}{lt}"));
         let batch_sizes = if symbolic_batch { batch_sizes } else { &[1] };
         if symbolic_batch {
             build = build.batches(batch_sizes);

@@ -308,6 +308,7 @@ fn backend(
             symbolic,
             &settings.cache_dir,
             config.gpu_wait,
+            config.dense_cublaslt,
             |row_bytes| config.pinned_pool_rows(row_bytes),
         )?))
     } else {

@@ -206,6 +206,7 @@ pub fn spec_and_weights(
             smem_bytes: l.smem_bytes,
             args: args.into(),
             output: (values.len() - 1) as u32,
+            matmul: l.matmul,
         });
     }
     let tail = (plan.arena_bytes as u64).next_multiple_of(256);

@@ -3,7 +3,7 @@
 //! graphs. The arena, weights and parameter arrays stay as they are.
 
 use super::{
-    capture_graphs, function_limits, load_module, shared_optin, Model, RuntimeError,
+    capture_graphs, function_limits, load_module, shared_optin, Model, RuntimeError, Work,
     DEFAULT_SHARED_LIMIT,
 };
 use crate::runtime::driver::Function;
@@ -39,10 +39,15 @@ impl std::fmt::Debug for LaunchKernel {
 
 impl Model {
     /// The kernel launch `index` runs now, to put back after a trial.
+    /// `None` for a launch that runs through cuBLASLt.
     pub fn launch_kernel(&self, index: usize) -> Option<LaunchKernel> {
-        self.launches.get(index).map(|l| LaunchKernel {
+        let l = self.launches.get(index)?;
+        let Work::Kernel(function) = l.work else {
+            return None;
+        };
+        Some(LaunchKernel {
             model: self.id,
-            function: l.function,
+            function,
             grid: l.grid,
             block: l.block,
             smem_bytes: l.smem_bytes,
@@ -128,6 +133,14 @@ impl Model {
                 ),
             });
         }
+        if let Some(&bad) = indices
+            .iter()
+            .find(|&&i| matches!(self.launches[i].work, Work::Matmul(_)))
+        {
+            return Err(RuntimeError::KernelSwap {
+                reason: format!("launch {bad} runs through cuBLASLt, not a kernel"),
+            });
+        }
         self.bind()?;
         self.stream.synchronize().map_err(RuntimeError::cuda(
             "cuStreamSynchronize",
@@ -135,7 +148,7 @@ impl Model {
         ))?;
         for &i in indices {
             let l = &mut self.launches[i];
-            l.function = kernel.function;
+            l.work = Work::Kernel(kernel.function);
             l.grid = kernel.grid;
             l.block = kernel.block;
             l.smem_bytes = kernel.smem_bytes;

@@ -4,7 +4,7 @@
 //! Generated with `quote!` and formatted with prettyplease; the runtime
 //! reads the same data from `manifest.json`, so the two cannot disagree.
 
-use crate::artifact::{Arg, Launch, ModelSpec, TensorSlot};
+use crate::artifact::{Arg, Launch, LibraryMatmul, MatmulActivation, ModelSpec, TensorSlot};
 use crate::ir::{DType, Layout, Precision};
 use proc_macro2::{Literal, TokenStream};
 use quote::{format_ident, quote};
@@ -69,6 +69,7 @@ fn launch(l: &Launch) -> TokenStream {
     let [bx, by, bz] = l.block.map(Literal::u32_unsuffixed);
     let smem = Literal::u32_unsuffixed(l.smem_bytes);
     let output = Literal::u32_unsuffixed(l.output);
+    let matmul = matmul(l.matmul.as_ref());
     let args = l.args.iter().map(|a| match a {
         Arg::Arena(o) => {
             let o = Literal::u64_unsuffixed(*o);
@@ -88,7 +89,35 @@ fn launch(l: &Launch) -> TokenStream {
             smem_bytes: #smem,
             args: ::std::borrow::Cow::Borrowed(&[#(#args),*]),
             output: #output,
+            matmul: #matmul,
         }
+    }
+}
+
+fn matmul(m: Option<&LibraryMatmul>) -> TokenStream {
+    let Some(m) = m else {
+        return quote!(::core::option::Option::None);
+    };
+    let [mm, n, k] = [m.m, m.n, m.k].map(Literal::u64_unsuffixed);
+    let ty = dtype(m.dtype);
+    let (bias, residual) = (m.bias, m.residual);
+    let activation = match m.activation {
+        MatmulActivation::None => quote!(::aotune::artifact::MatmulActivation::None),
+        MatmulActivation::Relu => quote!(::aotune::artifact::MatmulActivation::Relu),
+        MatmulActivation::Gelu => quote!(::aotune::artifact::MatmulActivation::Gelu),
+    };
+    let algo = Literal::u32_unsuffixed(m.algo);
+    quote! {
+        ::core::option::Option::Some(::aotune::artifact::LibraryMatmul {
+            m: #mm,
+            n: #n,
+            k: #k,
+            dtype: #ty,
+            bias: #bias,
+            residual: #residual,
+            activation: #activation,
+            algo: #algo,
+        })
     }
 }
 

@@ -21,7 +21,9 @@ pub use nvcc::{install_hint, Nvcc};
 pub use weights::{pack_weights, WeightBlob, WEIGHT_ALIGNMENT};
 
 use crate::artifact::{Arg, Launch, ModelSpec, TensorSlot, WeightsInfo, FORMAT_VERSION};
-use crate::codegen::cuda::{generate_cuda, CodegenError, ConfigOverrides, CudaModule};
+use crate::codegen::cuda::{
+    generate_cuda, library_matmul, CodegenError, ConfigOverrides, CudaModule,
+};
 use crate::ir::{DType, Graph, Precision, ValueId};
 use crate::plan::MemoryPlan;
 use crate::schedule::{render_tasks, BestLog, TuningLogError};
@@ -72,6 +74,7 @@ pub struct Build {
     input_dtype: DType,
     fuse_depthwise_norm: bool,
     fuse_dense_norm: bool,
+    dense_cublaslt: bool,
     out_dir: Option<PathBuf>,
     name: Option<String>,
     weights: WeightsMode,
@@ -119,6 +122,7 @@ impl Build {
             input_dtype: DType::F32,
             fuse_depthwise_norm: false,
             fuse_dense_norm: false,
+            dense_cublaslt: false,
             out_dir: None,
             name: None,
             weights: WeightsMode::Embedded,
@@ -169,6 +173,15 @@ impl Build {
     /// read it ([`CompileOptions::fuse_dense_norm`]; default off).
     pub fn fuse_dense_norm(mut self, on: bool) -> Self {
         self.fuse_dense_norm = on;
+        self
+    }
+
+    /// Run every Dense layer cuBLASLt can run through it
+    /// (`codegen::cuda::library_matmul`; fp16 and bf16), over the tuning
+    /// log's configs for them. The built model then needs libcublasLt at
+    /// run time. Default off: the tuning log decides per task.
+    pub fn dense_cublaslt(mut self, on: bool) -> Self {
+        self.dense_cublaslt = on;
         self
     }
 
@@ -297,6 +310,13 @@ impl Build {
             }
             None => ConfigOverrides::default(),
         };
+        let mut overrides = overrides;
+        if self.dense_cublaslt {
+            let set = library_matmul::force_all(&compiled.graph, &mut overrides);
+            notes.push(format!(
+                "--dense-cublaslt: {set} Dense task(s) run through cuBLASLt"
+            ));
+        }
         let module = generate_cuda(&compiled.graph, &compiled.plan, &overrides)?;
         notes.extend(module.warnings.iter().cloned());
         let weights = pack_weights(
@@ -320,6 +340,9 @@ impl Build {
         }
         if self.fuse_dense_norm {
             key_parts.push("fuse_dense_norm".into());
+        }
+        if self.dense_cublaslt {
+            key_parts.push("dense_cublaslt".into());
         }
         if let Some((_, bytes)) = tuning {
             key_parts.push(format!("tuning={:016x}", fnv1a64(bytes)));
@@ -523,6 +546,7 @@ fn make_spec(
             smem_bytes: l.smem_bytes,
             args: args.into(),
             output: (values.len() - 1) as u32,
+            matmul: l.matmul,
         });
     }
     let io = |ids: &[ValueId]| -> Result<Vec<TensorSlot>, BuildError> {

@@ -36,7 +36,8 @@
 //! dense and matmul families built on them) and `ops/` (memory-bound op
 //! kernels: elementwise, pools, reductions, layout conversions); then
 //! `assemble.rs` (one `kernels.cu` from rendered instances), `candidate.rs`
-//! (one task's kernel for the tuner) and this file (the whole model).
+//! (one task's kernel for the tuner), `library_matmul.rs` (Dense tasks that
+//! run through cuBLASLt instead of a kernel) and this file (the whole model).
 
 pub mod assemble;
 pub mod candidate;
@@ -44,6 +45,7 @@ pub mod config;
 mod error;
 pub mod gemm;
 pub mod index_map;
+pub mod library_matmul;
 pub mod ops;
 pub mod source;
 
@@ -73,6 +75,7 @@ pub use space_to_depth::SpaceToDepthConfig;
 pub use to_nhwc::ToNhwcConfig;
 pub use wgmma_config::WgmmaConfig;
 
+use crate::artifact::LibraryMatmul;
 use crate::ir::{Graph, NodeId, Op, ValueId, MAX_ELEMENTS};
 use crate::plan::MemoryPlan;
 use crate::schedule::{task_key, TaskKey};
@@ -107,6 +110,9 @@ pub struct KernelLaunch {
     /// output. Constants live in the weight blob, everything else in the
     /// arena at its planned offset.
     pub args: Vec<ValueId>,
+    /// Set when the node runs through cuBLASLt ([`library_matmul`]): then
+    /// there is no kernel (`kernel`, `grid`, `block`, `smem_bytes` are 0).
+    pub matmul: Option<LibraryMatmul>,
 }
 
 /// A rendered kernel and the nodes that use it.
@@ -162,15 +168,41 @@ pub fn generate_cuda(
             }
         }
         let key = task_key(graph, id);
+        let hash = key.hash_hex();
+        let library = library_matmul::requested(configs.get(&hash));
+        if let Some(algo) = library {
+            match library_matmul::library_matmul(graph, id, algo) {
+                Ok(matmul) => {
+                    launches.push(KernelLaunch {
+                        node: id,
+                        kernel: 0,
+                        grid: [0; 3],
+                        block: [0; 3],
+                        smem_bytes: 0,
+                        args,
+                        matmul: Some(matmul),
+                    });
+                    continue;
+                }
+                Err(why) => warnings.push(format!(
+                    "task {hash} (node `{}`): its config asks for cuBLASLt, which cannot run \
+                     it ({why}); the template's default config runs instead",
+                    node.name
+                )),
+            }
+        }
         let index = match by_key.get(&key) {
             Some(&i) => i,
             None => {
-                let hash = key.hash_hex();
                 let task = TaskRef {
                     hash: &hash,
                     op: node.op.kind(),
                     node: &node.name,
-                    overridden: configs.get(&hash),
+                    overridden: if library.is_some() {
+                        None
+                    } else {
+                        configs.get(&hash)
+                    },
                 };
                 let mut instance = instantiate(graph, id, &task, &hash[..8], &mut warnings)
                     .map_err(unsupported)?;
@@ -198,6 +230,7 @@ pub fn generate_cuda(
             block: g.block,
             smem_bytes: g.smem_bytes,
             args,
+            matmul: None,
         });
     }
     let rendered: Vec<(Instance, String)> = kernels
