@@ -56,7 +56,7 @@ pub fn build(args: BuildArgs) -> anyhow::Result<()> {
         .compile()
         .with_context(|| format!("building '{}'", args.model.model.display()))?
     {
-        for note in &built.notes {
+        for note in built.notes.iter().chain(&built.info) {
             eprintln!("note: {note}");
         }
         println!(

@@ -63,7 +63,7 @@ pub fn build(args: &ModelArgs, tuning: Option<&PathBuf>) -> anyhow::Result<Built
         .compile()
         .with_context(|| format!("building '{}' for the GPU", args.model.display()))?;
     let built = built.remove(0);
-    for note in &built.notes {
+    for note in built.notes.iter().chain(&built.info) {
         tracing::info!("{note}");
     }
     Ok(built)

@@ -83,7 +83,7 @@ impl GpuBackend {
             BackendError::Compile(format!("building '{}' for the GPU: {e}", model.display()))
         })?;
         for b in &built {
-            for note in &b.notes {
+            for note in b.notes.iter().chain(&b.info) {
                 tracing::info!(model = name, "{note}");
             }
         }

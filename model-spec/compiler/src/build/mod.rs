@@ -87,8 +87,12 @@ pub struct Built {
     pub dir: PathBuf,
     pub spec: ModelSpec,
     pub compiled: Compiled,
-    /// Tuning-log decisions and codegen warnings, one line each.
+    /// Tuning-log decisions and codegen warnings, one line each (a build
+    /// script shows them as cargo warnings).
     pub notes: Vec<String>,
+    /// What is expected and needs no action, one line each: the log's
+    /// records for other batch sizes, precisions or models.
+    pub info: Vec<String>,
     /// ptxas's register and spill report.
     pub ptxas_log: String,
 }
@@ -294,11 +298,13 @@ impl Build {
         };
         let compiled = compile_bytes(model_bytes, &self.model.display().to_string(), &options)?;
         let mut notes = Vec::new();
+        let mut info = Vec::new();
         let mut tuned_on = Vec::new();
         let overrides = match tuning {
             Some((log, _)) => {
                 let applied = log.apply(&compiled.tasks, &template_versions());
                 notes.extend(applied.notes);
+                info.extend(applied.other_tasks);
                 tuned_on = applied
                     .targets
                     .iter()
@@ -313,7 +319,7 @@ impl Build {
         let mut overrides = overrides;
         if self.dense_cublaslt {
             let set = library_matmul::force_all(&compiled.graph, &mut overrides);
-            notes.push(format!(
+            info.push(format!(
                 "--dense-cublaslt: {set} Dense task(s) run through cuBLASLt"
             ));
         }
@@ -415,6 +421,7 @@ impl Build {
             spec,
             compiled,
             notes,
+            info,
             ptxas_log,
         })
     }

@@ -72,6 +72,11 @@ pub struct Applied {
     /// One line per record not used, record from another GPU, or task left
     /// on its default.
     pub notes: Vec<String>,
+    /// Records for tasks this model does not have (a log holding several
+    /// batch sizes, precisions or models has many): one line, or none.
+    /// Expected, so not among `notes`, which a build script shows as
+    /// warnings.
+    pub other_tasks: Option<String>,
     /// The targets of the records used, sorted: what the runtime compares
     /// with the GPU it runs on ([`target_warning`]).
     pub targets: Vec<Target>,
@@ -197,21 +202,17 @@ impl BestLog {
                 }
             }
         }
-        // A log may hold several batch sizes or precisions of a model: many
-        // foreign records make one note.
-        match missing.len() {
-            0 => {}
-            1..=3 => applied.notes.extend(
-                missing
-                    .iter()
-                    .map(|m| format!("record for task {m} is not in this model: ignored")),
-            ),
-            n => applied.notes.push(format!(
-                "{n} records are for tasks not in this model (another batch size, precision or \
-                 model): ignored ({}, …)",
-                missing[..3].join(", ")
+        // A log may hold several batch sizes or precisions of a model: the
+        // foreign records make one line.
+        applied.other_tasks = match missing.len() {
+            0 => None,
+            n => Some(format!(
+                "{n} record(s) are for tasks not in this model (another batch size, precision \
+                 or model): ignored ({}{})",
+                missing[..n.min(3)].join(", "),
+                if n > 3 { ", …" } else { "" }
             )),
-        }
+        };
         let mut used: BTreeSet<Target> = BTreeSet::new();
         for (hash, candidates) in usable {
             let matching = target.and_then(|t| candidates.iter().find(|r| r.target.same_gpu(t)));
@@ -399,8 +400,12 @@ mod tests {
         }
         let applied = log(records).apply(std::slice::from_ref(&a), &templates());
         assert_eq!(applied.overrides.len(), 1);
-        assert_eq!(applied.notes.len(), 1, "{:?}", applied.notes);
-        assert!(applied.notes[0].starts_with("5 records are for tasks not in this model"));
+        assert!(applied.notes.is_empty(), "{:?}", applied.notes);
+        let other = applied.other_tasks.unwrap();
+        assert!(
+            other.starts_with("5 record(s) are for tasks not in this model"),
+            "{other}"
+        );
     }
 
     #[test]
@@ -465,12 +470,11 @@ mod tests {
         assert_eq!(applied.overrides[&a.key.hash_hex()]["block_m"], 64);
         assert_eq!(applied.targets, vec![h200]);
         let notes = applied.notes.join("\n");
+        let other = applied.other_tasks.clone().unwrap_or_default();
         assert!(
-            notes.contains(&format!(
-                "{} (FusedConv) is not in this model",
-                gone.key.hash_hex()
-            )),
-            "{notes}"
+            other.starts_with("1 record(s) are for tasks not in this model")
+                && other.contains(&format!("{} (FusedConv)", gone.key.hash_hex())),
+            "{other}"
         );
         assert!(
             notes.contains("template conv/1, the build uses conv/2"),
