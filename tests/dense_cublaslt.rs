@@ -27,7 +27,21 @@ fn spec(name: &str, precision: Precision, cublaslt: bool, tmp: &Path) -> ModelSp
         .skip_nvcc(true)
         .compile()
         .unwrap_or_else(|e| panic!("{name}: {e}"));
-    built.into_iter().next().unwrap().spec
+    let built = built.into_iter().next().unwrap();
+    // executor.rs (what `include_model!` embeds) carries the same launches.
+    let executor = std::fs::read_to_string(built.dir.join("executor.rs")).unwrap();
+    assert!(
+        !executor.contains("compile_error!"),
+        "{name}: executor.rs did not parse"
+    );
+    let lt = built
+        .spec
+        .launches
+        .iter()
+        .filter(|l| l.matmul.is_some())
+        .count();
+    assert_eq!(executor.matches("LibraryMatmul {").count(), lt, "{name}");
+    built.spec
 }
 
 fn matmuls(spec: &ModelSpec) -> Vec<&aotune_compiler::artifact::LibraryMatmul> {
