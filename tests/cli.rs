@@ -360,6 +360,18 @@ fn tune_explains_what_it_needs() {
         err.contains("GPU") || err.contains("--resume"),
         "the message says what is missing: {err}"
     );
+    // Forcing cuBLASLt leaves the Dense tasks nothing to tune: said, not run.
+    let (ok, _, err) = aotune(&[
+        "tune",
+        "/no/such/model.onnx",
+        "--dense-cublaslt",
+        "--log",
+        log.to_str().unwrap(),
+        "--best",
+        best.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(err.contains("--cublaslt-candidates"), "{err}");
     let (ok, out, _) = aotune(&["tune", "--help"]);
     assert!(ok);
     for flag in [
@@ -371,6 +383,7 @@ fn tune_explains_what_it_needs() {
         "--best",
         "--compile-in",
         "--timing",
+        "--cublaslt-candidates",
     ] {
         assert!(out.contains(flag), "help mentions {flag}");
     }

@@ -144,3 +144,44 @@ fn swin_and_convnext_build_with_cublaslt() {
         validate_spec(&spec).unwrap_or_else(|e| panic!("{name}: {e}"));
     }
 }
+
+/// `aotune tune --cublaslt-candidates`: each Dense task cuBLASLt can run
+/// gets its heuristic's first ranks as extra configs (with a prior, so a
+/// guided search's first round includes them); the others, and every task
+/// without the flag, keep the templates' spaces; every space stays valid.
+#[cfg(feature = "cli")]
+#[test]
+fn cublaslt_candidates_join_the_dense_search_spaces() {
+    use aotune::tune::{tunable_tasks, CUBLASLT_CANDIDATES};
+    use aotune_compiler::codegen::cuda::library_matmul;
+    use aotune_compiler::{compile_bytes, CompileOptions};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny_vit_dynamo");
+    let model = common::fixture::refilled_model(&dir);
+    let options = CompileOptions {
+        precision: Precision::Fp16,
+        channels_last: true,
+        ..Default::default()
+    };
+    let compiled = compile_bytes(&model, "tiny_vit", &options).unwrap();
+    let lt = |c: &serde_json::Value| library_matmul::requested(Some(c)).is_some();
+    let plain = tunable_tasks(&compiled, false).unwrap();
+    assert!(plain.iter().all(|t| !t.space.configs.iter().any(lt)));
+    let with = tunable_tasks(&compiled, true).unwrap();
+    assert_eq!(plain.len(), with.len());
+    let mut extended = 0;
+    for (p, w) in plain.iter().zip(&with) {
+        w.space.check().unwrap_or_else(|e| panic!("{e}"));
+        let added = w.space.configs.len() - p.space.configs.len();
+        let eligible = w.space.op == "Dense"
+            && library_matmul::library_matmul(&compiled.graph, w.node, 0).is_ok();
+        if eligible {
+            extended += 1;
+            assert_eq!(added, CUBLASLT_CANDIDATES as usize, "{}", w.space.key);
+            let first = p.space.configs.len();
+            assert!((first..w.space.configs.len()).all(|i| w.space.prior_us(i).is_some()));
+        } else {
+            assert_eq!(added, 0, "{}", w.space.key);
+        }
+    }
+    assert!(extended >= 3, "the tiny ViT's block Denses: {extended}");
+}

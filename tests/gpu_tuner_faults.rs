@@ -12,6 +12,10 @@
 //! launch geometry. The good one is the default kernel under another
 //! symbol, so its output matches the reference exactly whatever the GPU.
 //!
+//! Also: the worker times a Dense task's cuBLASLt configs (`tune
+//! --cublaslt-candidates`) on the tiny ViT fixture, each checked against the
+//! template default's output first.
+//!
 //! Skips (`aotune_compiler::skip`) without an NVIDIA driver library or
 //! without libnvrtc; a driver or NVRTC that is present but fails fails.
 //! `AOTUNE_BIN` names the `aotune` binary to start the worker from when
@@ -29,7 +33,9 @@ use aotune_compiler::tune::{
 };
 use aotune_compiler::{compile_bytes, zoo, CompileOptions, Compiled};
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+mod common;
 use std::time::{Duration, Instant};
 
 /// How long the worker may take to answer one request: the candidate that
@@ -125,7 +131,7 @@ fn model() -> (Compiled, TunableTask) {
         },
     )
     .expect("ResNet-18 compiles");
-    let task = tunable_tasks(&compiled)
+    let task = tunable_tasks(&compiled, false)
         .expect("search spaces")
         .into_iter()
         .filter(|t| t.space.op == "FusedConv" && t.space.configs.len() >= 4)
@@ -444,6 +450,52 @@ fn fault_candidates_compile_with_nvrtc() {
         },
     );
     assert_eq!(compiled, 2);
+}
+
+/// Every cuBLASLt config of the tiny ViT's heaviest eligible Dense task
+/// is checked against the default template kernel's output and timed in
+/// the measuring worker.
+#[test]
+fn gpu_measurer_times_cublaslt_candidates_of_a_dense_task() {
+    const TEST: &str = "gpu_measurer_times_cublaslt_candidates_of_a_dense_task";
+    if skipped(TEST) {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny_vit_dynamo");
+    let options = CompileOptions {
+        precision: Precision::Fp16,
+        channels_last: true,
+        ..CompileOptions::default()
+    };
+    let model = common::fixture::refilled_model(&dir);
+    let compiled = compile_bytes(&model, "tiny_vit.onnx", &options).expect("the tiny ViT compiles");
+    let lt = |c: &serde_json::Value| {
+        aotune_compiler::codegen::cuda::library_matmul::requested(Some(c)).is_some()
+    };
+    let task = tunable_tasks(&compiled, true)
+        .expect("search spaces")
+        .into_iter()
+        .find(|t| t.space.configs.iter().any(lt))
+        .expect("a Dense task with cuBLASLt configs");
+    let space = &task.space;
+    let scratch = scratch_dir("cublaslt");
+    let nodes = HashMap::from([(space.task.clone(), task.node)]);
+    let mut measurer = GpuMeasurer::new(
+        &compiled.graph,
+        nodes,
+        aotune_exe(),
+        scratch.path.clone(),
+        settings(),
+    )
+    .unwrap_or_else(|e| panic!("starting the measuring worker: {e}"));
+    assert_measured(
+        "the default",
+        &measure_one(&mut measurer, space, space.default).outcome,
+    );
+    for i in (0..space.configs.len()).filter(|&i| lt(&space.configs[i])) {
+        let trial = measure_one(&mut measurer, space, i);
+        assert_measured(&format!("cuBLASLt config {i}"), &trial.outcome);
+    }
 }
 
 /// A directory removed on drop.

@@ -100,7 +100,8 @@ pub fn refine_command(args: RefineArgs) -> anyhow::Result<()> {
         .with_context(|| format!("reading the tuning log '{}'", args.best.display()))?;
     let records = read_records(&args.log)?;
     let compiled = args.model.compile()?;
-    let tasks = tunable_tasks(&compiled).context("building the search spaces")?;
+    // refine swaps kernels in the model: cuBLASLt configs are not among its candidates.
+    let tasks = tunable_tasks(&compiled, false).context("building the search spaces")?;
     let started = Instant::now();
     eprintln!(
         "building {} with '{}' (nvcc)…",

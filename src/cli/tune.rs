@@ -77,6 +77,12 @@ pub struct TuneArgs {
     /// needs nvcc).
     #[arg(long)]
     pub no_e2e: bool,
+    /// Also time cuBLASLt (its heuristic's first 4 algorithms) for each
+    /// Dense task it can run (fp16/bf16), beside the templates: a task's
+    /// record then picks it where it is fastest, and the built model needs
+    /// libcublasLt on the machine that runs it. Off by default.
+    #[arg(long)]
+    pub cublaslt_candidates: bool,
 }
 
 /// `--timing`: how candidates are timed.
@@ -107,6 +113,13 @@ pub enum CompileWhere {
 }
 
 pub fn tune_command(args: TuneArgs) -> anyhow::Result<()> {
+    if args.model.dense_cublaslt {
+        anyhow::bail!(
+            "--dense-cublaslt runs every eligible Dense layer through cuBLASLt, which leaves \
+             their tuning nothing to decide; `aotune tune --cublaslt-candidates` times cuBLASLt \
+             beside the templates and records it where it is fastest"
+        );
+    }
     if !driver_present() {
         anyhow::bail!(
             "`aotune tune` measures kernels on an NVIDIA GPU and none is usable here (no driver \
@@ -132,7 +145,8 @@ pub fn tune_command(args: TuneArgs) -> anyhow::Result<()> {
             None
         };
     let compiled = args.model.compile()?;
-    let tasks = tunable_tasks(&compiled).context("building the search spaces")?;
+    let tasks =
+        tunable_tasks(&compiled, args.cublaslt_candidates).context("building the search spaces")?;
     let nodes: HashMap<String, _> = tasks
         .iter()
         .map(|t| (t.space.task.clone(), t.node))

@@ -103,9 +103,9 @@ impl MatmulLibrary {
         Ok(MatmulLibrary { handle, workspace })
     }
 
-    /// Prepares launch `node`: `args` are its resolved addresses (as
-    /// `spec_args` orders them), `weights` the host copy of the weight blob
-    /// (the bias is read from it and uploaded converted).
+    /// Prepares launch `node` of a spec: `args` are its resolved addresses
+    /// (as `spec_args` orders them), `weights` the host copy of the weight
+    /// blob, which holds the f32 bias.
     pub(crate) fn prepare(
         self: &Arc<Self>,
         ctx: &Arc<CudaContext>,
@@ -115,6 +115,37 @@ impl MatmulLibrary {
         args: &[u64],
         weights: &[u8],
     ) -> Result<PreparedMatmul, RuntimeError> {
+        let bias = if m.bias {
+            Some(bias_from_weights(node, m, spec_args.get(2), weights)?)
+        } else {
+            None
+        };
+        self.prepare_with_bias(ctx, node, m, args, bias.as_deref())
+    }
+
+    /// [`MatmulLibrary::prepare`] with the bias's f32 values given (`None`
+    /// without one); `args` are the operands' device addresses.
+    pub(crate) fn prepare_with_bias(
+        self: &Arc<Self>,
+        ctx: &Arc<CudaContext>,
+        node: &str,
+        m: &LibraryMatmul,
+        args: &[u64],
+        bias_values: Option<&[f32]>,
+    ) -> Result<PreparedMatmul, RuntimeError> {
+        if args.len() != m.arg_count() || bias_values.is_some() != m.bias {
+            return Err(RuntimeError::Matmul {
+                node: node.to_string(),
+                call: "(spec)",
+                status: format!(
+                    "{} operands and {} bias for a matmul that needs {} and {}",
+                    args.len(),
+                    if bias_values.is_some() { "a" } else { "no" },
+                    m.arg_count(),
+                    if m.bias { "one" } else { "none" }
+                ),
+            });
+        }
         let ty = match m.dtype {
             DType::F16 => sys::cudaDataType_t::CUDA_R_16F,
             DType::BF16 => sys::cudaDataType_t::CUDA_R_16BF,
@@ -167,8 +198,8 @@ impl MatmulLibrary {
             size_of_val(&epilogue),
         )?;
         let mut bias = None;
-        if m.bias {
-            let buffer = upload_bias(ctx, node, m, spec_args.get(2), weights)?;
+        if let Some(values) = bias_values {
+            let buffer = upload_bias(ctx, node, m, values)?;
             let address: DevicePtr = buffer.ptr();
             set(
                 A::CUBLASLT_MATMUL_DESC_BIAS_POINTER,
@@ -330,15 +361,13 @@ fn epilogue(m: &LibraryMatmul) -> sys::cublasLtEpilogue_t {
     }
 }
 
-/// The launch's f32 bias (an `Arg::Weights` into `weights`), converted to
-/// the output's type and uploaded.
-fn upload_bias(
-    ctx: &Arc<CudaContext>,
+/// The f32 bias of a spec's launch: its `Arg::Weights` into `weights`.
+fn bias_from_weights(
     node: &str,
     m: &LibraryMatmul,
     arg: Option<&Arg>,
     weights: &[u8],
-) -> Result<DeviceBuffer, RuntimeError> {
+) -> Result<Vec<f32>, RuntimeError> {
     let invalid = |status: String| RuntimeError::Matmul {
         node: node.to_string(),
         call: "(spec)",
@@ -357,9 +386,28 @@ fn upload_bias(
                 "the bias at weights offset {offset} runs past the blob"
             ))
         })?;
-    let values = bytes
+    Ok(bytes
         .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+/// `values` (the bias, `m.n` of them) converted to the output's type and
+/// uploaded.
+fn upload_bias(
+    ctx: &Arc<CudaContext>,
+    node: &str,
+    m: &LibraryMatmul,
+    values: &[f32],
+) -> Result<DeviceBuffer, RuntimeError> {
+    if values.len() != m.n as usize {
+        return Err(RuntimeError::Matmul {
+            node: node.to_string(),
+            call: "(spec)",
+            status: format!("{} bias values for N = {}", values.len(), m.n),
+        });
+    }
+    let values = values.iter().copied();
     let converted: Vec<u8> = match m.dtype {
         DType::BF16 => values
             .flat_map(|v| half::bf16::from_f32(v).to_le_bytes())

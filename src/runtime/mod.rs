@@ -18,7 +18,7 @@ pub(crate) mod driver;
 mod embedded;
 mod error;
 mod launch_plan;
-mod matmul;
+pub(crate) mod matmul;
 mod model;
 mod model_files;
 mod slot_decode;

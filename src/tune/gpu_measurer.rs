@@ -13,7 +13,9 @@ use super::compile_pool::{self, CompileIn, Job};
 use super::nvrtc::{self, CompileFailure, Cubin};
 use super::protocol::{ArgSpec, Failure, Repeats, Reply, Request, Role};
 use super::runner::{Runner, WorkerError};
+use aotune_compiler::artifact::LibraryMatmul;
 use aotune_compiler::codegen::cuda::candidate::{render_candidate, CandidateKernel};
+use aotune_compiler::codegen::cuda::library_matmul;
 use aotune_compiler::ir::{Graph, NodeId, Precision};
 use aotune_compiler::schedule::{Target, Timing, CHAIN_LAUNCHES};
 use aotune_compiler::tune::{FailStage, Measurer, TaskSpace, Trial, TrialOutcome};
@@ -325,6 +327,26 @@ impl<'g> GpuMeasurer<'g> {
         let reply = self.runner.send(&req, self.settings.run_timeout);
         self.run_wall += start.elapsed();
         let _ = std::fs::remove_file(&path);
+        self.outcome(reply)
+    }
+
+    /// Runs `matmul` (a config of the session's Dense task) through
+    /// cuBLASLt in the worker, on the session's buffers.
+    fn run_matmul(&mut self, matmul: LibraryMatmul) -> TrialOutcome {
+        let req = Request::MeasureMatmul {
+            matmul,
+            role: Role::Candidate,
+            tolerance: self.settings.tolerance,
+            repeats: self.settings.repeats,
+        };
+        let start = Instant::now();
+        let reply = self.runner.send(&req, self.settings.run_timeout);
+        self.run_wall += start.elapsed();
+        self.outcome(reply)
+    }
+
+    /// The trial outcome of the worker's reply (a lost session is noted).
+    fn outcome(&mut self, reply: Result<Reply, WorkerError>) -> TrialOutcome {
         match reply {
             Ok(Reply::Measured { repeats_us, .. }) => {
                 let median_us = median(&repeats_us);
@@ -608,10 +630,17 @@ impl Measurer for GpuMeasurer<'_> {
         }
         let mut trials: HashMap<usize, Trial> = HashMap::new();
         let mut kernels = Vec::new();
+        // Configs that run the task through cuBLASLt: measured after the
+        // round's kernels, once the reference has run.
+        let mut matmuls: Vec<(usize, Result<LibraryMatmul, String>)> = Vec::new();
         for &i in &wanted {
             let Some(config) = space.configs.get(i) else {
                 continue;
             };
+            if let Some(algo) = library_matmul::requested(Some(config)) {
+                matmuls.push((i, library_matmul::library_matmul(self.graph, node, algo)));
+                continue;
+            }
             let rendered = match self.replaced.get(&(space.task.clone(), i)) {
                 Some(k) => Ok(k.clone()),
                 None => render_candidate(self.graph, node, config),
@@ -676,6 +705,29 @@ impl Measurer for GpuMeasurer<'_> {
                 .iter()
                 .map(|&i| failed(i, FailStage::Compile, reason.clone()))
                 .collect();
+        }
+        for (i, matmul) in matmuls {
+            let outcome = match matmul {
+                Err(why) => TrialOutcome::Failed {
+                    stage: FailStage::Compile,
+                    reason: format!("cuBLASLt cannot run this task: {why}"),
+                },
+                Ok(m) => match self.ensure_ready(space) {
+                    Err(reason) => TrialOutcome::Failed {
+                        stage: FailStage::WorkerCrash,
+                        reason,
+                    },
+                    Ok(_) => self.run_matmul(m),
+                },
+            };
+            trials.insert(
+                i,
+                Trial {
+                    config: i,
+                    outcome,
+                    compile_ms: 0.0,
+                },
+            );
         }
         // A config without a trial (no result from the pool) is lost; the
         // search then never proposes it again.

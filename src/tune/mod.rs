@@ -16,5 +16,5 @@ mod worker;
 pub use compile_process::compile_child_main;
 pub use gpu_measurer::{median, tolerance, GpuMeasurer, MeasureSettings, MeasurerError};
 pub use runner::{Runner, WorkerError};
-pub use spaces::{tunable_tasks, TunableTask};
+pub use spaces::{tunable_tasks, TunableTask, CUBLASLT_CANDIDATES};
 pub use worker::worker_main;

@@ -2,7 +2,8 @@
 //! object per line, requests on the worker's stdin, replies on its stdout.
 //!
 //! A session is `Setup` (buffers for one task's kernel arguments) then any
-//! number of `Measure` requests. The first `Measure` of a session has
+//! number of `Measure` (a kernel) and `MeasureMatmul` (the task through
+//! cuBLASLt) requests. The first `Measure` of a session has
 //! `role: Reference`: its output becomes what later candidates are checked
 //! against before they are timed.
 
@@ -104,6 +105,15 @@ pub enum Request {
         tolerance: f64,
         repeats: Repeats,
     },
+    /// The session's task (a Dense node) run by cuBLASLt with `matmul`'s
+    /// heuristic rank instead of a kernel, on the same buffers: checked
+    /// against the reference, then timed like a kernel.
+    MeasureMatmul {
+        matmul: aotune_compiler::artifact::LibraryMatmul,
+        role: Role,
+        tolerance: f64,
+        repeats: Repeats,
+    },
 }
 
 /// What went wrong measuring one candidate.
@@ -167,5 +177,23 @@ mod tests {
         };
         let line = serde_json::to_string(&reply).expect("serializes");
         assert_eq!(serde_json::from_str::<Reply>(&line).expect("parses"), reply);
+        let req = Request::MeasureMatmul {
+            matmul: aotune_compiler::artifact::LibraryMatmul {
+                m: 197,
+                n: 2304,
+                k: 768,
+                dtype: aotune_compiler::ir::DType::F16,
+                bias: true,
+                residual: false,
+                activation: aotune_compiler::artifact::MatmulActivation::Gelu,
+                algo: 2,
+            },
+            role: Role::Candidate,
+            tolerance: 1e-2,
+            repeats: Repeats::default(),
+        };
+        let line = serde_json::to_string(&req).expect("serializes");
+        assert!(!line.contains('\n'));
+        assert_eq!(serde_json::from_str::<Request>(&line).expect("parses"), req);
     }
 }

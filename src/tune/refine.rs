@@ -19,6 +19,7 @@ use super::compile_pool::{self, CompileIn, Job};
 use super::spaces::TunableTask;
 use crate::runtime::{LaunchKernel, Model, RuntimeError};
 use aotune_compiler::codegen::cuda::candidate::render_candidate;
+use aotune_compiler::codegen::cuda::library_matmul;
 use aotune_compiler::codegen::cuda::CodegenError;
 use aotune_compiler::schedule::{BestLog, BestRecord, Target, Timing, BEST_FORMAT};
 use aotune_compiler::tune::{best_record, TuneRecord};
@@ -383,6 +384,11 @@ pub fn refine(
     // Every candidate of every task, rendered and compiled in one batch.
     let mut rendered = Vec::new();
     for (i, (t, inc, _)) in order.iter().enumerate() {
+        // A task the log runs through cuBLASLt has no kernel in the model to
+        // swap, and cuBLASLt configs render no kernel: refine tries neither.
+        if library_matmul::requested(Some(inc)).is_some() {
+            continue;
+        }
         // Each candidate as the best-log record it becomes when kept.
         let list: Vec<BestRecord> = match options.candidates {
             Candidates::Records => shortlist(
@@ -401,6 +407,9 @@ pub fn refine(
             Candidates::Spread => variant_of(best, t, gpu, spread_variant),
         };
         for c in list {
+            if library_matmul::requested(Some(&c.config)).is_some() {
+                continue;
+            }
             let kernel = render_candidate(&compiled.graph, t.node, &c.config)?;
             rendered.push((i, c, kernel));
         }

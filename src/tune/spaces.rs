@@ -5,6 +5,7 @@
 
 use aotune_compiler::build::template_versions;
 use aotune_compiler::codegen::cuda::candidate::task_candidates;
+use aotune_compiler::codegen::cuda::library_matmul;
 use aotune_compiler::codegen::cuda::CodegenError;
 use aotune_compiler::ir::NodeId;
 use aotune_compiler::tune::TaskSpace;
@@ -19,8 +20,22 @@ pub struct TunableTask {
     pub node_name: String,
 }
 
-/// The tunable tasks of `compiled`, heaviest (weight × flops) first.
-pub fn tunable_tasks(compiled: &Compiled) -> Result<Vec<TunableTask>, CodegenError> {
+/// cuBLASLt heuristic ranks a Dense task's space gets with `cublaslt`.
+pub const CUBLASLT_CANDIDATES: u32 = 4;
+/// The rate the cuBLASLt candidates' prior assumes (about what cuBLAS ran
+/// ViT-B/16's layers at on an H100, `docs/design/cublaslt-dense.md`): it
+/// only orders them among the templates' priors, so the first round of a
+/// large GEMM's search includes them.
+const CUBLASLT_PRIOR_FLOPS: f64 = 600e12;
+
+/// The tunable tasks of `compiled`, heaviest (weight × flops) first. With
+/// `cublaslt`, each Dense task cuBLASLt can run also has its heuristic's
+/// first [`CUBLASLT_CANDIDATES`] algorithms as configs
+/// (`{"kernel": "cublaslt", "algo": rank}`).
+pub fn tunable_tasks(
+    compiled: &Compiled,
+    cublaslt: bool,
+) -> Result<Vec<TunableTask>, CodegenError> {
     let templates = template_versions();
     let mut out = Vec::new();
     for task in &compiled.tasks {
@@ -30,7 +45,20 @@ pub fn tunable_tasks(compiled: &Compiled) -> Result<Vec<TunableTask>, CodegenErr
         let Some(&node) = task.nodes.first() else {
             continue;
         };
-        let c = task_candidates(&compiled.graph, node)?;
+        let mut c = task_candidates(&compiled.graph, node)?;
+        if cublaslt
+            && task.key.op == "Dense"
+            && library_matmul::library_matmul(&compiled.graph, node, 0).is_ok()
+        {
+            if c.prior_ns.is_empty() {
+                c.prior_ns = vec![None; c.configs.len()];
+            }
+            let ns = task.flops as f64 / CUBLASLT_PRIOR_FLOPS * 1e9;
+            for algo in 0..CUBLASLT_CANDIDATES {
+                c.configs.push(library_matmul::config(algo));
+                c.prior_ns.push(Some(ns * (1.0 + 0.05 * f64::from(algo))));
+            }
+        }
         out.push(TunableTask {
             space: TaskSpace {
                 task: task.key.hash_hex(),
@@ -76,7 +104,7 @@ mod tests {
             },
         )
         .expect("compiles");
-        let tasks = tunable_tasks(&compiled).expect("spaces");
+        let tasks = tunable_tasks(&compiled, false).expect("spaces");
         let convs = tasks.iter().filter(|t| t.space.op == "FusedConv").count();
         assert!(convs >= 20, "{convs} conv tasks");
         for t in &tasks {
@@ -114,7 +142,7 @@ mod tests {
             },
         )
         .expect("compiles");
-        let tasks = tunable_tasks(&compiled).expect("spaces");
+        let tasks = tunable_tasks(&compiled, false).expect("spaces");
         let t = &tasks[0];
         use aotune_compiler::codegen::cuda::candidate::{render_candidate, task_candidates};
         // Three more configs of the heaviest task, and every task's default

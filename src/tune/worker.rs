@@ -14,8 +14,12 @@
 use super::compare;
 use super::protocol::{ArgSpec, ArgType, Failure, Repeats, Reply, Request, Role};
 use crate::runtime::driver::{self, DeviceBuffer, Event, Function, KernelParams, Module, Stream};
+use crate::runtime::matmul::{MatmulLibrary, PreparedMatmul};
 use crate::runtime::{error_name, open_device, query_device};
+use aotune_compiler::artifact::LibraryMatmul;
 use aotune_compiler::ir::DType;
+use cudarc::cublaslt::result::CublasError;
+use cudarc::cublaslt::sys::cublasStatus_t;
 use cudarc::driver::result::DriverError;
 use cudarc::driver::sys::CUresult;
 use cudarc::driver::CudaContext;
@@ -80,6 +84,17 @@ pub fn worker_main() -> std::io::Result<()> {
                     ),
                 },
             },
+            Ok(Request::MeasureMatmul {
+                matmul,
+                role,
+                tolerance,
+                repeats,
+            }) => match worker.as_mut() {
+                None => Reply::Error {
+                    message: "measure before setup".into(),
+                },
+                Some(w) => w.measure_matmul(&matmul, role, tolerance, repeats),
+            },
         };
         serde_json::to_writer(&mut out, &reply)?;
         out.write_all(b"\n")?;
@@ -110,6 +125,43 @@ struct Worker {
     reference: Option<Vec<f32>>,
     output_host: Vec<u8>,
     events: Vec<(Event, Event)>,
+    /// cuBLASLt, opened by the session's first `MeasureMatmul`.
+    library: Option<Arc<MatmulLibrary>>,
+}
+
+/// Why running a kernel or a cuBLASLt matmul failed.
+enum RunError {
+    Driver(DriverError),
+    Matmul(CublasError),
+}
+
+impl From<DriverError> for RunError {
+    fn from(e: DriverError) -> Self {
+        RunError::Driver(e)
+    }
+}
+
+impl From<CublasError> for RunError {
+    fn from(e: CublasError) -> Self {
+        RunError::Matmul(e)
+    }
+}
+
+impl RunError {
+    fn reply(self, kind: Failure, doing: &str) -> Reply {
+        match self {
+            RunError::Driver(e) => Reply::Failed {
+                kind,
+                reason: format!("{doing}: {}", error_name(&e)),
+                fatal: is_sticky(&e),
+            },
+            RunError::Matmul(e) => Reply::Failed {
+                kind,
+                reason: format!("{doing}: cuBLASLt {:?}", e.0),
+                fatal: e.0 == cublasStatus_t::CUBLAS_STATUS_EXECUTION_FAILED,
+            },
+        }
+    }
 }
 
 fn setup(
@@ -166,6 +218,7 @@ fn setup(
             reference: None,
             output_host: vec![0; output_bytes],
             events: Vec::new(),
+            library: None,
         },
         ready,
     ))
@@ -258,69 +311,213 @@ impl Worker {
             }
         }
         // Check: poison the output, run once, compare.
-        let Some(out) = self.args.iter().rposition(|(a, _)| a.output) else {
-            return Reply::Error {
-                message: "no output argument".into(),
-            };
+        let out = match self.poison_output() {
+            Ok(out) => out,
+            Err(reply) => return reply,
         };
-        let out_spec = self.args[out].0.clone();
-        if let Err(e) = self.args[out].1.fill(0xff, &self.stream) {
-            return failed(Failure::Fault, "cuMemsetD8Async", e);
-        }
         if let Err(e) = self.launch(function, grid, block, smem_bytes) {
             return failed(Failure::Launch, "cuLaunchKernel", e);
         }
-        if let Err(e) = self.stream.synchronize() {
-            return failed(Failure::Fault, "running the kernel", e);
-        }
-        if let Err(e) = self.args[out]
-            .1
-            .download(&mut self.output_host[..out_spec.bytes])
-        {
-            return failed(Failure::Fault, "cuMemcpyDtoH", e);
-        }
-        let raw = &self.output_host[..out_spec.bytes];
-        let dtype = storage_type(out_spec.dtype);
-        let rel_l2 = match (&self.reference, role) {
-            (_, Role::Reference) => {
-                let got = compare::decode(raw, dtype);
-                if got.par_iter().any(|v| v.is_nan()) {
-                    return Reply::Failed {
-                        kind: Failure::WrongResult,
-                        reason: "the reference kernel left NaNs in its output".into(),
-                        fatal: false,
-                    };
-                }
-                self.reference = Some(got);
-                0.0
-            }
-            (Some(want), Role::Candidate) => {
-                let d = compare::distance(raw, dtype, want);
-                let (rel, nan) = (d.rel_l2, d.nan_mismatch);
-                // A NaN distance is a failure too.
-                if nan || rel.is_nan() || rel > tolerance {
-                    return Reply::Failed {
-                        kind: Failure::WrongResult,
-                        reason: format!(
-                            "output differs from the reference: rel. L2 {rel:.3e} > {tolerance:.1e}{}",
-                            if nan { " (NaNs where the reference has none)" } else { "" }
-                        ),
-                        fatal: false,
-                    };
-                }
-                rel
-            }
-            (None, Role::Candidate) => {
-                return Reply::Error {
-                    message: "candidate measured before the reference".into(),
-                }
-            }
+        let rel_l2 = match self.compare_output(out, role, tolerance) {
+            Ok(rel) => rel,
+            Err(reply) => return reply,
         };
         match self.time(function, grid, block, smem_bytes, repeats) {
             Ok(repeats_us) => Reply::Measured { repeats_us, rel_l2 },
             Err(e) => failed(Failure::Fault, "timing the kernel", e),
         }
         // `module` unloads here, after the stream is idle.
+    }
+
+    /// Poisons the output (all bits set: NaN) before a checked run; returns
+    /// its argument index.
+    fn poison_output(&mut self) -> Result<usize, Reply> {
+        let Some(out) = self.args.iter().rposition(|(a, _)| a.output) else {
+            return Err(Reply::Error {
+                message: "no output argument".into(),
+            });
+        };
+        self.args[out]
+            .1
+            .fill(0xff, &self.stream)
+            .map_err(|e| RunError::from(e).reply(Failure::Fault, "cuMemsetD8Async"))?;
+        Ok(out)
+    }
+
+    /// Waits for the checked run, then compares argument `out` with the
+    /// reference (or keeps it as the reference): its relative L2 distance.
+    fn compare_output(&mut self, out: usize, role: Role, tolerance: f64) -> Result<f64, Reply> {
+        let fault = |doing: &'static str| {
+            move |e: DriverError| RunError::from(e).reply(Failure::Fault, doing)
+        };
+        self.stream
+            .synchronize()
+            .map_err(fault("running the kernel"))?;
+        let out_spec = self.args[out].0.clone();
+        self.args[out]
+            .1
+            .download(&mut self.output_host[..out_spec.bytes])
+            .map_err(fault("cuMemcpyDtoH"))?;
+        let raw = &self.output_host[..out_spec.bytes];
+        let dtype = storage_type(out_spec.dtype);
+        match (&self.reference, role) {
+            (_, Role::Reference) => {
+                let got = compare::decode(raw, dtype);
+                if got.par_iter().any(|v| v.is_nan()) {
+                    return Err(Reply::Failed {
+                        kind: Failure::WrongResult,
+                        reason: "the reference kernel left NaNs in its output".into(),
+                        fatal: false,
+                    });
+                }
+                self.reference = Some(got);
+                Ok(0.0)
+            }
+            (Some(want), Role::Candidate) => {
+                let d = compare::distance(raw, dtype, want);
+                let (rel, nan) = (d.rel_l2, d.nan_mismatch);
+                // A NaN distance is a failure too.
+                if nan || rel.is_nan() || rel > tolerance {
+                    return Err(Reply::Failed {
+                        kind: Failure::WrongResult,
+                        reason: format!(
+                            "output differs from the reference: rel. L2 {rel:.3e} > {tolerance:.1e}{}",
+                            if nan { " (NaNs where the reference has none)" } else { "" }
+                        ),
+                        fatal: false,
+                    });
+                }
+                Ok(rel)
+            }
+            (None, Role::Candidate) => Err(Reply::Error {
+                message: "candidate measured before the reference".into(),
+            }),
+        }
+    }
+
+    /// The session's task run by cuBLASLt (`m`'s heuristic rank) on the
+    /// session's buffers: checked, then timed as a kernel would be.
+    fn measure_matmul(
+        &mut self,
+        m: &LibraryMatmul,
+        role: Role,
+        tolerance: f64,
+        repeats: Repeats,
+    ) -> Reply {
+        if let Err(e) = self.ctx.bind_to_thread() {
+            return RunError::from(e).reply(Failure::Fault, "cuCtxSetCurrent");
+        }
+        let prepared = match self.prepare_matmul(m) {
+            Ok(p) => p,
+            Err(message) => {
+                return Reply::Failed {
+                    kind: Failure::Launch,
+                    reason: message,
+                    fatal: false,
+                }
+            }
+        };
+        let out = match self.poison_output() {
+            Ok(out) => out,
+            Err(reply) => return reply,
+        };
+        // SAFETY: the operands are the session's buffers, sized for the task.
+        if let Err(e) = unsafe { prepared.run(&self.stream) } {
+            return RunError::from(e).reply(Failure::Launch, "cublasLtMatmul");
+        }
+        let rel_l2 = match self.compare_output(out, role, tolerance) {
+            Ok(rel) => rel,
+            Err(reply) => return reply,
+        };
+        match self.time_matmul(&prepared, repeats) {
+            Ok(repeats_us) => Reply::Measured { repeats_us, rel_l2 },
+            Err(e) => e.reply(Failure::Fault, "timing the matmul"),
+        }
+    }
+
+    /// A matmul over the session's buffers (x, w, [bias], [residual], y),
+    /// its bias read back from the device.
+    fn prepare_matmul(&mut self, m: &LibraryMatmul) -> Result<PreparedMatmul, String> {
+        if self.args.len() != m.arg_count() {
+            return Err(format!(
+                "the session has {} buffers, the matmul takes {}",
+                self.args.len(),
+                m.arg_count()
+            ));
+        }
+        let library = match &self.library {
+            Some(l) => l.clone(),
+            None => {
+                let l = Arc::new(
+                    MatmulLibrary::open(&self.ctx, "tuned task").map_err(|e| e.to_string())?,
+                );
+                self.library = Some(l.clone());
+                l
+            }
+        };
+        let bias = if m.bias {
+            let (spec, buffer) = &self.args[2];
+            let mut bytes = vec![0u8; spec.bytes];
+            buffer
+                .download(&mut bytes)
+                .map_err(|e| format!("reading the bias back: {}", error_name(&e)))?;
+            Some(
+                bytes
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect::<Vec<f32>>(),
+            )
+        } else {
+            None
+        };
+        let addresses: Vec<u64> = self.args.iter().map(|(_, b)| b.ptr()).collect();
+        library
+            .prepare_with_bias(&self.ctx, "tuned task", m, &addresses, bias.as_deref())
+            .map_err(|e| e.to_string())
+    }
+
+    /// [`Self::time`] for a matmul: flushed single runs, or a graph of
+    /// `timing.launches` runs (no programmatic launch: cuBLASLt's kernels
+    /// take no part in it).
+    fn time_matmul(&mut self, m: &PreparedMatmul, r: Repeats) -> Result<Vec<f64>, RunError> {
+        let launches = self.timing.launches;
+        if launches > 1 {
+            self.stream.begin_capture()?;
+            let mut recorded = Ok(());
+            for _ in 0..launches {
+                // SAFETY: as in `measure_matmul`.
+                recorded = unsafe { m.run(&self.stream) };
+                if recorded.is_err() {
+                    break;
+                }
+            }
+            let ended = self.stream.end_capture();
+            recorded?;
+            let graph = ended?.instantiate()?;
+            for _ in 0..r.warmup.max(1) {
+                graph.launch(&self.stream)?;
+            }
+            self.stream.synchronize()?;
+            return self.timed_repeats(r, launches, |w, i| {
+                w.events[i].0.record(&w.stream)?;
+                graph.launch(&w.stream)?;
+                Ok(w.events[i].1.record(&w.stream)?)
+            });
+        }
+        for _ in 0..r.warmup {
+            // SAFETY: as in `measure_matmul`.
+            unsafe { m.run(&self.stream) }?;
+        }
+        self.stream.synchronize()?;
+        self.timed_repeats(r, 1, |w, i| {
+            if w.flush.bytes() > 16 {
+                w.flush.fill(i as u8, &w.stream)?;
+            }
+            w.events[i].0.record(&w.stream)?;
+            // SAFETY: as in `measure_matmul`.
+            unsafe { m.run(&w.stream) }?;
+            Ok(w.events[i].1.record(&w.stream)?)
+        })
     }
 
     fn launch(
@@ -415,12 +612,12 @@ impl Worker {
     /// Runs `repeat(self, i)` (which records `events[i]` around what it
     /// times) in chunks until `r`'s minimum count and total are reached or
     /// its maximum count; each repeat's µs divided by `per_repeat`.
-    fn timed_repeats(
+    fn timed_repeats<E: From<DriverError>>(
         &mut self,
         r: Repeats,
         per_repeat: u32,
-        mut repeat: impl FnMut(&mut Self, usize) -> Result<(), DriverError>,
-    ) -> Result<Vec<f64>, DriverError> {
+        mut repeat: impl FnMut(&mut Self, usize) -> Result<(), E>,
+    ) -> Result<Vec<f64>, E> {
         let max = r.max.max(r.min).max(1) as usize;
         while self.events.len() < max {
             self.events
