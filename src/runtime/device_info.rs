@@ -54,6 +54,9 @@ pub struct MemoryReport {
     pub arena_bytes: u64,
     /// Pinned host bytes of the input and output staging buffers.
     pub staging_bytes: u64,
+    /// Device bytes of cuBLASLt's workspace and the converted biases, for a
+    /// model with Dense layers through cuBLASLt (else 0).
+    pub library_bytes: u64,
     /// `cuMemGetInfo`: free device bytes (all processes).
     pub device_free: u64,
     /// `cuMemGetInfo`: total device bytes.
@@ -63,17 +66,22 @@ pub struct MemoryReport {
 impl MemoryReport {
     /// Device bytes owned by the model.
     pub fn device_bytes(&self) -> u64 {
-        self.weights_bytes + self.arena_bytes
+        self.weights_bytes + self.arena_bytes + self.library_bytes
     }
 }
 
 impl fmt::Display for MemoryReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        let library = if self.library_bytes > 0 {
+            format!(" + cuBLASLt {:.1} MiB", mib(self.library_bytes))
+        } else {
+            String::new()
+        };
         write!(
             f,
-            "weights {:.1} MiB + arena {:.1} MiB on the device, {:.2} MiB pinned staging; \
-             device {:.0} of {:.0} MiB free",
+            "weights {:.1} MiB + arena {:.1} MiB{library} on the device, {:.2} MiB pinned \
+             staging; device {:.0} of {:.0} MiB free",
             mib(self.weights_bytes),
             mib(self.arena_bytes),
             mib(self.staging_bytes),
@@ -116,10 +124,21 @@ pub(crate) mod tests {
             weights_bytes: 100 << 20,
             arena_bytes: 20 << 20,
             staging_bytes: 1 << 20,
+            library_bytes: 0,
             device_free: 1 << 30,
             device_total: 2 << 30,
         };
         assert_eq!(report.device_bytes(), 120 << 20);
-        assert!(report.to_string().contains("weights 100.0 MiB"));
+        assert!(report
+            .to_string()
+            .contains("weights 100.0 MiB + arena 20.0 MiB on"));
+        let with_library = MemoryReport {
+            library_bytes: 32 << 20,
+            ..report
+        };
+        assert_eq!(with_library.device_bytes(), 152 << 20);
+        assert!(with_library
+            .to_string()
+            .contains("+ cuBLASLt 32.0 MiB on the device"));
     }
 }

@@ -29,7 +29,7 @@ use super::driver::{DeviceBuffer, DevicePtr, Stream};
 use super::error::RuntimeError;
 
 /// Workspace each model gives cuBLASLt (NVIDIA's recommendation for Hopper).
-const WORKSPACE_BYTES: usize = 32 << 20;
+pub(crate) const WORKSPACE_BYTES: usize = 32 << 20;
 /// Heuristic candidates asked for; a launch's `algo` ranks among them.
 const CANDIDATES: usize = 8;
 /// `cublasOperation_t` (cublas_api.h), which cudarc's cuBLASLt bindings
@@ -57,7 +57,7 @@ pub(crate) struct PreparedMatmul {
     y: DevicePtr,
     beta: f32,
     /// The bias in the output's type; `desc` points into it.
-    _bias: Option<DeviceBuffer>,
+    bias_buffer: Option<DeviceBuffer>,
     /// Why the algorithm is not the one the build asked for, if it is not.
     pub(crate) warning: Option<String>,
 }
@@ -171,7 +171,7 @@ impl MatmulLibrary {
             c: args[args.len() - 1],
             y: args[args.len() - 1],
             beta: 0.0,
-            _bias: None,
+            bias_buffer: None,
             warning: None,
         };
         let (rows_k, m_rows, n) = (m.k, m.m, m.n);
@@ -220,7 +220,7 @@ impl MatmulLibrary {
         let (algo, warning) = self.choose_algo(node, &p, m.algo)?;
         p.algo = algo;
         p.warning = warning;
-        p._bias = bias;
+        p.bias_buffer = bias;
         Ok(p)
     }
 
@@ -288,6 +288,11 @@ impl MatmulLibrary {
 }
 
 impl PreparedMatmul {
+    /// Device bytes of its converted bias (0 without one).
+    pub(crate) fn bias_bytes(&self) -> usize {
+        self.bias_buffer.as_ref().map_or(0, DeviceBuffer::bytes)
+    }
+
     /// Enqueues the matmul on `stream`.
     ///
     /// # Safety

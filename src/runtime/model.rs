@@ -620,10 +620,21 @@ impl Model {
             "cuMemGetInfo",
             "reading the device's memory use",
         ))?;
+        let matmuls = self.launches.iter().filter_map(|l| match &l.work {
+            Work::Matmul(m) => Some(m.bias_bytes()),
+            Work::Kernel(_) => None,
+        });
+        let (count, biases) = matmuls.fold((0, 0), |(n, b), bias| (n + 1, b + bias));
+        let workspace = if count > 0 {
+            super::matmul::WORKSPACE_BYTES
+        } else {
+            0
+        };
         Ok(MemoryReport {
             weights_bytes: self.weights.bytes() as u64,
             arena_bytes: self.arena.bytes() as u64,
             staging_bytes: (self.input_staging.bytes() + self.output_staging.bytes()) as u64,
+            library_bytes: (workspace + biases) as u64,
             device_free: free as u64,
             device_total: total as u64,
         })

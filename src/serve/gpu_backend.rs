@@ -276,7 +276,8 @@ impl Executor for GpuExecutor {
         for model in self.models.values() {
             let m = model.memory().ok()?;
             total.weights += m.weights_bytes;
-            total.arena += m.arena_bytes;
+            // Working memory: the arena and cuBLASLt's workspace and biases.
+            total.arena += m.arena_bytes + m.library_bytes;
             total.staging += m.staging_bytes;
             total.device_used = m.device_total.saturating_sub(m.device_free);
             total.device_total = m.device_total;
