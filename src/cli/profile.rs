@@ -57,7 +57,11 @@ pub fn print_profile(built: &Built, spec: &ModelSpec, times_ms: &[f32]) {
             "  {:>3}  {:<28} {:<14} {:>9.2} {:>9.2} {:>6.1}% {:>9.0} {:>6.1}% {:>5.0}%",
             i,
             truncate(&launch.node, 28),
-            node.op.kind(),
+            if launch.matmul.is_some() {
+                "Dense/cuBLASLt"
+            } else {
+                node.op.kind()
+            },
             ms as f64 * 1e3,
             tflops,
             100.0 * tflops / ceiling,

@@ -267,7 +267,14 @@ impl MatmulLibrary {
         // SAFETY: `pref` is not used again.
         unsafe { lt::destroy_matmul_pref(pref) }.ok();
         asked.map_err(cublas_error(node, "cublasLtMatmulAlgoGetHeuristic"))?;
-        let usable = usize::try_from(count).unwrap_or(0).min(CANDIDATES);
+        let returned = usize::try_from(count).unwrap_or(0).min(CANDIDATES);
+        // Ranks count the candidates the heuristic marks usable.
+        let algos: Vec<sys::cublasLtMatmulAlgo_t> = found[..returned]
+            .iter()
+            .filter(|r| r.state == sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS)
+            .map(|r| r.algo)
+            .collect();
+        let usable = algos.len();
         if usable == 0 {
             return Err(RuntimeError::Matmul {
                 node: node.to_string(),
@@ -276,14 +283,14 @@ impl MatmulLibrary {
             });
         }
         let rank = rank as usize;
-        if rank < usable {
-            return Ok((found[rank].algo, None));
+        if let Some(&algo) = algos.get(rank) {
+            return Ok((algo, None));
         }
         let warning = format!(
             "node `{node}`: cuBLASLt's heuristic offers {usable} algorithm(s) here, the build \
              asked for rank {rank}; rank 0 runs (another GPU or cuBLAS version than the tuning's)"
         );
-        Ok((found[0].algo, Some(warning)))
+        Ok((algos[0], Some(warning)))
     }
 }
 
