@@ -8,7 +8,8 @@
 # tune and the probes: 11 MB instead of ~60 MB with the test binaries);
 # `bench/prepare_device.sh example` the CLI and the embedded example;
 # `bench/prepare_device.sh serve` the CLI with `aotune serve` and the gRPC load
-# client (bench/serve_gpu.sh; about 20 MB).
+# client (bench/serve_gpu.sh; about 20 MB); `bench/prepare_device.sh cublaslt`
+# the CLI and the tuner's measurer test (bench/vit_cublaslt_tune.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .device
@@ -22,6 +23,14 @@ fi
 AOTUNE_NO_EMBED=1 cargo build --release --features cli --bin aotune
 cp target/release/aotune .device/aotune && strip .device/aotune
 if [ "${1:-all}" = cli ]; then du -sh .device; exit 0; fi
+if [ "${1:-all}" = cublaslt ]; then
+  # bench/vit_cublaslt_tune.sh: the CLI and the tuner's measurer test.
+  log=$(mktemp)
+  AOTUNE_NO_EMBED=1 cargo test --profile ci --no-run --features cli --test gpu_tuner_faults 2>&1 | tee "$log" >/dev/null
+  cp "$(sed -n 's/.*Executable tests\/gpu_tuner_faults.rs (\(.*\))/\1/p' "$log" | head -1)" .device/gpu_tuner_faults
+  strip .device/gpu_tuner_faults
+  du -sh .device; exit 0
+fi
 if [ "${1:-all}" = example ]; then
   # The include_model! user story with ResNet-18 b1 embedded (bench/device_check.sh example).
   make example-small >/dev/null
