@@ -302,6 +302,10 @@ impl Model {
                     })?;
                 }
             }
+            stream.synchronize().map_err(RuntimeError::cuda(
+                "cuStreamSynchronize",
+                "running the cuBLASLt matmuls once at load",
+            ))?;
         }
 
         let (forward_graph, io_graph) = capture_graphs(
