@@ -476,47 +476,12 @@ impl Worker {
             .map_err(|e| e.to_string())
     }
 
-    /// [`Self::time`] for a matmul: flushed single runs, or a graph of
-    /// `timing.launches` runs (no programmatic launch: cuBLASLt's kernels
-    /// take no part in it).
+    /// [`Self::time_runs`] for a matmul (no programmatic launch in a
+    /// chain: cuBLASLt's kernels take no part in it).
     fn time_matmul(&mut self, m: &PreparedMatmul, r: Repeats) -> Result<Vec<f64>, RunError> {
-        let launches = self.timing.launches;
-        if launches > 1 {
-            self.stream.begin_capture()?;
-            let mut recorded = Ok(());
-            for _ in 0..launches {
-                // SAFETY: as in `measure_matmul`.
-                recorded = unsafe { m.run(&self.stream) };
-                if recorded.is_err() {
-                    break;
-                }
-            }
-            let ended = self.stream.end_capture();
-            recorded?;
-            let graph = ended?.instantiate()?;
-            for _ in 0..r.warmup.max(1) {
-                graph.launch(&self.stream)?;
-            }
-            self.stream.synchronize()?;
-            return self.timed_repeats(r, launches, |w, i| {
-                w.events[i].0.record(&w.stream)?;
-                graph.launch(&w.stream)?;
-                Ok(w.events[i].1.record(&w.stream)?)
-            });
-        }
-        for _ in 0..r.warmup {
-            // SAFETY: as in `measure_matmul`.
-            unsafe { m.run(&self.stream) }?;
-        }
-        self.stream.synchronize()?;
-        self.timed_repeats(r, 1, |w, i| {
-            if w.flush.bytes() > 16 {
-                w.flush.fill(i as u8, &w.stream)?;
-            }
-            w.events[i].0.record(&w.stream)?;
-            // SAFETY: as in `measure_matmul`.
-            unsafe { m.run(&w.stream) }?;
-            Ok(w.events[i].1.record(&w.stream)?)
+        // SAFETY: as in `measure_matmul`.
+        self.time_runs(r, |w, _| {
+            unsafe { m.run(&w.stream) }.map_err(RunError::from)
         })
     }
 
@@ -541,60 +506,59 @@ impl Worker {
         smem: u32,
         r: Repeats,
     ) -> Result<Vec<f64>, DriverError> {
-        if self.timing.launches > 1 {
-            return self.time_chained(f, grid, block, smem, r);
-        }
-        for _ in 0..r.warmup {
-            self.launch(f, grid, block, smem)?;
-        }
-        self.stream.synchronize()?;
-        self.timed_repeats(r, 1, |w, i| {
-            if w.flush.bytes() > 16 {
-                w.flush.fill(i as u8, &w.stream)?;
-            }
-            w.events[i].0.record(&w.stream)?;
-            w.launch(f, grid, block, smem)?;
-            w.events[i].1.record(&w.stream)
-        })
-    }
-
-    /// [`Self::time`] with each repeat one launch of a graph holding
-    /// `timing.launches` launches of the kernel, as `bench --per-layer`
-    /// times a model's kernels.
-    fn time_chained(
-        &mut self,
-        f: Function,
-        grid: [u32; 3],
-        block: [u32; 3],
-        smem: u32,
-        r: Repeats,
-    ) -> Result<Vec<f64>, DriverError> {
-        let ChainTiming {
-            launches,
-            programmatic,
-        } = self.timing;
-        self.stream.begin_capture()?;
-        let mut recorded = Ok(());
-        for i in 0..launches {
-            // SAFETY: as in `launch`; the generated kernels read and write
-            // memory only after `griddepcontrol.wait`, except constants
-            // (weights), which nothing writes.
-            recorded = unsafe {
+        let programmatic = self.timing.programmatic;
+        self.time_runs(r, |w, i| {
+            // SAFETY: as in `launch`; in a chain, the generated kernels read
+            // and write memory only after `griddepcontrol.wait`, except
+            // constants (weights), which nothing writes.
+            unsafe {
                 driver::launch_with(
                     f,
                     grid,
                     block,
                     smem,
-                    &self.stream,
-                    &self.params,
+                    &w.stream,
+                    &w.params,
                     programmatic && i > 0,
                 )
-            };
+            }
+        })
+    }
+
+    /// Times `run(self, i)` (which enqueues one run, the `i`-th of a chain)
+    /// as the session asks: a few untimed runs, then repeats of (flush the
+    /// L2, event, run, event); or, with `timing.launches > 1`, each repeat
+    /// one launch of a graph holding that many runs back to back, as `bench
+    /// --per-layer` times a model's kernels.
+    fn time_runs<E: From<DriverError>>(
+        &mut self,
+        r: Repeats,
+        run: impl Fn(&Self, u32) -> Result<(), E>,
+    ) -> Result<Vec<f64>, E> {
+        let launches = self.timing.launches;
+        if launches <= 1 {
+            for _ in 0..r.warmup {
+                run(self, 0)?;
+            }
+            self.stream.synchronize()?;
+            return self.timed_repeats(r, 1, |w, i| {
+                if w.flush.bytes() > 16 {
+                    w.flush.fill(i as u8, &w.stream)?;
+                }
+                w.events[i].0.record(&w.stream)?;
+                run(w, 0)?;
+                Ok(w.events[i].1.record(&w.stream)?)
+            });
+        }
+        self.stream.begin_capture()?;
+        let mut recorded = Ok(());
+        for i in 0..launches {
+            recorded = run(self, i);
             if recorded.is_err() {
                 break;
             }
         }
-        // Capture always ends, so the stream is usable after a failed launch.
+        // Capture always ends, so the stream is usable after a failed run.
         let ended = self.stream.end_capture();
         recorded?;
         let graph = ended?.instantiate()?;
@@ -605,7 +569,7 @@ impl Worker {
         self.timed_repeats(r, launches, |w, i| {
             w.events[i].0.record(&w.stream)?;
             graph.launch(&w.stream)?;
-            w.events[i].1.record(&w.stream)
+            Ok(w.events[i].1.record(&w.stream)?)
         })
     }
 
