@@ -140,6 +140,13 @@ fn model() -> (Compiled, TunableTask) {
     (compiled, task)
 }
 
+/// The measuring worker for `task` of `compiled`, its cubins in `dir`.
+fn start_measurer<'g>(compiled: &'g Compiled, task: &TunableTask, dir: PathBuf) -> GpuMeasurer<'g> {
+    let nodes = HashMap::from([(task.space.task.clone(), task.node)]);
+    GpuMeasurer::new(&compiled.graph, nodes, aotune_exe(), dir, settings())
+        .unwrap_or_else(|e| panic!("starting the measuring worker: {e}"))
+}
+
 /// Quick timing: the test checks that candidates run, not how fast.
 fn settings() -> MeasureSettings {
     let mut s = MeasureSettings::new(Precision::Fp16);
@@ -253,15 +260,7 @@ fn gpu_worker_survives_a_trap_and_a_hang() {
     let candidates = Candidates::new(&default);
     let [trap, spin, good] = three_others(space);
     let scratch = scratch_dir("order");
-    let nodes = HashMap::from([(space.task.clone(), task.node)]);
-    let mut measurer = GpuMeasurer::new(
-        &compiled.graph,
-        nodes,
-        aotune_exe(),
-        scratch.path.clone(),
-        settings(),
-    )
-    .unwrap_or_else(|e| panic!("starting the measuring worker: {e}"));
+    let mut measurer = start_measurer(&compiled, &task, scratch.path.clone());
     println!(
         "task {} ({}), {} configs, on {} ({})",
         space.task,
@@ -338,15 +337,7 @@ fn gpu_tune_run_records_the_trap_and_the_hang() {
         ..full.clone()
     };
     let scratch = scratch_dir("run");
-    let nodes = HashMap::from([(space.task.clone(), task.node)]);
-    let mut measurer = GpuMeasurer::new(
-        &compiled.graph,
-        nodes,
-        aotune_exe(),
-        scratch.path.join("cubins"),
-        settings(),
-    )
-    .unwrap_or_else(|e| panic!("starting the measuring worker: {e}"));
+    let mut measurer = start_measurer(&compiled, &task, scratch.path.join("cubins"));
     measurer.replace_candidate(&space.task, 1, candidates.trap);
     measurer.replace_candidate(&space.task, 2, candidates.spin);
     measurer.replace_candidate(&space.task, 3, candidates.good);
@@ -479,15 +470,7 @@ fn gpu_measurer_times_cublaslt_candidates_of_a_dense_task() {
         .expect("a Dense task with cuBLASLt configs");
     let space = &task.space;
     let scratch = scratch_dir("cublaslt");
-    let nodes = HashMap::from([(space.task.clone(), task.node)]);
-    let mut measurer = GpuMeasurer::new(
-        &compiled.graph,
-        nodes,
-        aotune_exe(),
-        scratch.path.clone(),
-        settings(),
-    )
-    .unwrap_or_else(|e| panic!("starting the measuring worker: {e}"));
+    let mut measurer = start_measurer(&compiled, &task, scratch.path.clone());
     assert_measured(
         "the default",
         &measure_one(&mut measurer, space, space.default).outcome,
