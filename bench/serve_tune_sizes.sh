@@ -9,7 +9,8 @@
 #   SIZES="16 24" MINUTES=0.6 SWEEP=$'INSTANCES=4' bash bench/serve_tune_sizes.sh
 # Env: SIZES (default 12 16 24 32 48), MINUTES per size (default 1), LOG (the
 # log to extend; default models/resnet50.best.json), SWEEP (for
-# serve_sweep.sh; default: its own), SKIP_SWEEP=1 to only tune. Writes
+# serve_sweep.sh; default: its own), REFINE=1 to run `aotune refine` on each
+# size's trials after its tune, SKIP_SWEEP=1 to only tune. Writes
 # $OUT/best.json, $OUT/tune_<b>.log and the sweep's files; copy best.json back
 # into models/resnet50.best.json to commit the records.
 set -u
@@ -28,6 +29,11 @@ for b in $SIZES; do
     --log "$OUT/trials_$b.jsonl" --best "$OUT/best.json" --budget-minutes "$MINUTES" --no-e2e \
     > "$OUT/tune_$b.log" 2>&1
   echo "   rc=$?; $(tail -n 1 "$OUT/tune_$b.log")"
+  if [ -n "${REFINE:-}" ]; then
+    $B refine /tmp/r50.onnx --batch "$b" --precision fp16 --input-dtype f16 \
+      --log "$OUT/trials_$b.jsonl" --best "$OUT/best.json" > "$OUT/refine_$b.log" 2>&1
+    echo "   refine rc=$?; $(tail -n 1 "$OUT/refine_$b.log")"
+  fi
 done
 [ -n "${SKIP_SWEEP:-}" ] && exit 0
 TUNING="$OUT/best.json" bash bench/serve_sweep.sh
