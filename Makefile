@@ -6,7 +6,7 @@ PRECISION ?= fp32
 BATCH ?= 1
 CARGO ?= cargo
 
-.PHONY: run test model lint fmt fuzz dump clean-models cuda-tools serve-client perf-analyzer serve-load validate-manifests generated example example-small
+.PHONY: run test model lint fmt fuzz dump clean-models cuda-tools serve-client perf-analyzer serve-load validate-manifests generated example example-small example-vit
 
 # On a machine with an NVIDIA driver: GPU vs CPU reference, then timings.
 # Without one: the CPU reference.
@@ -87,6 +87,11 @@ example: cuda-tools $(MODEL)
 # to a GPU machine (bench/prepare_device.sh example).
 example-small: cuda-tools models/resnet18.onnx
 	CARGO_TARGET_DIR=$(CURDIR)/target $(CARGO) build --release --features small --manifest-path examples/resnet50-app/Cargo.toml
+
+# The same user story with a transformer: the tiny ViT fixture, refilled by
+# the example's build.rs, at batch 1.
+example-vit: cuda-tools
+	CARGO_TARGET_DIR=$(CURDIR)/target $(CARGO) build --profile ci --features vit --manifest-path examples/resnet50-app/Cargo.toml
 
 models/resnet18.onnx:
 	$(CARGO) run --profile ci -p aotune-compiler --bin aotune-zoo -- resnet18 -o $@

@@ -5,7 +5,8 @@
 //! interleaved, and gives bit for bit what the runtime model under it
 //! gives. The model is `main.rs`'s: ResNet-50 fp16 at batches 1 and 8, or
 //! with the `small` feature ResNet-18 fp16 at batch 1 (a test binary small
-//! enough to carry to a GPU machine).
+//! enough to carry to a GPU machine), or with the `vit` feature the tiny ViT
+//! fixture fp16 at batch 1.
 //!
 //! Skips (`aotune_compiler::skip`) without an NVIDIA driver library; a
 //! driver that is present but fails fails. This binary installs aotune's
@@ -18,14 +19,14 @@ use counting_allocator::allocations_in;
 #[path = "../../../tests/common/counting_allocator.rs"]
 mod counting_allocator;
 
-#[cfg(not(feature = "small"))]
+#[cfg(not(any(feature = "small", feature = "vit")))]
 aotune::include_model!(
     "../../models/resnet50.onnx",
     tuning = "../../models/resnet50.best.json",
     batch = [1, 8],
     precision = "fp16"
 );
-#[cfg(not(feature = "small"))]
+#[cfg(not(any(feature = "small", feature = "vit")))]
 use resnet50 as net;
 
 #[cfg(feature = "small")]
@@ -36,6 +37,13 @@ aotune::include_model!(
 );
 #[cfg(feature = "small")]
 use resnet18 as net;
+
+// The tiny ViT that build.rs refilled into $OUT_DIR (the macro finds a
+// build by the model's file name).
+#[cfg(feature = "vit")]
+aotune::include_model!("tiny_vit.onnx", batch = [1], precision = "fp16");
+#[cfg(feature = "vit")]
+use tiny_vit as net;
 
 /// A deterministic input of `batch` images.
 fn input(batch: usize, seed: usize) -> Vec<f32> {
