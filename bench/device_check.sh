@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU-machine call (binaries built here by bench/prepare_device.sh, carried
 # in .device/). Modes, combinable: `tests` (every GPU test binary), `example`
-# (the include_model! binary against the CPU reference), `sass`
+# and `example-vit` (the include_model! binary against the CPU reference), `sass`
 # (bench/sass_check.sh on the generated kernels), `check` (verify --per-layer),
 # `bench` (aotune timings, with and without programmatic dependent launch, and
 # PyTorch in the same call). Logs go to $OUT; a table is printed last.
@@ -12,6 +12,24 @@
 set -u
 export AOTUNE_FIXTURE_PACK=$PWD/.device/fixture-pack
 . "$(dirname "$0")/device_env.sh"
+# compare_embedded LABEL MODEL APP INPUT TAG: the include_model! binary APP
+# on INPUT against `aotune run` (the CPU emulation of the same precision).
+compare_embedded() {
+  local label=$1 model=$2 app=$3 input=$4 tag=$5
+  $B run "$model" --precision fp16 --input "$input" --output "$OUT/${tag}_cpu.f32" > "$OUT/${tag}_cpu.log" 2>&1
+  "$app" "$input" "$OUT/${tag}_gpu.f32" > "$OUT/${tag}_gpu.log" 2>&1; local rc=$?
+  python3 - "$OUT/${tag}_gpu.f32" "$OUT/${tag}_cpu.f32" $rc "$label" <<'PY'
+import sys, numpy as np
+rc, label = int(sys.argv[3]), sys.argv[4]
+try:
+    g, c = np.fromfile(sys.argv[1], np.float32), np.fromfile(sys.argv[2], np.float32)
+    err = float(np.linalg.norm(g.astype(np.float64) - c) / np.linalg.norm(c))
+    ok = rc == 0 and g.shape == c.shape and err <= 2e-3 and g.argmax() == c.argmax()
+    print(f"== example (include_model!, {label}): {'PASS' if ok else 'FAIL'} rc={rc} rel. L2 vs CPU emulation {err:.3e} (bar 2e-3), top-1 {g.argmax()} vs {c.argmax()}")
+except Exception as e:
+    print(f"== example ({label}): FAIL rc={rc}: {e}")
+PY
+}
 for MODE in "${@:-check}"; do
 case $MODE in
 tests)
@@ -34,19 +52,14 @@ example)
   # against the CPU emulation of the same precision, on one random image.
   [ -f /tmp/r18.onnx ] || $B zoo resnet18 -o /tmp/r18.onnx >/dev/null
   python3 -c "import numpy as np; np.random.default_rng(7).standard_normal((1,3,224,224), dtype=np.float32).tofile('/tmp/x18.f32')"
-  $B run /tmp/r18.onnx --precision fp16 --input /tmp/x18.f32 --output "$OUT/r18_cpu.f32" > "$OUT/example_cpu.log" 2>&1
-  .device/embedded-app /tmp/x18.f32 "$OUT/r18_gpu.f32" > "$OUT/example_gpu.log" 2>&1; rc=$?
-  python3 - "$OUT/r18_gpu.f32" "$OUT/r18_cpu.f32" $rc <<'PY'
-import sys, numpy as np
-rc = int(sys.argv[3])
-try:
-    g, c = np.fromfile(sys.argv[1], np.float32), np.fromfile(sys.argv[2], np.float32)
-    err = float(np.linalg.norm(g.astype(np.float64) - c) / np.linalg.norm(c))
-    ok = rc == 0 and g.shape == c.shape and err <= 2e-3 and g.argmax() == c.argmax()
-    print(f"== example (include_model!, ResNet-18 fp16 b1): {'PASS' if ok else 'FAIL'} rc={rc} rel. L2 vs CPU emulation {err:.3e} (bar 2e-3), top-1 {g.argmax()} vs {c.argmax()}")
-except Exception as e:
-    print(f"== example: FAIL rc={rc}: {e}")
-PY
+  compare_embedded "ResNet-18 fp16 b1" /tmp/r18.onnx .device/embedded-app /tmp/x18.f32 r18
+  ;;
+example-vit)
+  # The same with the tiny ViT fixture (`make example-vit`, .device/embedded-vit)
+  # on the fixture's own input.
+  python3 bench/refill_fixture.py tests/fixtures/tiny_vit_dynamo /tmp/tiny_vit.onnx >/dev/null
+  compare_embedded "tiny ViT fp16 b1" /tmp/tiny_vit.onnx .device/embedded-vit \
+    tests/fixtures/tiny_vit_dynamo/input_b1.f32 tiny_vit
   ;;
 sass)
   bash bench/sass_check.sh ${SASS_SRC:-generated/kernels.cu} > "$OUT/sass.log" 2>&1; echo "== sass_check rc=$?"; grep -E "wgmma|failing" "$OUT/sass.log" | tail -12 ;;

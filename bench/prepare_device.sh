@@ -6,7 +6,8 @@
 #   bash bench/device_check.sh tests|check|bench   (carry: [".device"])
 # `bench/prepare_device.sh cli` builds only the CLI (enough for check, bench,
 # tune and the probes: 11 MB instead of ~60 MB with the test binaries);
-# `bench/prepare_device.sh example` the CLI and the embedded example;
+# `bench/prepare_device.sh example` the CLI and the embedded example
+# (`example-vit`: the CLI and the example around the tiny ViT);
 # `bench/prepare_device.sh serve` the CLI with `aotune serve` and the gRPC load
 # client (bench/serve_gpu.sh; about 20 MB); `bench/prepare_device.sh cublaslt`
 # the CLI and the tuner's measurer test (bench/vit_cublaslt_tune.sh).
@@ -29,6 +30,12 @@ if [ "${1:-all}" = cublaslt ]; then
   AOTUNE_NO_EMBED=1 cargo test --profile ci --no-run --features cli --test gpu_tuner_faults 2>&1 | tee "$log" >/dev/null
   cp "$(sed -n 's/.*Executable tests\/gpu_tuner_faults.rs (\(.*\))/\1/p' "$log" | head -1)" .device/gpu_tuner_faults
   strip .device/gpu_tuner_faults
+  du -sh .device; exit 0
+fi
+if [ "${1:-all}" = example-vit ]; then
+  # The include_model! user story around the tiny ViT (bench/device_check.sh example-vit).
+  make example-vit >/dev/null
+  cp target/ci/resnet50-app .device/embedded-vit && strip .device/embedded-vit
   du -sh .device; exit 0
 fi
 if [ "${1:-all}" = example ]; then
