@@ -57,7 +57,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             .chunks_exact(4)
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect();
-        if x.is_empty() || x.len() % net::INPUT_LEN != 0 {
+        if x.is_empty() || !x.len().is_multiple_of(net::INPUT_LEN) {
             return Err(format!(
                 "{input}: {} floats is not a whole number of images of {}",
                 x.len(),
