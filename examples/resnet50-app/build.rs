@@ -34,24 +34,9 @@ fn tiny_vit() -> PathBuf {
         let path = dir.join(name);
         std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
     };
-    let rule: serde_json::Value = serde_json::from_slice(&read("fill.json"))
-        .unwrap_or_else(|e| panic!("{}/fill.json: {e}", dir.display()));
-    let fills: Option<Vec<WeightFill>> = rule["tensors"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|t| {
-            Some(WeightFill {
-                name: t["name"].as_str()?.to_string(),
-                seed: t["seed"].as_u64()?,
-                center: t["center"].as_f64()? as f32,
-                half_width: t["half_width"].as_f64()? as f32,
-            })
-        })
-        .collect();
-    let fills = fills
-        .filter(|f| !f.is_empty())
-        .unwrap_or_else(|| panic!("{}/fill.json: no valid `tensors` records", dir.display()));
+    let rule = dir.join("fill.json");
+    let fills = WeightFill::parse_rule(&read("fill.json"), &rule.display().to_string())
+        .unwrap_or_else(|e| panic!("{e}"));
     let model = fill_initializers(&read("model.graph.onnx"), "tiny_vit_dynamo", &fills)
         .unwrap_or_else(|e| panic!("refilling {}: {e}", dir.display()));
     let out =

@@ -15,31 +15,8 @@ fn read(path: &Path) -> Vec<u8> {
 /// `fill.json`'s records, one per initializer.
 fn fill_rule(dir: &Path) -> Vec<WeightFill> {
     let path = dir.join("fill.json");
-    let json: Json =
-        serde_json::from_slice(&read(&path)).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let bad = |t: &Json, key: &str| -> String {
-        format!(
-            "{}: tensor record without a valid `{key}`: {t}",
-            path.display()
-        )
-    };
-    let number = |t: &Json, key: &str| t[key].as_f64().unwrap_or_else(|| panic!("{}", bad(t, key)));
-    json["tensors"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{}: no `tensors` array", path.display()))
-        .iter()
-        .map(|t| WeightFill {
-            name: t["name"]
-                .as_str()
-                .unwrap_or_else(|| panic!("{}", bad(t, "name")))
-                .to_string(),
-            seed: t["seed"]
-                .as_u64()
-                .unwrap_or_else(|| panic!("{}", bad(t, "seed"))),
-            center: number(t, "center") as f32,
-            half_width: number(t, "half_width") as f32,
-        })
-        .collect()
+    WeightFill::parse_rule(&read(&path), &path.display().to_string())
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The fixture's model with its weights: `model.onnx` when the directory

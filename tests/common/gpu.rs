@@ -133,9 +133,12 @@ pub fn loaded(
 pub struct TempDir(pub PathBuf);
 
 impl TempDir {
-    /// `<tmp>/aotune-<label>-<pid>`.
+    /// `<tmp>/aotune-<label>-<pid>-<n>`, `n` counting the calls of this
+    /// process, so that tests running in parallel never share one.
     pub fn new(label: &str) -> TempDir {
-        Self::at(&format!("aotune-{label}-{}", std::process::id()))
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Self::at(&format!("aotune-{label}-{}-{n}", std::process::id()))
     }
 
     /// `<tmp>/aotune-<label>`, emptied first: for a directory held in a

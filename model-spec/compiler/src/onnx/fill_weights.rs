@@ -7,12 +7,40 @@ use super::prepare::decode;
 use onnx_ir::Message;
 
 /// One initializer's fill parameters (see `zoo::fill`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
 pub struct WeightFill {
     pub name: String,
     pub seed: u64,
     pub center: f32,
     pub half_width: f32,
+}
+
+/// The `fill.json` that ships beside a graph-only model: one record per
+/// initializer under `tensors` (other keys, such as the rule's prose, are
+/// ignored).
+#[derive(serde::Deserialize)]
+struct FillRule {
+    tensors: Vec<WeightFill>,
+}
+
+impl WeightFill {
+    /// Parses a `fill.json` (`source_name` names it in errors). An empty
+    /// `tensors` list is an error: a graph-only model always has weights.
+    pub fn parse_rule(json: &[u8], source_name: &str) -> Result<Vec<WeightFill>, ImportError> {
+        let malformed = |message: String| ImportError::Malformed {
+            source_name: source_name.to_string(),
+            message,
+        };
+        let rule: FillRule = serde_json::from_slice(json).map_err(|e| {
+            malformed(format!(
+                "not a fill rule (`tensors`: [{{name, seed, center, half_width}}]): {e}"
+            ))
+        })?;
+        if rule.tensors.is_empty() {
+            return Err(malformed("the fill rule's `tensors` list is empty".into()));
+        }
+        Ok(rule.tensors)
+    }
 }
 
 /// Sets the f32 payload of each named initializer from its fill rule and
@@ -53,4 +81,39 @@ pub fn fill_initializers(
         source_name: source_name.to_string(),
         message: format!("cannot re-encode after filling: {e}"),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_rule_reads_the_tensor_records_and_ignores_other_keys() {
+        let json = br#"{"rule": "prose", "tensors": [
+            {"name": "w", "seed": 7, "center": 0.5, "half_width": 0.25, "shape": [2]}]}"#;
+        let fills = WeightFill::parse_rule(json, "fill.json").unwrap();
+        assert_eq!(
+            fills,
+            vec![WeightFill {
+                name: "w".into(),
+                seed: 7,
+                center: 0.5,
+                half_width: 0.25
+            }]
+        );
+    }
+
+    #[test]
+    fn parse_rule_names_the_file_when_a_record_is_incomplete_or_the_list_empty() {
+        for json in [
+            &br#"{"tensors": [{"name": "w", "seed": 7, "center": 0.5}]}"#[..],
+            br#"{"tensors": []}"#,
+            br#"[1, 2]"#,
+        ] {
+            let e = WeightFill::parse_rule(json, "dir/fill.json")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("dir/fill.json"), "{e}");
+        }
+    }
 }
