@@ -459,6 +459,8 @@ pub fn template_versions() -> std::collections::BTreeMap<String, String> {
         ("MaxPool", "pool/1"),
         ("AveragePool", "pool/1"),
         ("Attention", "attention/1"),
+        // The row kernel (rows.cu) of the transformers' norms: its grid.
+        ("LayerNormalization", "rows/1"),
     ]
     .into_iter()
     .map(|(op, t)| (op.to_string(), t.to_string()))
