@@ -671,6 +671,37 @@ fn attention_key_groups_match_the_cpu() {
     run_jobs(test, mode, jobs);
 }
 
+/// Every tensor-core case whose sequence rounds up to a tile that is not a
+/// power of two (ViT's 197 queries: 208 rows) with the whole-sequence tile,
+/// one key group and two: each CTA holds a whole head, 13 warps of it.
+#[test]
+fn attention_whole_sequence_tiles_match_the_cpu() {
+    let test = "attention_whole_sequence_tiles_match_the_cpu";
+    let Some(mode) = gpu::mode_or_skip(test) else {
+        return;
+    };
+    let mut jobs = Vec::new();
+    for case in cases() {
+        let shape = case_shape(&case, Precision::Fp16);
+        for split in [1, 2] {
+            let first = AttentionConfig::search_space(&shape).into_iter().find(|c| {
+                matches!(c, AttentionConfig::Mma(m)
+                    if !m.block_q.is_power_of_two() && m.kv_split == split)
+            });
+            if let Some(config) = first {
+                jobs.push(Job {
+                    case: case.clone(),
+                    precision: Precision::Fp16,
+                    config: Some(config),
+                    index: jobs.len(),
+                });
+            }
+        }
+    }
+    assert!(jobs.len() >= 2, "whole-sequence configs: {}", jobs.len());
+    run_jobs(test, mode, jobs);
+}
+
 /// Without a GPU: every case's model fuses into one Attention node whose
 /// kernel the default config renders (what the GPU tests rely on).
 #[test]

@@ -227,6 +227,16 @@ pub fn attention_shape(graph: &Graph, node: NodeId) -> Result<AttentionShape, St
     Ok(shape)
 }
 
+/// The query tile that holds a head's whole sequence (Sq rounded up to 16
+/// rows) when that is not a power of two and at most 256 rows: one CTA per
+/// (batch, head) reads its keys and values once, and no warp idles on a
+/// tile past Sq (ViT's 197 queries: 208 rows, where 64-row tiles compute
+/// 256).
+fn whole_sequence_tile(shape: &AttentionShape) -> Option<usize> {
+    let rows = shape.sq.next_multiple_of(16);
+    (rows <= 256 && !rows.is_power_of_two()).then_some(rows)
+}
+
 /// The tensor-core kernel's tiles: `block_q` query rows per CTA (16 per
 /// warp), `block_kv` keys per step and key group, `stages` key/value tiles
 /// in flight, and `kv_split` groups of warps that share the query rows and
@@ -282,11 +292,22 @@ impl AttentionMmaConfig {
 
     pub fn validate(&self, shape: &AttentionShape) -> Result<(), String> {
         shape.mma_eligible()?;
-        if !matches!(self.block_q, 16 | 32 | 64 | 128) {
-            return Err("block_q must be 16, 32, 64 or 128 (16 rows per warp)".into());
+        if !matches!(self.block_q, 16 | 32 | 64 | 128)
+            && self.block_q as usize != whole_sequence_tile(shape).unwrap_or(0)
+        {
+            return Err(format!(
+                "block_q must be 16, 32, 64 or 128 (16 rows per warp), or {} (the whole \
+                 sequence in one tile, up to 256 rows)",
+                whole_sequence_tile(shape).map_or("none here".into(), |t| t.to_string())
+            ));
         }
         if !matches!(self.block_kv, 32 | 64 | 128) {
             return Err("block_kv must be 32, 64 or 128".into());
+        }
+        if !self.block_q.is_power_of_two() && self.block_kv > 64 {
+            // Three or four of its warps share a register partition: 128-key
+            // steps spill there (nvcc, sm_90).
+            return Err("a whole-sequence query tile takes block_kv 32 or 64".into());
         }
         if !(1..=3).contains(&self.stages) {
             return Err("stages must be 1, 2 or 3".into());
@@ -312,7 +333,9 @@ impl AttentionMmaConfig {
             return Err(format!("{smem} B of shared memory"));
         }
         let regs = self.regs_estimate(shape);
-        let cap = ((65536 / self.threads() as usize) & !7).min(MAX_REGS);
+        // A CTA's warps spread over the SM's four 16K-register partitions.
+        let warps_per_partition = (self.threads() as usize / 32).div_ceil(4);
+        let cap = ((16384 / (32 * warps_per_partition)) & !7).min(MAX_REGS);
         if regs > cap {
             return Err(format!(
                 "about {regs} registers per thread, {cap} available to {} threads",
@@ -388,10 +411,12 @@ impl AttentionMmaConfig {
     }
 
     /// Every tile and stage count, each with 1, 2 or 4 key groups where
-    /// that validates.
+    /// that validates; besides the power-of-two query tiles, the tile of
+    /// the whole sequence (`whole_sequence_tile`).
     fn search_space(shape: &AttentionShape) -> Vec<Self> {
         let mut out = Vec::new();
-        for block_q in [16, 32, 64, 128] {
+        let whole = whole_sequence_tile(shape).map(|t| t as u32);
+        for block_q in [16, 32, 64, 128].into_iter().chain(whole) {
             for block_kv in [32, 64, 128] {
                 for stages in 1..=3 {
                     for kv_split in [1, 2, 4] {

@@ -312,6 +312,12 @@ fn sweep_instances(per_case: usize) -> (Vec<Instance>, Vec<(String, String)>) {
                         .copied(),
                 );
             }
+            // The whole-sequence query tile (a CTA of 3 to 16 warps).
+            configs.extend(
+                space
+                    .iter()
+                    .find(|c| matches!(c, AttentionConfig::Mma(m) if !m.block_q.is_power_of_two())),
+            );
             for (i, config) in configs.iter().enumerate() {
                 instances.push(node_instance(&graph, Some(config), &format!("{label}_{i}")));
             }

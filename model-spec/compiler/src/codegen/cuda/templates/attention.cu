@@ -32,6 +32,11 @@
 // the tile. At the end each warp stages its 16 output rows in its own rows
 // of the Q tile and stores them with 16-byte accesses.
 //
+// With one key group and SKV not a multiple of BKV, the last key step runs
+// a body of its own, specialized to the 16-key blocks that hold keys (a
+// 197-key sequence computes 16 keys there instead of 64); only a body that
+// can see keys past SKV masks them.
+//
 // With KV_SPLIT > 1 the keys are split across KV_SPLIT groups of BQ/16
 // warps: a step's stage holds KV_SPLIT * BKV keys and group s takes rows
 // s * BKV .. (s + 1) * BKV - 1 of it, each group keeping its own running
@@ -138,6 +143,11 @@ template <class T> __device__ __forceinline__ void store2(T* p, float a, float b
   }
 }
 
+// A compile-time value passed to a generic lambda.
+template <class T, T V> struct Const {
+  static constexpr T value = V;
+};
+
 // Query tiles per (batch, head) and the key tiles a CTA whose first query
 // row is q0 visits (CAUSAL: up to its last row's position).
 template <class P, int BQ, int BKV> __device__ __forceinline__ int key_tiles(int q0) {
@@ -163,7 +173,7 @@ __device__ __forceinline__ void attention_mma(const typename P::TQ* __restrict__
   // Row pitches in elements: 16 bytes of padding, an odd number of 16-byte
   // chunks per row (D, DV multiples of 16).
   constexpr int QP = (D > DV ? D : DV) + 8, KP = D + 8, VP = DV + 8;
-  constexpr int QT = (P::SQ + BQ - 1) / BQ, NI = BKV / 8;
+  constexpr int QT = (P::SQ + BQ - 1) / BQ;
   constexpr int MERGE = DV / 2 + 4;  // floats a thread of a group > 0 hands over
   static_assert(D % 16 == 0 && DV % 16 == 0 && BKV % 16 == 0 && BQ % 16 == 0, "mma tiles");
   extern __shared__ __align__(16) unsigned char attn_smem[];
@@ -230,6 +240,98 @@ __device__ __forceinline__ void attention_mma(const typename P::TQ* __restrict__
   float row_max[2] = {neg_inf(), neg_inf()}, row_sum[2] = {0.0f, 0.0f};
   const bool live_rows = wrow < P::SQ;
 
+  // One key step of a group: S = q·kᵀ over NB 16-key blocks of the stage,
+  // the online softmax, O += P·V. LAST: the step may hold keys past SKV.
+  auto step = [&](auto nb_tag, auto last_tag, int j) {
+    constexpr int NB = decltype(nb_tag)::value;
+    constexpr bool LAST = decltype(last_tag)::value;
+    const int kfirst = j * BKVS + split * BKV;  // the group's first key of the step
+    if (!live_rows || (P::CAUSAL && kfirst > wrow + 15)) return;
+    const T* ks = sk + (j % STAGES) * BKVS * KP + split * BKV * KP;
+    const T* vs = sv + (j % STAGES) * BKVS * VP + split * BKV * VP;
+    const int key0 = kfirst + 2 * t;
+    float mk[NB * 2][4];
+    if (P::HAS_MASK) {
+#pragma unroll
+      for (int n = 0; n < NB * 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = key0 + n * 8 + (e & 1);
+          mk[n][e] = key < P::SKV ? to_f32(mrow[e >> 1][key * P::M_SK]) : 0.0f;
+        }
+    }
+    float s[NB * 2][4];
+#pragma unroll
+    for (int n = 0; n < NB * 2; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+      for (int nn = 0; nn < NB; ++nn) {
+        unsigned int b[4];
+        const int r = nn * 16 + (lane / 16) * 8 + lane % 8;
+        attn::ldsm_x4(b, ks + r * KP + kk * 16 + ((lane / 8) % 2) * 8);
+        attn::Mma<T>::run(s[2 * nn], qf[kk], b[0], b[1]);
+        attn::Mma<T>::run(s[2 * nn + 1], qf[kk], b[2], b[3]);
+      }
+    }
+    float mx[2] = {neg_inf(), neg_inf()};
+#pragma unroll
+    for (int n = 0; n < NB * 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int key = key0 + n * 8 + (e & 1);
+        float x = P::HAS_MASK ? fmaf(mk[n][e], attn::LOG2E, s[n][e] * P::SCALE_LOG2)
+                              : s[n][e] * P::SCALE_LOG2;
+        if ((LAST && key >= P::SKV) || (P::CAUSAL && key > rows[e >> 1]))
+          x = neg_inf();
+        s[n][e] = x;
+        mx[e >> 1] = fmaxf(mx[e >> 1], x);
+      }
+    float base[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float m_new = fmaxf(row_max[r], mx[r]);
+      base[r] = m_new == neg_inf() ? 0.0f : m_new;
+      const float corr = attn::exp2_approx(row_max[r] - base[r]);
+      row_max[r] = m_new;
+      row_sum[r] *= corr;
+#pragma unroll
+      for (int n = 0; n < DV / 8; ++n) {
+        o[n][2 * r] *= corr;
+        o[n][2 * r + 1] *= corr;
+      }
+    }
+#pragma unroll
+    for (int kk = 0; kk < NB; ++kk) {
+      unsigned int a[4];
+      a[0] = attn::Mma<T>::pack(attn::exp2_approx(s[2 * kk][0] - base[0]),
+                          attn::exp2_approx(s[2 * kk][1] - base[0]), row_sum[0]);
+      a[1] = attn::Mma<T>::pack(attn::exp2_approx(s[2 * kk][2] - base[1]),
+                          attn::exp2_approx(s[2 * kk][3] - base[1]), row_sum[1]);
+      a[2] = attn::Mma<T>::pack(attn::exp2_approx(s[2 * kk + 1][0] - base[0]),
+                          attn::exp2_approx(s[2 * kk + 1][1] - base[0]), row_sum[0]);
+      a[3] = attn::Mma<T>::pack(attn::exp2_approx(s[2 * kk + 1][2] - base[1]),
+                          attn::exp2_approx(s[2 * kk + 1][3] - base[1]), row_sum[1]);
+#pragma unroll
+      for (int dd = 0; dd < DV / 16; ++dd) {
+        unsigned int b[4];
+        const int r = kk * 16 + ((lane / 8) % 2) * 8 + lane % 8;
+        attn::ldsm_x4_trans(b, vs + r * VP + dd * 16 + (lane / 16) * 8);
+        attn::Mma<T>::run(o[2 * dd], a, b[0], b[1]);
+        attn::Mma<T>::run(o[2 * dd + 1], a, b[2], b[3]);
+      }
+    }
+  };
+  // With one key group and SKV not a multiple of BKV, the last step covers
+  // only the 16-key blocks that hold keys (TAIL_NB of them), in a body of
+  // its own; the other steps then never see a key past SKV.
+  constexpr int ALL = (P::SKV + BKVS - 1) / BKVS;
+  constexpr int TAIL_KEYS = P::SKV - (ALL - 1) * BKVS;
+  constexpr bool TAIL = KS == 1 && TAIL_KEYS < BKV;
+  constexpr int TAIL_NB = (TAIL_KEYS + 15) / 16;
+
 #pragma unroll 1
   for (int j = 0; j < nt; ++j) {
     const int jn = j + STAGES - 1;
@@ -244,85 +346,13 @@ __device__ __forceinline__ void attention_mma(const typename P::TQ* __restrict__
         attn::ldsm_x4(qf[kk], sq + r * QP + kk * 16 + (lane / 16) * 8);
       }
     }
-    const int kfirst = j * BKVS + split * BKV;  // the group's first key of the step
-    const bool skip = !live_rows || (P::CAUSAL && kfirst > wrow + 15);
-    if (!skip) {
-      const T* ks = sk + (j % STAGES) * BKVS * KP + split * BKV * KP;
-      const T* vs = sv + (j % STAGES) * BKVS * VP + split * BKV * VP;
-      const int key0 = kfirst + 2 * t;
-      float mk[NI][4];
-      if (P::HAS_MASK) {
-#pragma unroll
-        for (int n = 0; n < NI; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int key = key0 + n * 8 + (e & 1);
-            mk[n][e] = key < P::SKV ? to_f32(mrow[e >> 1][key * P::M_SK]) : 0.0f;
-          }
-      }
-      float s[NI][4];
-#pragma unroll
-      for (int n = 0; n < NI; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-#pragma unroll
-        for (int nn = 0; nn < BKV / 16; ++nn) {
-          unsigned int b[4];
-          const int r = nn * 16 + (lane / 16) * 8 + lane % 8;
-          attn::ldsm_x4(b, ks + r * KP + kk * 16 + ((lane / 8) % 2) * 8);
-          attn::Mma<T>::run(s[2 * nn], qf[kk], b[0], b[1]);
-          attn::Mma<T>::run(s[2 * nn + 1], qf[kk], b[2], b[3]);
-        }
-      }
-      float mx[2] = {neg_inf(), neg_inf()};
-#pragma unroll
-      for (int n = 0; n < NI; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = key0 + n * 8 + (e & 1);
-          float x = P::HAS_MASK ? fmaf(mk[n][e], attn::LOG2E, s[n][e] * P::SCALE_LOG2)
-                                : s[n][e] * P::SCALE_LOG2;
-          if ((P::SKV % BKVS != 0 && key >= P::SKV) || (P::CAUSAL && key > rows[e >> 1]))
-            x = neg_inf();
-          s[n][e] = x;
-          mx[e >> 1] = fmaxf(mx[e >> 1], x);
-        }
-      float base[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        const float m_new = fmaxf(row_max[r], mx[r]);
-        base[r] = m_new == neg_inf() ? 0.0f : m_new;
-        const float corr = attn::exp2_approx(row_max[r] - base[r]);
-        row_max[r] = m_new;
-        row_sum[r] *= corr;
-#pragma unroll
-        for (int n = 0; n < DV / 8; ++n) {
-          o[n][2 * r] *= corr;
-          o[n][2 * r + 1] *= corr;
-        }
-      }
-#pragma unroll
-      for (int kk = 0; kk < BKV / 16; ++kk) {
-        unsigned int a[4];
-        a[0] = attn::Mma<T>::pack(attn::exp2_approx(s[2 * kk][0] - base[0]),
-                            attn::exp2_approx(s[2 * kk][1] - base[0]), row_sum[0]);
-        a[1] = attn::Mma<T>::pack(attn::exp2_approx(s[2 * kk][2] - base[1]),
-                            attn::exp2_approx(s[2 * kk][3] - base[1]), row_sum[1]);
-        a[2] = attn::Mma<T>::pack(attn::exp2_approx(s[2 * kk + 1][0] - base[0]),
-                            attn::exp2_approx(s[2 * kk + 1][1] - base[0]), row_sum[0]);
-        a[3] = attn::Mma<T>::pack(attn::exp2_approx(s[2 * kk + 1][2] - base[1]),
-                            attn::exp2_approx(s[2 * kk + 1][3] - base[1]), row_sum[1]);
-#pragma unroll
-        for (int dd = 0; dd < DV / 16; ++dd) {
-          unsigned int b[4];
-          const int r = kk * 16 + ((lane / 8) % 2) * 8 + lane % 8;
-          attn::ldsm_x4_trans(b, vs + r * VP + dd * 16 + (lane / 16) * 8);
-          attn::Mma<T>::run(o[2 * dd], a, b[0], b[1]);
-          attn::Mma<T>::run(o[2 * dd + 1], a, b[2], b[3]);
-        }
-      }
+    if constexpr (TAIL) {
+      if (j == ALL - 1)
+        step(attn::Const<int, TAIL_NB>{}, attn::Const<bool, TAIL_KEYS % 16 != 0>{}, j);
+      else
+        step(attn::Const<int, BKV / 16>{}, attn::Const<bool, false>{}, j);
+    } else {
+      step(attn::Const<int, BKV / 16>{}, attn::Const<bool, P::SKV % BKVS != 0>{}, j);
     }
     __syncthreads();  // every warp is done with this stage before it is refilled
   }
