@@ -307,13 +307,13 @@ __device__ __forceinline__ void attention_mma(const typename P::TQ* __restrict__
     for (int kk = 0; kk < NB; ++kk) {
       unsigned int a[4];
       a[0] = attn::Mma<T>::pack(attn::exp2_approx(s[2 * kk][0] - base[0]),
-                          attn::exp2_approx(s[2 * kk][1] - base[0]), row_sum[0]);
+                                attn::exp2_approx(s[2 * kk][1] - base[0]), row_sum[0]);
       a[1] = attn::Mma<T>::pack(attn::exp2_approx(s[2 * kk][2] - base[1]),
-                          attn::exp2_approx(s[2 * kk][3] - base[1]), row_sum[1]);
+                                attn::exp2_approx(s[2 * kk][3] - base[1]), row_sum[1]);
       a[2] = attn::Mma<T>::pack(attn::exp2_approx(s[2 * kk + 1][0] - base[0]),
-                          attn::exp2_approx(s[2 * kk + 1][1] - base[0]), row_sum[0]);
+                                attn::exp2_approx(s[2 * kk + 1][1] - base[0]), row_sum[0]);
       a[3] = attn::Mma<T>::pack(attn::exp2_approx(s[2 * kk + 1][2] - base[1]),
-                          attn::exp2_approx(s[2 * kk + 1][3] - base[1]), row_sum[1]);
+                                attn::exp2_approx(s[2 * kk + 1][3] - base[1]), row_sum[1]);
 #pragma unroll
       for (int dd = 0; dd < DV / 16; ++dd) {
         unsigned int b[4];
