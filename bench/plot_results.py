@@ -4,6 +4,9 @@
   docs/img/resnet50-fp16-vs-pytorch.png   aotune vs PyTorch per batch, from bench/results/resnet50.json
                                           (per batch, the last record, in the order measured, with a
                                           baseline from the same call)
+  docs/img/transformers-fp16-vs-pytorch.png
+                                          aotune vs PyTorch per transformer model and batch, from
+                                          bench/results/transformers.json (the same rule)
   docs/img/resnet50-fp16-per-layer.png    per-layer time, from the `aotune bench --per-layer` profiles
                                           in bench/results/profile-*.txt
   docs/img/resnet50-fp16-b1-tuning.png    tuning curve (end-to-end estimate and per-task best vs trials),
@@ -41,7 +44,8 @@ def save(fig, out, name):
     path = out / name
     fig.savefig(path, dpi=DPI, bbox_inches="tight")
     plt.close(fig)
-    print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size // 1024} KB)")
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    print(f"wrote {shown} ({path.stat().st_size // 1024} KB)")
 
 
 def vs_pytorch(out):
@@ -73,6 +77,43 @@ def vs_pytorch(out):
     ax.legend(loc="upper left", fontsize=8, frameon=False)
     ax.grid(axis="y", alpha=0.3)
     save(fig, out, "resnet50-fp16-vs-pytorch.png")
+
+
+NAMES = {"vit_b_16": "ViT-B/16", "convnext_tiny": "ConvNeXt-T", "swin_t": "Swin-T"}
+
+
+def transformers_vs_pytorch(out):
+    rows = json.loads((RESULTS / "transformers.json").read_text())
+    latest = {}  # per (model, batch, gpu): the last record with a baseline
+    for r in rows:
+        if r["precision"] == "fp16" and r.get("baseline"):
+            latest[(r["model"], r["batch"], r["gpu"])] = r
+    keys = list(latest)
+    gpus = {g for _, _, g in keys}
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    x = range(len(keys))
+    ours = [latest[k]["batch"] * 1e3 / latest[k]["aotune_ms"] for k in keys]
+    theirs = [latest[k]["batch"] * 1e3 / latest[k]["baseline"]["ms"] for k in keys]
+    w = 0.38
+    ax.bar([i - w / 2 for i in x], ours, w, color=AOTUNE, label="aotune, tuned (CUDA graph)")
+    ax.bar([i + w / 2 for i in x], theirs, w, color=TORCH, label="PyTorch fp16 + CUDA graph")
+    for i, k in enumerate(keys):
+        ax.text(i - w / 2, ours[i] * 1.04, f"{ours[i]:,.0f}", ha="center", va="bottom", fontsize=8)
+        ax.text(i + w / 2, theirs[i] * 1.04, f"{theirs[i]:,.0f}", ha="center", va="bottom", fontsize=8)
+        speedup = latest[k]["baseline"]["ms"] / latest[k]["aotune_ms"]
+        ax.text(i, max(ours[i], theirs[i]) * 1.45, f"{speedup:.2f}×", ha="center",
+                fontsize=10, fontweight="bold")
+    ax.set_xticks(list(x))
+    ax.set_xticklabels([f"{NAMES.get(m, m)} batch {b}\n{latest[(m, b, g)]['date']}, {latest[(m, b, g)]['commit']}"
+                        for m, b, g in keys], fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylim(500, 60_000)
+    ax.set_ylabel("images/s (log scale)")
+    ax.set_title(f"Transformers fp16 on {', '.join(sorted(gpus))}: aotune vs PyTorch, same call or warm machine",
+                 fontsize=10)
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    ax.grid(axis="y", alpha=0.3)
+    save(fig, out, "transformers-fp16-vs-pytorch.png")
 
 
 def read_profile(path):
@@ -196,6 +237,7 @@ def main():
     out = Path(ap.parse_args().out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     vs_pytorch(out)
+    transformers_vs_pytorch(out)
     per_layer(out)
     tuning(out)
 
