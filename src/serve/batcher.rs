@@ -13,6 +13,12 @@
 //! request is answered when all its pieces are done. Pieces whose client is
 //! gone (the request timed out or disconnected) are dropped before running.
 //!
+//! With `concurrent_batches` below `instances`, an executor takes its next
+//! batch only while it holds one of that many slots, and keeps the slot
+//! until the batch is answered: requests that arrive while the slots are
+//! busy wait in the queue and join the next batch (on a GPU, fewer, larger
+//! batches one after another instead of several small ones sharing it).
+//!
 //! Each batch that runs is recorded in the model's [`Statistics`], and each
 //! answer carries what its request spent in the batcher ([`RequestTiming`]).
 //!
@@ -57,6 +63,8 @@ pub struct BatchPolicy {
     pub max_queue_delay: Duration,
     pub queue_capacity: usize,
     pub instances: usize,
+    /// 1..=instances: how many executors may hold a batch at once.
+    pub concurrent_batches: usize,
 }
 
 /// One model's queue and its executor threads.
@@ -72,6 +80,28 @@ struct Shared {
     statistics: Statistics,
     queue: Mutex<Queue>,
     wake: Condvar,
+    slots: Slots,
+}
+
+/// A counting semaphore: the batch slots executors take turns holding.
+struct Slots {
+    free: Mutex<usize>,
+    freed: Condvar,
+}
+
+impl Slots {
+    fn acquire(&self) {
+        let mut free = lock(&self.free);
+        while *free == 0 {
+            free = self.freed.wait(free).unwrap_or_else(|e| e.into_inner());
+        }
+        *free -= 1;
+    }
+
+    fn release(&self) {
+        *lock(&self.free) += 1;
+        self.freed.notify_one();
+    }
 }
 
 #[derive(Default)]
@@ -147,6 +177,10 @@ impl Batcher {
             metrics,
             queue: Mutex::new(Queue::default()),
             wake: Condvar::new(),
+            slots: Slots {
+                free: Mutex::new(policy.concurrent_batches.clamp(1, policy.instances.max(1))),
+                freed: Condvar::new(),
+            },
         });
         let batcher = Batcher {
             shared: Arc::clone(&shared),
@@ -287,7 +321,8 @@ impl Batcher {
 }
 
 impl Shared {
-    /// An executor thread: batches until the queue is closed and empty.
+    /// An executor thread: batches, each while holding a slot, until the
+    /// queue is closed and empty.
     /// Its GPU memory counts in the model's gauges while it runs; the
     /// device's use is refreshed at most every [`DEVICE_MEMORY_REFRESH`].
     fn run(&self, mut executor: Box<dyn Executor>) {
@@ -296,8 +331,14 @@ impl Shared {
             self.count_memory(m, 1);
         }
         let mut refreshed = Instant::now();
-        while let Some(pieces) = self.next_batch() {
+        loop {
+            self.slots.acquire();
+            let Some(pieces) = self.next_batch() else {
+                self.slots.release();
+                break;
+            };
             self.execute(executor.as_mut(), pieces);
+            self.slots.release();
             if held.is_some() && refreshed.elapsed() >= DEVICE_MEMORY_REFRESH {
                 if let Some(m) = executor.gpu_memory() {
                     self.set_device_memory(&m);
@@ -591,6 +632,7 @@ mod tests {
             max_queue_delay: Duration::from_millis(delay_ms),
             queue_capacity: capacity,
             instances: 1,
+            concurrent_batches: 1,
         };
         (
             Batcher::start("t", Arc::new(backend), policy, metrics).unwrap(),
@@ -717,6 +759,7 @@ mod tests {
             max_queue_delay: Duration::ZERO,
             queue_capacity: 100,
             instances: 1,
+            concurrent_batches: 1,
         };
         let metrics = Metrics::new().unwrap().model("t");
         let backend = Arc::new(Record(signature, Arc::clone(&seen)));
@@ -786,6 +829,7 @@ mod tests {
             max_queue_delay: Duration::from_millis(200),
             queue_capacity: 100,
             instances: 1,
+            concurrent_batches: 1,
         };
         let metrics = Metrics::new().unwrap().model("t");
         let backend = Arc::new(HalfRows(signature, Arc::clone(&seen)));
@@ -890,6 +934,7 @@ mod tests {
             max_queue_delay: Duration::ZERO,
             queue_capacity: 8,
             instances: 3,
+            concurrent_batches: 3,
         };
         let b = Batcher::start("m", Arc::new(backend), policy, metrics.model("m")).unwrap();
         let out = b.submit(vec![vec![1.0].into()], 1, far()).unwrap();
@@ -922,5 +967,101 @@ mod tests {
             text.contains(r#"aotune_gpu_memory_bytes{kind="weights",model="m"} 0"#),
             "{text}"
         );
+    }
+
+    /// Sleeps 50 ms per batch; records each batch's request rows and the
+    /// most batches running at once.
+    struct Slow {
+        signature: Signature,
+        rows: Arc<Mutex<Vec<usize>>>,
+        running: Arc<std::sync::atomic::AtomicUsize>,
+        most: Arc<std::sync::atomic::AtomicUsize>,
+    }
+
+    struct SlowExecutor(
+        Arc<Mutex<Vec<usize>>>,
+        Arc<std::sync::atomic::AtomicUsize>,
+        Arc<std::sync::atomic::AtomicUsize>,
+    );
+
+    impl Executor for SlowExecutor {
+        fn run(
+            &mut self,
+            _batch: usize,
+            rows: usize,
+            _fill: &mut Fill<'_>,
+        ) -> Result<Vec<Vec<f32>>, BackendError> {
+            use std::sync::atomic::Ordering::SeqCst;
+            let now = self.1.fetch_add(1, SeqCst) + 1;
+            self.2.fetch_max(now, SeqCst);
+            lock(&self.0).push(rows);
+            std::thread::sleep(Duration::from_millis(50));
+            self.1.fetch_sub(1, SeqCst);
+            Ok(vec![vec![0.0; rows]])
+        }
+    }
+
+    impl Backend for Slow {
+        fn signature(&self) -> &Signature {
+            &self.signature
+        }
+        fn describe(&self) -> String {
+            "slow".into()
+        }
+        fn executor(&self) -> Result<Box<dyn Executor>, BackendError> {
+            Ok(Box::new(SlowExecutor(
+                Arc::clone(&self.rows),
+                Arc::clone(&self.running),
+                Arc::clone(&self.most),
+            )))
+        }
+    }
+
+    #[test]
+    fn one_batch_slot_makes_requests_that_arrive_during_a_batch_join_the_next() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        let backend = Slow {
+            signature: Signature {
+                inputs: vec![TensorSpec::fp32("x", vec![1])],
+                outputs: vec![TensorSpec::fp32("y", vec![1])],
+                batched: true,
+                batch_sizes: vec![1, 4, 8],
+            },
+            rows: Arc::new(Mutex::new(Vec::new())),
+            running: Arc::new(AtomicUsize::new(0)),
+            most: Arc::new(AtomicUsize::new(0)),
+        };
+        let (rows, running, most) = (
+            Arc::clone(&backend.rows),
+            Arc::clone(&backend.running),
+            Arc::clone(&backend.most),
+        );
+        let policy = BatchPolicy {
+            max_queue_delay: Duration::ZERO,
+            queue_capacity: 100,
+            instances: 3,
+            concurrent_batches: 1,
+        };
+        let metrics = Metrics::new().unwrap().model("t");
+        let b = Batcher::start("t", Arc::new(backend), policy, metrics).unwrap();
+        let one = || b.submit(vec![vec![1.0].into()], 1, far()).unwrap();
+        let first = one();
+        let started = Instant::now();
+        while running.load(SeqCst) == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the first batch never ran"
+            );
+            std::thread::yield_now();
+        }
+        // Two executors are idle, but the one slot is taken: these five wait
+        // for it and run as one batch.
+        let rest: Vec<_> = (0..5).map(|_| one()).collect();
+        for rx in std::iter::once(first).chain(rest) {
+            assert!(rx.blocking_recv().unwrap().reply.is_ok());
+        }
+        assert_eq!(*lock(&rows), vec![1, 5]);
+        assert_eq!(most.load(SeqCst), 1);
+        b.shutdown();
     }
 }

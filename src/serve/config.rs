@@ -9,6 +9,7 @@
 //!   "batch_sizes": [1, 8, 32],    // the batch sizes compiled; requests are merged or split into them
 //!   "max_queue_delay_us": 500,    // how long the oldest queued request may wait for others
 //!   "instances": 1,               // executors pulling from the model's queue
+//!   "concurrent_batches": 1,      // at most this many of them run a batch at once (default: all)
 //!   "queue_capacity": 1024,       // rows (images) the queue holds before answering 429 / RESOURCE_EXHAUSTED
 //!   "timeout_ms": 30000,          // per-request deadline (a request's own `timeout` parameter may shorten it)
 //!   "image": { "input": "input" }, // accept encoded JPEG/PNG as BYTES for this input (ImageNet transform)
@@ -61,6 +62,7 @@ struct ConfigFile {
     batch_sizes: Option<Vec<usize>>,
     max_queue_delay_us: Option<u64>,
     instances: Option<usize>,
+    concurrent_batches: Option<usize>,
     queue_capacity: Option<usize>,
     timeout_ms: Option<u64>,
     image: Option<ImageInput>,
@@ -81,6 +83,10 @@ pub struct ModelConfig {
     pub batch_sizes: Vec<usize>,
     pub max_queue_delay: Duration,
     pub instances: usize,
+    /// How many executors may run a batch at the same time (1..=instances):
+    /// the others take their next batch only when one finishes, so requests
+    /// that arrive meanwhile join it.
+    pub concurrent_batches: usize,
     pub queue_capacity: usize,
     pub timeout: Duration,
     pub image: Option<ImageInput>,
@@ -120,6 +126,7 @@ impl Default for ModelConfig {
             batch_sizes: DEFAULT_BATCH_SIZES.to_vec(),
             max_queue_delay: DEFAULT_MAX_QUEUE_DELAY,
             instances: 1,
+            concurrent_batches: 1,
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             timeout: DEFAULT_TIMEOUT,
             image: None,
@@ -203,6 +210,12 @@ impl ModelConfig {
                 "\"instances\" must be between 1 and {MAX_INSTANCES}"
             )));
         }
+        let concurrent_batches = file.concurrent_batches.unwrap_or(instances);
+        if !(1..=instances).contains(&concurrent_batches) {
+            return Err(ParseFailure::Invalid(format!(
+                "\"concurrent_batches\" must be between 1 and \"instances\" ({instances})"
+            )));
+        }
         let queue_capacity = file.queue_capacity.unwrap_or(defaults.queue_capacity);
         if queue_capacity == 0 {
             return Err(ParseFailure::Invalid(
@@ -235,6 +248,7 @@ impl ModelConfig {
                 .map(Duration::from_micros)
                 .unwrap_or(defaults.max_queue_delay),
             instances,
+            concurrent_batches,
             queue_capacity,
             timeout,
             image: file.image,
@@ -306,7 +320,8 @@ mod tests {
     fn fields_are_read_and_batch_sizes_sorted() {
         let c = parse(
             r#"{"backend": "cpu", "precision": "bf16", "batch_sizes": [16, 2, 2],
-                "max_queue_delay_us": 50000, "instances": 3, "queue_capacity": 7,
+                "max_queue_delay_us": 50000, "instances": 3, "concurrent_batches": 2,
+                "queue_capacity": 7,
                 "timeout_ms": 100, "image": {"input": "x"}, "input_datatype": "FP16",
                 "gpu_wait": "spin", "pinned_rows": 5, "dense_cublaslt": true}"#,
         )
@@ -315,7 +330,15 @@ mod tests {
         assert_eq!(c.precision, Some(Precision::Bf16));
         assert_eq!(c.batch_sizes, vec![2, 16]);
         assert_eq!(c.max_queue_delay, Duration::from_millis(50));
-        assert_eq!((c.instances, c.queue_capacity), (3, 7));
+        assert_eq!(
+            (c.instances, c.concurrent_batches, c.queue_capacity),
+            (3, 2, 7)
+        );
+        let all = parse(r#"{"instances": 4}"#).unwrap();
+        assert_eq!(
+            all.concurrent_batches, 4,
+            "by default every instance may run at once"
+        );
         assert_eq!(c.timeout, Duration::from_millis(100));
         assert_eq!(c.image.as_ref().unwrap().input, "x");
         assert_eq!(c.input_datatype, Datatype::FP16);
@@ -369,6 +392,11 @@ mod tests {
             (r#"{"batch_sizes": [100000]}"#, "at most"),
             (r#"{"precision": "fp8"}"#, "\"precision\""),
             (r#"{"instances": 0}"#, "\"instances\""),
+            (
+                r#"{"instances": 2, "concurrent_batches": 3}"#,
+                "\"concurrent_batches\" must be between 1 and \"instances\" (2)",
+            ),
+            (r#"{"concurrent_batches": 0}"#, "\"concurrent_batches\""),
             (r#"{"queue_capacity": 0}"#, "\"queue_capacity\""),
             (r#"{"timeout_ms": 0}"#, "\"timeout_ms\""),
             (r#"{"backend": "tpu"}"#, "unknown variant `tpu`"),

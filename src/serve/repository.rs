@@ -243,6 +243,7 @@ fn load_model(
         max_queue_delay: config.max_queue_delay,
         queue_capacity: config.queue_capacity,
         instances: config.instances,
+        concurrent_batches: config.concurrent_batches,
     };
     let batcher = Batcher::start(name, Arc::clone(&backend), policy, metrics.model(name))
         .map_err(|e| e.to_string())?;
