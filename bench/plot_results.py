@@ -48,35 +48,43 @@ def save(fig, out, name):
     print(f"wrote {shown} ({path.stat().st_size // 1024} KB)")
 
 
+def bars_vs_baseline(out, name, records, ours, theirs, labels, baseline_label, ylim, title):
+    """Images/s of aotune and of the baseline per record (log scale), the speed-up above each pair."""
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    x = range(len(records))
+    w = 0.38
+    ax.bar([i - w / 2 for i in x], ours, w, color=AOTUNE, label="aotune, tuned (CUDA graph)")
+    ax.bar([i + w / 2 for i in x], theirs, w, color=TORCH, label=baseline_label)
+    for i, r in enumerate(records):
+        ax.text(i - w / 2, ours[i] * 1.04, f"{ours[i]:,.0f}", ha="center", va="bottom", fontsize=8)
+        ax.text(i + w / 2, theirs[i] * 1.04, f"{theirs[i]:,.0f}", ha="center", va="bottom", fontsize=8)
+        speedup = r["baseline"]["ms"] / r["aotune_ms"]
+        ax.text(i, max(ours[i], theirs[i]) * 1.45, f"{speedup:.2f}×", ha="center",
+                fontsize=10, fontweight="bold")
+    ax.set_xticks(list(x))
+    ax.set_xticklabels(labels, fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylim(*ylim)
+    ax.set_ylabel("images/s (log scale)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    ax.grid(axis="y", alpha=0.3)
+    save(fig, out, name)
+
+
 def vs_pytorch(out):
     rows = json.loads((RESULTS / "resnet50.json").read_text())
     latest = {}  # the records are in the order they were measured: the last one with a baseline wins
     for r in rows:
         if r["precision"] == "fp16" and r.get("baseline"):
             latest[r["batch"]] = r
-    batches = sorted(latest)
-    fig, ax = plt.subplots(figsize=(8, 4.2))
-    x = range(len(batches))
-    ours = [latest[b]["images_per_s"] for b in batches]
-    theirs = [latest[b]["baseline"]["images_per_s"] for b in batches]
-    w = 0.38
-    ax.bar([i - w / 2 for i in x], ours, w, color=AOTUNE, label="aotune, tuned (CUDA graph)")
-    ax.bar([i + w / 2 for i in x], theirs, w, color=TORCH, label="PyTorch fp16 channels-last + CUDA graph")
-    for i, b in enumerate(batches):
-        ax.text(i - w / 2, ours[i] * 1.04, f"{ours[i]:,}", ha="center", va="bottom", fontsize=8)
-        ax.text(i + w / 2, theirs[i] * 1.04, f"{theirs[i]:,}", ha="center", va="bottom", fontsize=8)
-        speedup = latest[b]["baseline"]["ms"] / latest[b]["aotune_ms"]
-        ax.text(i, max(ours[i], theirs[i]) * 1.45, f"{speedup:.2f}×", ha="center",
-                fontsize=10, fontweight="bold")
-    ax.set_xticks(list(x))
-    ax.set_xticklabels([f"batch {b}\n{latest[b]['date']}, {latest[b]['commit']}" for b in batches], fontsize=8)
-    ax.set_yscale("log")
-    ax.set_ylim(500, 150_000)
-    ax.set_ylabel("images/s (log scale)")
-    ax.set_title("ResNet-50 fp16 on NVIDIA H200: aotune vs PyTorch, measured in the same call", fontsize=10)
-    ax.legend(loc="upper left", fontsize=8, frameon=False)
-    ax.grid(axis="y", alpha=0.3)
-    save(fig, out, "resnet50-fp16-vs-pytorch.png")
+    records = [latest[b] for b in sorted(latest)]
+    bars_vs_baseline(
+        out, "resnet50-fp16-vs-pytorch.png", records,
+        [r["images_per_s"] for r in records], [r["baseline"]["images_per_s"] for r in records],
+        [f"batch {r['batch']}\n{r['date']}, {r['commit']}" for r in records],
+        "PyTorch fp16 channels-last + CUDA graph", (500, 150_000),
+        "ResNet-50 fp16 on NVIDIA H200: aotune vs PyTorch, measured in the same call")
 
 
 NAMES = {"vit_b_16": "ViT-B/16", "convnext_tiny": "ConvNeXt-T", "swin_t": "Swin-T"}
@@ -88,32 +96,15 @@ def transformers_vs_pytorch(out):
     for r in rows:
         if r["precision"] == "fp16" and r.get("baseline"):
             latest[(r["model"], r["batch"], r["gpu"])] = r
-    keys = list(latest)
-    gpus = {g for _, _, g in keys}
-    fig, ax = plt.subplots(figsize=(8, 4.2))
-    x = range(len(keys))
-    ours = [latest[k]["batch"] * 1e3 / latest[k]["aotune_ms"] for k in keys]
-    theirs = [latest[k]["batch"] * 1e3 / latest[k]["baseline"]["ms"] for k in keys]
-    w = 0.38
-    ax.bar([i - w / 2 for i in x], ours, w, color=AOTUNE, label="aotune, tuned (CUDA graph)")
-    ax.bar([i + w / 2 for i in x], theirs, w, color=TORCH, label="PyTorch fp16 + CUDA graph")
-    for i, k in enumerate(keys):
-        ax.text(i - w / 2, ours[i] * 1.04, f"{ours[i]:,.0f}", ha="center", va="bottom", fontsize=8)
-        ax.text(i + w / 2, theirs[i] * 1.04, f"{theirs[i]:,.0f}", ha="center", va="bottom", fontsize=8)
-        speedup = latest[k]["baseline"]["ms"] / latest[k]["aotune_ms"]
-        ax.text(i, max(ours[i], theirs[i]) * 1.45, f"{speedup:.2f}×", ha="center",
-                fontsize=10, fontweight="bold")
-    ax.set_xticks(list(x))
-    ax.set_xticklabels([f"{NAMES.get(m, m)} batch {b}\n{latest[(m, b, g)]['date']}, {latest[(m, b, g)]['commit']}"
-                        for m, b, g in keys], fontsize=8)
-    ax.set_yscale("log")
-    ax.set_ylim(500, 60_000)
-    ax.set_ylabel("images/s (log scale)")
-    ax.set_title(f"Transformers fp16 on {', '.join(sorted(gpus))}: aotune vs PyTorch, same call or warm machine",
-                 fontsize=10)
-    ax.legend(loc="upper left", fontsize=8, frameon=False)
-    ax.grid(axis="y", alpha=0.3)
-    save(fig, out, "transformers-fp16-vs-pytorch.png")
+    records = list(latest.values())
+    gpus = sorted({r["gpu"] for r in records})
+    bars_vs_baseline(
+        out, "transformers-fp16-vs-pytorch.png", records,
+        [r["batch"] * 1e3 / r["aotune_ms"] for r in records],
+        [r["batch"] * 1e3 / r["baseline"]["ms"] for r in records],
+        [f"{NAMES.get(r['model'], r['model'])} batch {r['batch']}\n{r['date']}, {r['commit']}" for r in records],
+        "PyTorch fp16 + CUDA graph", (500, 60_000),
+        f"Transformers fp16 on {', '.join(gpus)}: aotune vs PyTorch, same call or warm machine")
 
 
 def read_profile(path):

@@ -26,7 +26,7 @@ mod common;
 
 use aotune_compiler::build::template_versions;
 use aotune_compiler::codegen::cuda::ops::attention::{
-    attention_shape, AttentionConfig, AttentionShape,
+    attention_shape, AttentionConfig, AttentionMmaConfig, AttentionShape,
 };
 use aotune_compiler::codegen::cuda::KernelConfig;
 use aotune_compiler::ir::{Graph, NodeId, Precision};
@@ -636,23 +636,16 @@ fn attention_config_sample_matches_the_cpu() {
     run_jobs(test, mode, jobs);
 }
 
-/// Every tensor-core case (masks, shifted windows, causal, long keys, one
-/// key/value head) at fp16 with the first config of its space that splits
-/// the keys over 2 and over 4 warp groups: the groups' merge sees every
-/// masking path.
-#[test]
-fn attention_key_groups_match_the_cpu() {
-    let test = "attention_key_groups_match_the_cpu";
-    let Some(mode) = gpu::mode_or_skip(test) else {
-        return;
-    };
+/// Per case at fp16 and per predicate, the first tensor-core config of the
+/// case's space that satisfies it (none where no config does).
+fn first_mma_config_jobs(wanted: &[&dyn Fn(&AttentionMmaConfig) -> bool]) -> Vec<Job> {
     let mut jobs = Vec::new();
     for case in cases() {
         let shape = case_shape(&case, Precision::Fp16);
-        for split in [2, 4] {
+        for want in wanted {
             let first = AttentionConfig::search_space(&shape)
                 .into_iter()
-                .find(|c| matches!(c, AttentionConfig::Mma(m) if m.kv_split == split));
+                .find(|c| matches!(c, AttentionConfig::Mma(m) if want(m)));
             if let Some(config) = first {
                 jobs.push(Job {
                     case: case.clone(),
@@ -663,6 +656,23 @@ fn attention_key_groups_match_the_cpu() {
             }
         }
     }
+    jobs
+}
+
+/// Every tensor-core case (masks, shifted windows, causal, long keys, one
+/// key/value head) at fp16 with the first config of its space that splits
+/// the keys over 2 and over 4 warp groups: the groups' merge sees every
+/// masking path.
+#[test]
+fn attention_key_groups_match_the_cpu() {
+    let test = "attention_key_groups_match_the_cpu";
+    let Some(mode) = gpu::mode_or_skip(test) else {
+        return;
+    };
+    let jobs = first_mma_config_jobs(&[
+        &|m: &AttentionMmaConfig| m.kv_split == 2,
+        &|m: &AttentionMmaConfig| m.kv_split == 4,
+    ]);
     assert!(
         jobs.len() >= 10,
         "key-group configs for most cases: {}",
@@ -680,24 +690,10 @@ fn attention_whole_sequence_tiles_match_the_cpu() {
     let Some(mode) = gpu::mode_or_skip(test) else {
         return;
     };
-    let mut jobs = Vec::new();
-    for case in cases() {
-        let shape = case_shape(&case, Precision::Fp16);
-        for split in [1, 2] {
-            let first = AttentionConfig::search_space(&shape).into_iter().find(|c| {
-                matches!(c, AttentionConfig::Mma(m)
-                    if !m.block_q.is_power_of_two() && m.kv_split == split)
-            });
-            if let Some(config) = first {
-                jobs.push(Job {
-                    case: case.clone(),
-                    precision: Precision::Fp16,
-                    config: Some(config),
-                    index: jobs.len(),
-                });
-            }
-        }
-    }
+    let jobs = first_mma_config_jobs(&[
+        &|m: &AttentionMmaConfig| !m.block_q.is_power_of_two() && m.kv_split == 1,
+        &|m: &AttentionMmaConfig| !m.block_q.is_power_of_two() && m.kv_split == 2,
+    ]);
     assert!(jobs.len() >= 2, "whole-sequence configs: {}", jobs.len());
     run_jobs(test, mode, jobs);
 }

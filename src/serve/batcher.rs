@@ -969,20 +969,22 @@ mod tests {
         );
     }
 
-    /// Sleeps 50 ms per batch; records each batch's request rows and the
-    /// most batches running at once.
-    struct Slow {
-        signature: Signature,
-        rows: Arc<Mutex<Vec<usize>>>,
-        running: Arc<std::sync::atomic::AtomicUsize>,
-        most: Arc<std::sync::atomic::AtomicUsize>,
+    /// What the [`Slow`] backend's executors saw: each batch's request rows,
+    /// the batches running now and the most that ever ran at once.
+    #[derive(Default)]
+    struct SlowLog {
+        rows: Mutex<Vec<usize>>,
+        running: std::sync::atomic::AtomicUsize,
+        most: std::sync::atomic::AtomicUsize,
     }
 
-    struct SlowExecutor(
-        Arc<Mutex<Vec<usize>>>,
-        Arc<std::sync::atomic::AtomicUsize>,
-        Arc<std::sync::atomic::AtomicUsize>,
-    );
+    /// Sleeps 50 ms per batch, logging it.
+    struct Slow {
+        signature: Signature,
+        log: Arc<SlowLog>,
+    }
+
+    struct SlowExecutor(Arc<SlowLog>);
 
     impl Executor for SlowExecutor {
         fn run(
@@ -992,11 +994,12 @@ mod tests {
             _fill: &mut Fill<'_>,
         ) -> Result<Vec<Vec<f32>>, BackendError> {
             use std::sync::atomic::Ordering::SeqCst;
-            let now = self.1.fetch_add(1, SeqCst) + 1;
-            self.2.fetch_max(now, SeqCst);
-            lock(&self.0).push(rows);
+            let log = &self.0;
+            let now = log.running.fetch_add(1, SeqCst) + 1;
+            log.most.fetch_max(now, SeqCst);
+            lock(&log.rows).push(rows);
             std::thread::sleep(Duration::from_millis(50));
-            self.1.fetch_sub(1, SeqCst);
+            log.running.fetch_sub(1, SeqCst);
             Ok(vec![vec![0.0; rows]])
         }
     }
@@ -1009,17 +1012,14 @@ mod tests {
             "slow".into()
         }
         fn executor(&self) -> Result<Box<dyn Executor>, BackendError> {
-            Ok(Box::new(SlowExecutor(
-                Arc::clone(&self.rows),
-                Arc::clone(&self.running),
-                Arc::clone(&self.most),
-            )))
+            Ok(Box::new(SlowExecutor(Arc::clone(&self.log))))
         }
     }
 
     #[test]
     fn one_batch_slot_makes_requests_that_arrive_during_a_batch_join_the_next() {
-        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        use std::sync::atomic::Ordering::SeqCst;
+        let log = Arc::new(SlowLog::default());
         let backend = Slow {
             signature: Signature {
                 inputs: vec![TensorSpec::fp32("x", vec![1])],
@@ -1027,15 +1027,8 @@ mod tests {
                 batched: true,
                 batch_sizes: vec![1, 4, 8],
             },
-            rows: Arc::new(Mutex::new(Vec::new())),
-            running: Arc::new(AtomicUsize::new(0)),
-            most: Arc::new(AtomicUsize::new(0)),
+            log: Arc::clone(&log),
         };
-        let (rows, running, most) = (
-            Arc::clone(&backend.rows),
-            Arc::clone(&backend.running),
-            Arc::clone(&backend.most),
-        );
         let policy = BatchPolicy {
             max_queue_delay: Duration::ZERO,
             queue_capacity: 100,
@@ -1047,7 +1040,7 @@ mod tests {
         let one = || b.submit(vec![vec![1.0].into()], 1, far()).unwrap();
         let first = one();
         let started = Instant::now();
-        while running.load(SeqCst) == 0 {
+        while log.running.load(SeqCst) == 0 {
             assert!(
                 started.elapsed() < Duration::from_secs(10),
                 "the first batch never ran"
@@ -1060,8 +1053,8 @@ mod tests {
         for rx in std::iter::once(first).chain(rest) {
             assert!(rx.blocking_recv().unwrap().reply.is_ok());
         }
-        assert_eq!(*lock(&rows), vec![1, 5]);
-        assert_eq!(most.load(SeqCst), 1);
+        assert_eq!(*lock(&log.rows), vec![1, 5]);
+        assert_eq!(log.most.load(SeqCst), 1);
         b.shutdown();
     }
 }
