@@ -29,7 +29,7 @@
 # It forces INPUT_DATATYPE=FP32: the CPU reference takes FP32 only (an FP16
 # config needs the GPU backend, else the model is not ready).
 # Env: MODEL, TUNING (empty: none), PRECISION, BATCH_SIZES, INSTANCES,
-# MAX_QUEUE_DELAY_US, CONCURRENT_BATCHES (unset: the server's default, every instance),
+# MAX_QUEUE_DELAY_US, CONCURRENT_BATCHES and CONCURRENT_KERNELS (unset: the server's default, every instance),
 # INPUT_DATATYPE (FP16 | FP32), GPU_WAIT (spin | block; unset: the
 # server's default), PINNED_ROWS (the arrival copy's pinned buffers; 0: off; unset: the default), REUSE_BENCH, CONCURRENCY, EXTRA_CONCURRENCY (more load runs on the same
 # server, e.g. "128 256", reported below the bar's row), CONNECTIONS, LOAD_SECONDS, WARMUP_SECONDS,
@@ -61,6 +61,7 @@ INPUT_DATATYPE=${INPUT_DATATYPE:-FP16}
 GPU_WAIT=${GPU_WAIT:-}
 PINNED_ROWS=${PINNED_ROWS:-}
 CONCURRENT_BATCHES=${CONCURRENT_BATCHES:-}
+CONCURRENT_KERNELS=${CONCURRENT_KERNELS:-}
 
 if ! $B serve --help >/dev/null 2>&1 || [ ! -x "$LOAD" ]; then
   echo "== serve_gpu: $B has no \`serve\` or $LOAD is missing: run \`bash bench/prepare_device.sh serve\` first"
@@ -80,6 +81,7 @@ optional=""
 [ -n "$GPU_WAIT" ] && optional+=", \"gpu_wait\": \"$GPU_WAIT\""
 [ -n "$PINNED_ROWS" ] && optional+=", \"pinned_rows\": $PINNED_ROWS"
 [ -n "$CONCURRENT_BATCHES" ] && optional+=", \"concurrent_batches\": $CONCURRENT_BATCHES"
+[ -n "$CONCURRENT_KERNELS" ] && optional+=", \"concurrent_kernels\": $CONCURRENT_KERNELS"
 cat > "$repo/resnet50/config.json" <<EOF
 {"precision": "$PRECISION", "batch_sizes": [$sizes], "instances": $INSTANCES,
  "max_queue_delay_us": $MAX_QUEUE_DELAY_US, "queue_capacity": $queue, "timeout_ms": 60000,

@@ -9,12 +9,18 @@
 //!   `infer`, whatever the other rows of the device buffer hold, allocates
 //!   nothing, and refuses row counts outside the batch with a typed error.
 //!
+//! - Two models that take kernel turns (`KernelTurns`, one batch's kernels
+//!   at a time), run from two threads at once, each give their own rows,
+//!   and the batches that waited for the other's kernels record the wait.
+//!
 //! Without a driver or nvcc each test prints `SKIPPED …` and passes
 //! (`AOTUNE_REQUIRE_GPU=1` makes that a failure).
 
 mod common;
 
-use aotune::runtime::{InputStaging, LoadOptions, Model, PinnedRows, RuntimeError, WaitMode};
+use aotune::runtime::{
+    InputStaging, KernelTurns, LoadOptions, Model, PinnedRows, RuntimeError, WaitMode,
+};
 use aotune_compiler::ir::{DType, Precision};
 use aotune_compiler::reference::{rel_l2, run, RunOptions};
 use aotune_compiler::zoo::{fill, write_resnet, ResNetDepth, DEFAULT_SEED};
@@ -272,5 +278,63 @@ fn pinned_rows_give_infers_rows_and_wrong_lengths_are_refused() {
     assert!(
         matches!(e, RuntimeError::WrongLength { role: "input", .. }),
         "{e}"
+    );
+}
+
+#[test]
+fn kernel_turns_keep_each_models_rows_and_record_the_waits() {
+    let test = "kernel_turns_keep_each_models_rows_and_record_the_waits";
+    let Some(mode) = gpu::mode_or_skip(test) else {
+        return;
+    };
+    let half = f16_input().as_ref().unwrap_or_else(|e| panic!("{e}"));
+    let (Some(mut a), Some(mut b)) = (load(test, mode, half), load(test, mode, half)) else {
+        return;
+    };
+    let e = KernelTurns::new(&a, 0).err().expect("width 0 is refused");
+    assert!(matches!(e, RuntimeError::KernelTurns { .. }), "{e}");
+    let turns = KernelTurns::new(&a, 1).unwrap_or_else(|e| panic!("{test}: {e}"));
+    assert_eq!(turns.width(), 1);
+    let outputs = a.spec().outputs[0].elements();
+    // Each model's own input and the output it gives alone, before turns.
+    let mut runs = Vec::new();
+    for (model, seed) in [(&mut a, 51), (&mut b, 52)] {
+        let x = input(model, seed);
+        let mut want = vec![f32::NAN; outputs];
+        model.infer(&x, &mut want).unwrap();
+        model.take_kernel_turns(turns.clone()).unwrap();
+        runs.push((x, want));
+    }
+    const CALLS: usize = 30;
+    let waited: Vec<f32> = std::thread::scope(|scope| {
+        let threads: Vec<_> = [a, b]
+            .into_iter()
+            .zip(&runs)
+            .map(|(mut model, (x, want))| {
+                scope.spawn(move || {
+                    let mut waited = 0.0f32;
+                    for call in 0..CALLS {
+                        model.input_staging().write_f32(x);
+                        let mut got = vec![f32::NAN; outputs];
+                        let times = model
+                            .infer_staged_rows_timed(BATCH, &mut got)
+                            .unwrap_or_else(|e| panic!("call {call}: {e}"));
+                        assert_eq!(&got, want, "call {call}: another model's rows?");
+                        assert!(
+                            times.turn_wait_ms >= 0.0 && times.kernels_ms > 0.0,
+                            "{times:?}"
+                        );
+                        waited += times.turn_wait_ms;
+                    }
+                    waited
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    println!("turn waits over {CALLS} calls per model: {waited:?} ms");
+    assert!(
+        waited.iter().sum::<f32>() > 0.0,
+        "two threads running one model each never waited for the other's kernels"
     );
 }

@@ -94,6 +94,20 @@ impl Stream {
         unsafe { result::stream::synchronize(self.raw) }
     }
 
+    /// Makes this stream's later work wait for the work before `event`'s
+    /// last record (on any stream of the same context); the host does not
+    /// wait.
+    pub(crate) fn wait(&self, event: &Event) -> Result<(), DriverError> {
+        // SAFETY: both handles are live (owned by `self` and `event`).
+        unsafe {
+            result::stream::wait_event(
+                self.raw,
+                event.raw,
+                sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )
+        }
+    }
+
     /// Starts recording this stream's work into a graph instead of running
     /// it. Thread-local mode: other threads' CUDA calls are not affected.
     pub(crate) fn begin_capture(&self) -> Result<(), DriverError> {
@@ -761,6 +775,15 @@ impl Event {
         // SAFETY: the call writes one event handle through a valid pointer;
         // the caller has bound the context.
         unsafe { sys::cuEventCreate(&mut raw, flags) }.result()?;
+        Ok(Event {
+            raw,
+            ctx: ctx.clone(),
+        })
+    }
+
+    /// An event without timing, for ordering streams ([`Stream::wait`]).
+    pub(crate) fn untimed(ctx: &Arc<CudaContext>) -> Result<Self, DriverError> {
+        let raw = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)?;
         Ok(Event {
             raw,
             ctx: ctx.clone(),

@@ -234,6 +234,8 @@ pub enum RuntimeError {
     )]
     MatmulLibraryMissing { node: String },
     /// `Model::load_kernel` or `set_launch_kernel` refused a kernel.
+    #[error("cannot take kernel turns: {reason}")]
+    KernelTurns { reason: String },
     #[error("cannot put another kernel into the model's launches: {reason}")]
     KernelSwap { reason: String },
     /// Any other CUDA driver failure.

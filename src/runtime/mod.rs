@@ -35,7 +35,8 @@ pub use launch_plan::{resolve_args, validate as validate_spec, DeviceBases};
 #[cfg(feature = "cli")]
 pub(crate) use model::{open_device, query_device};
 pub use model::{
-    InputStaging, LaunchKernel, LaunchMode, LoadOptions, Model, PinnedRows, StageTimes, WaitMode,
+    InputStaging, KernelTurns, LaunchKernel, LaunchMode, LoadOptions, Model, PinnedRows,
+    StageTimes, WaitMode,
 };
 pub use model_files::{ModelFiles, CUBIN_FILE, MANIFEST_FILE};
 pub use slot_decode::decode_slot;

@@ -39,10 +39,12 @@ use super::launch_plan::{self, DeviceBases};
 use super::matmul::{MatmulLibrary, PreparedMatmul};
 use cudarc::cublaslt::result::CublasError;
 
+mod kernel_turns;
 mod pinned_rows;
 mod setup;
 mod staged_input;
 mod swap;
+pub use kernel_turns::KernelTurns;
 pub use pinned_rows::PinnedRows;
 #[cfg(test)]
 use setup::require_driver;
@@ -190,9 +192,12 @@ pub struct Model {
     id: u64,
     /// Events around the copies and kernels of [`Model::infer_staged_rows_timed`],
     /// made on its first call.
-    stage_events: Option<[Event; 4]>,
+    stage_events: Option<[Event; 5]>,
     /// The blocking-sync event inferences wait on ([`WaitMode::Block`]).
     done_event: Option<Event>,
+    /// Shared with other models whose row runs take turns on the GPU
+    /// ([`Model::take_kernel_turns`]).
+    kernel_turns: Option<Arc<KernelTurns>>,
     ctx: Arc<CudaContext>,
 }
 
@@ -341,6 +346,7 @@ impl Model {
             id: swap::next_model_id(),
             stage_events: None,
             done_event,
+            kernel_turns: None,
             ctx,
         };
         for w in &model.warnings {

@@ -463,12 +463,12 @@ impl Shared {
             _ => None,
         };
         if let Some(t) = stages {
-            for (h, ms) in
-                self.metrics
-                    .device_seconds
-                    .iter()
-                    .zip([t.input_ms, t.kernels_ms, t.output_ms])
-            {
+            for (h, ms) in self.metrics.device_seconds.iter().zip([
+                t.input_ms,
+                t.turn_wait_ms,
+                t.kernels_ms,
+                t.output_ms,
+            ]) {
                 h.observe(f64::from(ms) * 1e-3);
             }
         }

@@ -10,6 +10,7 @@
 //!   "max_queue_delay_us": 500,    // how long the oldest queued request may wait for others
 //!   "instances": 1,               // executors pulling from the model's queue
 //!   "concurrent_batches": 1,      // at most this many of them run a batch at once (default: all)
+//!   "concurrent_kernels": 1,      // GPU: at most this many batches' kernels run at once, in turn (default: all)
 //!   "queue_capacity": 1024,       // rows (images) the queue holds before answering 429 / RESOURCE_EXHAUSTED
 //!   "timeout_ms": 30000,          // per-request deadline (a request's own `timeout` parameter may shorten it)
 //!   "image": { "input": "input" }, // accept encoded JPEG/PNG as BYTES for this input (ImageNet transform)
@@ -63,6 +64,7 @@ struct ConfigFile {
     max_queue_delay_us: Option<u64>,
     instances: Option<usize>,
     concurrent_batches: Option<usize>,
+    concurrent_kernels: Option<usize>,
     queue_capacity: Option<usize>,
     timeout_ms: Option<u64>,
     image: Option<ImageInput>,
@@ -87,6 +89,10 @@ pub struct ModelConfig {
     /// the others take their next batch only when one finishes, so requests
     /// that arrive meanwhile join it.
     pub concurrent_batches: usize,
+    /// GPU: how many batches' kernels may run at once (1..=instances); the
+    /// others wait on the GPU for their turn, in the order they were
+    /// submitted, while their input copies run. `instances`: no turns.
+    pub concurrent_kernels: usize,
     pub queue_capacity: usize,
     pub timeout: Duration,
     pub image: Option<ImageInput>,
@@ -127,6 +133,7 @@ impl Default for ModelConfig {
             max_queue_delay: DEFAULT_MAX_QUEUE_DELAY,
             instances: 1,
             concurrent_batches: 1,
+            concurrent_kernels: 1,
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             timeout: DEFAULT_TIMEOUT,
             image: None,
@@ -216,6 +223,12 @@ impl ModelConfig {
                 "\"concurrent_batches\" must be between 1 and \"instances\" ({instances})"
             )));
         }
+        let concurrent_kernels = file.concurrent_kernels.unwrap_or(instances);
+        if !(1..=instances).contains(&concurrent_kernels) {
+            return Err(ParseFailure::Invalid(format!(
+                "\"concurrent_kernels\" must be between 1 and \"instances\" ({instances})"
+            )));
+        }
         let queue_capacity = file.queue_capacity.unwrap_or(defaults.queue_capacity);
         if queue_capacity == 0 {
             return Err(ParseFailure::Invalid(
@@ -249,6 +262,7 @@ impl ModelConfig {
                 .unwrap_or(defaults.max_queue_delay),
             instances,
             concurrent_batches,
+            concurrent_kernels,
             queue_capacity,
             timeout,
             image: file.image,
@@ -321,7 +335,7 @@ mod tests {
         let c = parse(
             r#"{"backend": "cpu", "precision": "bf16", "batch_sizes": [16, 2, 2],
                 "max_queue_delay_us": 50000, "instances": 3, "concurrent_batches": 2,
-                "queue_capacity": 7,
+                "concurrent_kernels": 1, "queue_capacity": 7,
                 "timeout_ms": 100, "image": {"input": "x"}, "input_datatype": "FP16",
                 "gpu_wait": "spin", "pinned_rows": 5, "dense_cublaslt": true}"#,
         )
@@ -331,12 +345,18 @@ mod tests {
         assert_eq!(c.batch_sizes, vec![2, 16]);
         assert_eq!(c.max_queue_delay, Duration::from_millis(50));
         assert_eq!(
-            (c.instances, c.concurrent_batches, c.queue_capacity),
-            (3, 2, 7)
+            (
+                c.instances,
+                c.concurrent_batches,
+                c.concurrent_kernels,
+                c.queue_capacity
+            ),
+            (3, 2, 1, 7)
         );
         let all = parse(r#"{"instances": 4}"#).unwrap();
         assert_eq!(
-            all.concurrent_batches, 4,
+            (all.concurrent_batches, all.concurrent_kernels),
+            (4, 4),
             "by default every instance may run at once"
         );
         assert_eq!(c.timeout, Duration::from_millis(100));
@@ -397,6 +417,11 @@ mod tests {
                 "\"concurrent_batches\" must be between 1 and \"instances\" (2)",
             ),
             (r#"{"concurrent_batches": 0}"#, "\"concurrent_batches\""),
+            (
+                r#"{"instances": 3, "concurrent_kernels": 4}"#,
+                "\"concurrent_kernels\" must be between 1 and \"instances\" (3)",
+            ),
+            (r#"{"concurrent_kernels": 0}"#, "\"concurrent_kernels\""),
             (r#"{"queue_capacity": 0}"#, "\"queue_capacity\""),
             (r#"{"timeout_ms": 0}"#, "\"timeout_ms\""),
             (r#"{"backend": "tpu"}"#, "unknown variant `tpu`"),

@@ -15,12 +15,17 @@
 //! request rows in and out (`Model::infer_staged_rows_timed`, whose CUDA events give
 //! the `aotune_device_duration_seconds` stages). With `"gpu_wait": "block"` the executor sleeps
 //! on a blocking-sync event while its batch runs (`WaitMode::Block`).
+//! With `concurrent_kernels` below `instances`, every executor's models share
+//! one `KernelTurns`: batches run their kernels on the GPU in the order they
+//! were submitted, that many at once, while later batches' input copies run.
 
 use super::backend::{Backend, BackendError, Executor, Fill, GpuMemory, Signature};
 use super::cpu_backend::signature_of;
 use super::datatype::Datatype;
 use super::row_pool::RowPool;
-use aotune::runtime::{LoadOptions, Model, ModelFiles, PinnedRows, StageTimes, WaitMode};
+use aotune::runtime::{
+    KernelTurns, LoadOptions, Model, ModelFiles, PinnedRows, StageTimes, WaitMode,
+};
 use aotune_compiler::Build;
 use aotune_spec::{DType, Precision};
 use std::collections::BTreeMap;
@@ -36,13 +41,16 @@ pub struct GpuBackend {
     options: LoadOptions,
     /// Pinned buffers one-row requests are copied into on arrival.
     pool: Option<Arc<RowPool>>,
+    /// Shared by every executor's models (`concurrent_kernels`).
+    turns: Option<Arc<KernelTurns>>,
 }
 
 impl GpuBackend {
     /// Builds `model` (named `name` in the repository) at `batch_sizes`
     /// (`symbolic_batch`), or once at its exported batch, into `cache`, with
     /// its input of `input` datatype (FP16 needs fp16 precision); then loads
-    /// it once to check that it runs on this GPU.
+    /// it once to check that it runs on this GPU. With `kernel_turns`, that
+    /// many batches' kernels run at once (see the module doc).
     #[allow(clippy::too_many_arguments)]
     pub fn load(
         name: &str,
@@ -55,6 +63,7 @@ impl GpuBackend {
         cache: &Path,
         wait: WaitMode,
         dense_cublaslt: bool,
+        kernel_turns: Option<usize>,
         pool_rows: impl FnOnce(usize) -> usize,
     ) -> Result<GpuBackend, BackendError> {
         let tag: String = name
@@ -128,9 +137,16 @@ impl GpuBackend {
             device: String::new(),
             options,
             pool: None,
+            turns: None,
         };
-        let probe = GpuExecutor::load(&backend.dirs, backend.signature.batched, &options)?;
+        let probe = GpuExecutor::load(&backend.dirs, backend.signature.batched, &options, None)?;
         let first = probe.models.values().next();
+        if let (Some(model), Some(width)) = (first, kernel_turns) {
+            backend.turns = Some(
+                KernelTurns::new(model, width)
+                    .map_err(|e| BackendError::Gpu(format!("setting up kernel turns: {e}")))?,
+            );
+        }
         backend.device = first
             .map(|m| m.device_name().to_string())
             .unwrap_or_default();
@@ -171,6 +187,7 @@ impl Backend for GpuBackend {
             &self.dirs,
             self.signature.batched,
             &self.options,
+            self.turns.as_ref(),
         )?))
     }
 }
@@ -189,13 +206,19 @@ impl GpuExecutor {
         dirs: &BTreeMap<usize, PathBuf>,
         batched: bool,
         options: &LoadOptions,
+        turns: Option<&Arc<KernelTurns>>,
     ) -> Result<GpuExecutor, BackendError> {
         let mut models = BTreeMap::new();
         for (&batch, dir) in dirs {
             let files = ModelFiles::read_dir(dir).map_err(|e| BackendError::Gpu(e.to_string()))?;
-            let model = files
+            let mut model = files
                 .load(options)
                 .map_err(|e| BackendError::Gpu(e.to_string()))?;
+            if let Some(turns) = turns {
+                model
+                    .take_kernel_turns(Arc::clone(turns))
+                    .map_err(|e| BackendError::Gpu(e.to_string()))?;
+            }
             for warning in model.warnings() {
                 tracing::warn!("{warning}");
             }

@@ -7,7 +7,7 @@
 //! | `aotune_queue_duration_seconds` | histogram | model | time a request (piece) waited in the queue |
 //! | `aotune_compute_duration_seconds` | histogram | model | time the backend took per batch, gathering its inputs included |
 //! | `aotune_gather_duration_seconds` | histogram | model | the part of that spent copying the requests' rows into the batch's input buffer |
-//! | `aotune_device_duration_seconds` | histogram | model, stage | GPU time per batch by stage (`input` copy, `kernels`, `output` copy), from CUDA events; waits behind other instances' work included |
+//! | `aotune_device_duration_seconds` | histogram | model, stage | GPU time per batch by stage (`input` copy, `turn_wait` for earlier batches' kernels under `concurrent_kernels`, `kernels`, `output` copy), from CUDA events; waits behind other instances' work included |
 //! | `aotune_receive_duration_seconds` | histogram | model, protocol | gRPC: from the request's headers arriving to its message decoded (the body's transfer) |
 //! | `aotune_handoff_duration_seconds` | histogram | model | from the executor answering a request to its handler resuming with the answer |
 //! | `aotune_gpu_memory_bytes` | gauge | model, kind | what the model's executors hold: `weights`, `arena` (device), `staging` (pinned host) |
@@ -101,7 +101,7 @@ impl Metrics {
             )?,
             device_seconds: steps(
                 "aotune_device_duration_seconds",
-                "GPU time per batch by stage (input copy, kernels, output copy), from CUDA events",
+                "GPU time per batch by stage (input copy, turn wait, kernels, output copy), from CUDA events",
                 &["model", "stage"],
             )?,
             receive_seconds: steps(
@@ -216,7 +216,7 @@ impl Metrics {
             queue_seconds: self.queue_seconds.with_label_values(&[model]),
             compute_seconds: self.compute_seconds.with_label_values(&[model]),
             gather_seconds: self.gather_seconds.with_label_values(&[model]),
-            device_seconds: ["input", "kernels", "output"]
+            device_seconds: ["input", "turn_wait", "kernels", "output"]
                 .map(|stage| self.device_seconds.with_label_values(&[model, stage])),
             gpu_memory: ["weights", "arena", "staging"]
                 .map(|kind| self.gpu_memory.with_label_values(&[model, kind])),
@@ -246,8 +246,8 @@ pub struct ModelMetrics {
     pub queue_seconds: Histogram,
     pub compute_seconds: Histogram,
     pub gather_seconds: Histogram,
-    /// The `input`, `kernels` and `output` stages' device time.
-    pub device_seconds: [Histogram; 3],
+    /// The `input`, `turn_wait`, `kernels` and `output` stages' device time.
+    pub device_seconds: [Histogram; 4],
     /// The model's `weights`, `arena` and `staging` bytes, summed over its
     /// executors.
     pub gpu_memory: [IntGauge; 3],

@@ -310,6 +310,7 @@ fn backend(
             &settings.cache_dir,
             config.gpu_wait,
             config.dense_cublaslt,
+            (config.concurrent_kernels < config.instances).then_some(config.concurrent_kernels),
             |row_bytes| config.pinned_pool_rows(row_bytes),
         )?))
     } else {

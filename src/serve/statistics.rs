@@ -315,6 +315,7 @@ mod tests {
             input_ms: 1.0,
             kernels_ms: 5.0,
             output_ms: 2.0,
+            ..StageTimes::default()
         };
         let s = ComputeSplit::of_batch(10 * MS, MS, Some(stages));
         assert_eq!(s.input, 2 * MS);
@@ -327,6 +328,7 @@ mod tests {
             input_ms: f32::NAN,
             kernels_ms: 0.0,
             output_ms: -1.0,
+            ..StageTimes::default()
         };
         assert_eq!(
             ComputeSplit::of_batch(MS, Duration::ZERO, Some(nan)).infer,

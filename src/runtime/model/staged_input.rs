@@ -34,6 +34,9 @@ pub(super) enum RowSource<'a> {
 pub struct StageTimes {
     /// The input rows' copy from pinned staging to the device.
     pub input_ms: f32,
+    /// Waiting for earlier batches' kernels ([`super::KernelTurns`]; 0
+    /// without turns).
+    pub turn_wait_ms: f32,
     /// The forward graph (every kernel).
     pub kernels_ms: f32,
     /// The output rows' copy back to pinned staging.
@@ -234,7 +237,7 @@ impl Model {
     pub(super) fn ensure_stage_events(&mut self) -> Result<(), RuntimeError> {
         if self.stage_events.is_none() {
             self.bind()?;
-            let events = self.events(4)?;
+            let events = self.events(5)?;
             self.stage_events = events.try_into().ok();
         }
         Ok(())
@@ -337,8 +340,17 @@ impl Model {
             }
         }
         mark(1)?;
-        self.launch_forward_graph()?;
-        mark(2)?;
+        match &self.kernel_turns {
+            Some(turns) => turns.take(&self.ctx, &self.stream, || {
+                mark(2)?;
+                self.launch_forward_graph()
+            })?,
+            None => {
+                mark(2)?;
+                self.launch_forward_graph()?
+            }
+        }
+        mark(3)?;
         // SAFETY: as above, for the output slot and the output staging.
         unsafe {
             driver::copy_device_to_pinned_prefix(
@@ -353,7 +365,7 @@ impl Model {
             "copying the output rows out of the arena",
         ))?;
         if let Some(e) = events {
-            super::record(&e[3], &self.stream)?;
+            super::record(&e[4], &self.stream)?;
         }
         self.sync_inference()?;
         output.copy_from_slice(&self.output_staging.as_f32()[..output_len]);
@@ -362,8 +374,9 @@ impl Model {
         };
         Ok(Some(StageTimes {
             input_ms: super::elapsed(&e[0], &e[1])?,
-            kernels_ms: super::elapsed(&e[1], &e[2])?,
-            output_ms: super::elapsed(&e[2], &e[3])?,
+            turn_wait_ms: super::elapsed(&e[1], &e[2])?,
+            kernels_ms: super::elapsed(&e[2], &e[3])?,
+            output_ms: super::elapsed(&e[3], &e[4])?,
         }))
     }
 
