@@ -29,7 +29,8 @@
 # It forces INPUT_DATATYPE=FP32: the CPU reference takes FP32 only (an FP16
 # config needs the GPU backend, else the model is not ready).
 # Env: MODEL, TUNING (empty: none), PRECISION, BATCH_SIZES, INSTANCES,
-# MAX_QUEUE_DELAY_US, CONCURRENT_BATCHES and CONCURRENT_KERNELS (unset: the server's default, every instance),
+# MAX_QUEUE_DELAY_US, CONCURRENT_BATCHES and CONCURRENT_KERNELS (unset: 2 and 1, the best
+# measured; empty: the server's default, every instance),
 # INPUT_DATATYPE (FP16 | FP32), GPU_WAIT (spin | block; unset: the
 # server's default), PINNED_ROWS (the arrival copy's pinned buffers; 0: off; unset: the default), REUSE_BENCH, CONCURRENCY, EXTRA_CONCURRENCY (more load runs on the same
 # server, e.g. "128 256", reported below the bar's row), CONNECTIONS, LOAD_SECONDS, WARMUP_SECONDS,
@@ -49,7 +50,7 @@ fi
 MODEL=${MODEL:-/tmp/r50.onnx}
 TUNING=${TUNING-models/resnet50.best.json}
 PRECISION=${PRECISION:-fp16}
-BATCH_SIZES=${BATCH_SIZES:-1 2 4 8 12 16 24 32 48 64}
+BATCH_SIZES=${BATCH_SIZES:-1 2 4 8 12 16 24 32}
 INSTANCES=${INSTANCES:-4}
 MAX_QUEUE_DELAY_US=${MAX_QUEUE_DELAY_US:-500}
 CONCURRENCY=${CONCURRENCY:-64}
@@ -60,8 +61,10 @@ READY_TIMEOUT=${READY_TIMEOUT:-1800}
 INPUT_DATATYPE=${INPUT_DATATYPE:-FP16}
 GPU_WAIT=${GPU_WAIT:-}
 PINNED_ROWS=${PINNED_ROWS:-}
-CONCURRENT_BATCHES=${CONCURRENT_BATCHES:-}
-CONCURRENT_KERNELS=${CONCURRENT_KERNELS:-}
+# The best measured settings (BENCHMARKS.md "Kernel turns and batch slots": 2 slots, 1 turn)
+# where the instances allow them; set either to "" for the server's default (every instance).
+CONCURRENT_BATCHES=${CONCURRENT_BATCHES-$((INSTANCES < 2 ? INSTANCES : 2))}
+CONCURRENT_KERNELS=${CONCURRENT_KERNELS-1}
 
 if ! $B serve --help >/dev/null 2>&1 || [ ! -x "$LOAD" ]; then
   echo "== serve_gpu: $B has no \`serve\` or $LOAD is missing: run \`bash bench/prepare_device.sh serve\` first"
