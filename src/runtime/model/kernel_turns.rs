@@ -96,7 +96,8 @@ impl KernelTurns {
 
 impl Model {
     /// From now on, this model's row runs ([`Model::infer_staged_rows_timed`],
-    /// [`Model::infer_pinned_rows_timed`]) take `turns` for their kernels.
+    /// [`Model::infer_pinned_rows_timed`]) take `turns` for their kernels;
+    /// whole-graph runs ([`Model::infer`], [`Model::infer_staged`]) do not.
     /// `turns` must be on this model's GPU.
     pub fn take_kernel_turns(&mut self, turns: Arc<KernelTurns>) -> Result<(), RuntimeError> {
         if turns.ordinal != self.ctx.ordinal() {
