@@ -616,15 +616,21 @@ mod tests {
         }
     }
 
+    /// A batched model of one fp32 input `x` and one fp32 output `y`, both
+    /// `item_len` values a row.
+    fn xy_signature(item_len: usize, batch_sizes: Vec<usize>) -> Signature {
+        Signature {
+            inputs: vec![TensorSpec::fp32("x", vec![item_len])],
+            outputs: vec![TensorSpec::fp32("y", vec![item_len])],
+            batched: true,
+            batch_sizes,
+        }
+    }
+
     fn batcher(delay_ms: u64, capacity: usize) -> (Batcher, Arc<Mutex<Vec<usize>>>) {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let backend = Scale {
-            signature: Signature {
-                inputs: vec![TensorSpec::fp32("x", vec![2])],
-                outputs: vec![TensorSpec::fp32("y", vec![2])],
-                batched: true,
-                batch_sizes: vec![1, 4, 8],
-            },
+            signature: xy_signature(2, vec![1, 4, 8]),
             seen: Arc::clone(&seen),
         };
         let metrics = Metrics::new().unwrap().model("t");
@@ -924,12 +930,7 @@ mod tests {
     #[test]
     fn executors_gpu_memory_counts_while_they_run() {
         let metrics = Metrics::new().unwrap();
-        let backend = HoldingBackend(Signature {
-            inputs: vec![TensorSpec::fp32("x", vec![1])],
-            outputs: vec![TensorSpec::fp32("y", vec![1])],
-            batched: true,
-            batch_sizes: vec![1],
-        });
+        let backend = HoldingBackend(xy_signature(1, vec![1]));
         let policy = BatchPolicy {
             max_queue_delay: Duration::ZERO,
             queue_capacity: 8,
@@ -1021,12 +1022,7 @@ mod tests {
         use std::sync::atomic::Ordering::SeqCst;
         let log = Arc::new(SlowLog::default());
         let backend = Slow {
-            signature: Signature {
-                inputs: vec![TensorSpec::fp32("x", vec![1])],
-                outputs: vec![TensorSpec::fp32("y", vec![1])],
-                batched: true,
-                batch_sizes: vec![1, 4, 8],
-            },
+            signature: xy_signature(1, vec![1, 4, 8]),
             log: Arc::clone(&log),
         };
         let policy = BatchPolicy {

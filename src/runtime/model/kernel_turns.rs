@@ -13,8 +13,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::CudaContext;
-
 use super::super::driver::{Event, Stream};
 use super::super::error::RuntimeError;
 use super::Model;
@@ -69,11 +67,9 @@ impl KernelTurns {
     /// turn's end. If `kernels` fails the turn is not taken.
     pub(super) fn take<T>(
         &self,
-        ctx: &Arc<CudaContext>,
         stream: &Stream,
         kernels: impl FnOnce() -> Result<T, RuntimeError>,
     ) -> Result<T, RuntimeError> {
-        debug_assert_eq!(ctx.ordinal(), self.ordinal);
         let mut ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
         let len = ring.done.len() as u64;
         if ring.submitted >= self.width as u64 {

@@ -340,15 +340,13 @@ impl Model {
             }
         }
         mark(1)?;
+        let kernels = || {
+            mark(2)?;
+            self.launch_forward_graph()
+        };
         match &self.kernel_turns {
-            Some(turns) => turns.take(&self.ctx, &self.stream, || {
-                mark(2)?;
-                self.launch_forward_graph()
-            })?,
-            None => {
-                mark(2)?;
-                self.launch_forward_graph()?
-            }
+            Some(turns) => turns.take(&self.stream, kernels)?,
+            None => kernels()?,
         }
         mark(3)?;
         // SAFETY: as above, for the output slot and the output staging.
