@@ -30,7 +30,8 @@
 # config needs the GPU backend, else the model is not ready).
 # Env: MODEL, TUNING (empty: none), PRECISION, BATCH_SIZES, INSTANCES,
 # MAX_QUEUE_DELAY_US, CONCURRENT_BATCHES and CONCURRENT_KERNELS (unset: 2 and 1, the best
-# measured; empty: the server's default, every instance),
+# measured; empty: the server's default, every instance), FILL_WHILE_GPU_BUSY (true |
+# false; unset: the server's default, false),
 # INPUT_DATATYPE (FP16 | FP32), GPU_WAIT (spin | block; unset: the
 # server's default), PINNED_ROWS (the arrival copy's pinned buffers; 0: off; unset: the default), REUSE_BENCH, CONCURRENCY, EXTRA_CONCURRENCY (more load runs on the same
 # server, e.g. "128 256", reported below the bar's row), CONNECTIONS, LOAD_SECONDS, WARMUP_SECONDS,
@@ -65,6 +66,7 @@ PINNED_ROWS=${PINNED_ROWS:-}
 # where the instances allow them; set either to "" for the server's default (every instance).
 CONCURRENT_BATCHES=${CONCURRENT_BATCHES-$((INSTANCES < 2 ? INSTANCES : 2))}
 CONCURRENT_KERNELS=${CONCURRENT_KERNELS-1}
+FILL_WHILE_GPU_BUSY=${FILL_WHILE_GPU_BUSY:-}
 
 if ! $B serve --help >/dev/null 2>&1 || [ ! -x "$LOAD" ]; then
   echo "== serve_gpu: $B has no \`serve\` or $LOAD is missing: run \`bash bench/prepare_device.sh serve\` first"
@@ -85,6 +87,7 @@ optional=""
 [ -n "$PINNED_ROWS" ] && optional+=", \"pinned_rows\": $PINNED_ROWS"
 [ -n "$CONCURRENT_BATCHES" ] && optional+=", \"concurrent_batches\": $CONCURRENT_BATCHES"
 [ -n "$CONCURRENT_KERNELS" ] && optional+=", \"concurrent_kernels\": $CONCURRENT_KERNELS"
+[ -n "$FILL_WHILE_GPU_BUSY" ] && optional+=", \"fill_while_gpu_busy\": $FILL_WHILE_GPU_BUSY"
 cat > "$repo/resnet50/config.json" <<EOF
 {"precision": "$PRECISION", "batch_sizes": [$sizes], "instances": $INSTANCES,
  "max_queue_delay_us": $MAX_QUEUE_DELAY_US, "queue_capacity": $queue, "timeout_ms": 60000,

@@ -19,6 +19,14 @@
 //! busy wait in the queue and join the next batch (on a GPU, fewer, larger
 //! batches one after another instead of several small ones sharing it).
 //!
+//! With `fill_while_gpu_busy` (GPU, `concurrent_kernels` 1), an executor
+//! that takes a batch while other batches are on the GPU keeps it open for
+//! more requests until its input copy would end as the GPU frees up
+//! ([`GpuSchedule`]), instead of closing it after `max_queue_delay` and
+//! waiting on the GPU for its turn; it waits at most `max_queue_delay` plus
+//! the longest kernel time measured, and closes at once when the largest
+//! batch is full.
+//!
 //! Each batch that runs is recorded in the model's [`Statistics`], and each
 //! answer carries what its request spent in the batcher ([`RequestTiming`]).
 //!
@@ -28,10 +36,11 @@
 
 use super::backend::{Backend, Executor, GpuMemory, Signature};
 use super::error::InferError;
+use super::gpu_schedule::{GpuSchedule, Taken};
 use super::metrics::ModelMetrics;
 use super::rows::Rows;
 use super::statistics::{ComputeSplit, RequestTiming, Statistics};
-use aotune::runtime::{InputStaging, PinnedRows};
+use aotune::runtime::{InputStaging, PinnedRows, StageTimes};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -65,6 +74,9 @@ pub struct BatchPolicy {
     pub instances: usize,
     /// 1..=instances: how many executors may hold a batch at once.
     pub concurrent_batches: usize,
+    /// Keep a batch open while earlier batches hold the GPU (see the
+    /// module doc); only for batches whose kernels run one at a time.
+    pub fill_while_gpu_busy: bool,
 }
 
 /// One model's queue and its executor threads.
@@ -81,6 +93,8 @@ struct Shared {
     queue: Mutex<Queue>,
     wake: Condvar,
     slots: Slots,
+    /// With `fill_while_gpu_busy`.
+    schedule: Option<GpuSchedule>,
 }
 
 /// A counting semaphore: the batch slots executors take turns holding.
@@ -181,6 +195,7 @@ impl Batcher {
                 free: Mutex::new(policy.concurrent_batches.clamp(1, policy.instances.max(1))),
                 freed: Condvar::new(),
             },
+            schedule: policy.fill_while_gpu_busy.then(GpuSchedule::default),
         });
         let batcher = Batcher {
             shared: Arc::clone(&shared),
@@ -333,11 +348,16 @@ impl Shared {
         let mut refreshed = Instant::now();
         loop {
             self.slots.acquire();
-            let Some(pieces) = self.next_batch() else {
+            let Some((pieces, taken)) = self.next_batch() else {
                 self.slots.release();
                 break;
             };
-            self.execute(executor.as_mut(), pieces);
+            let stages = self.execute(executor.as_mut(), pieces);
+            if let (Some(schedule), Some(taken)) = (&self.schedule, taken) {
+                schedule.finished(taken, stages);
+                // An executor filling its batch may now close it earlier.
+                self.wake.notify_all();
+            }
             self.slots.release();
             if held.is_some() && refreshed.elapsed() >= DEVICE_MEMORY_REFRESH {
                 if let Some(m) = executor.gpu_memory() {
@@ -370,7 +390,8 @@ impl Shared {
     }
 
     /// Waits for a batch (see the module doc); `None` when closed and empty.
-    fn next_batch(&self) -> Option<Vec<Piece>> {
+    /// With a [`GpuSchedule`], also what it was told of the batch.
+    fn next_batch(&self) -> Option<(Vec<Piece>, Option<Taken>)> {
         let max = self.signature.max_batch();
         let mut queue = lock(&self.queue);
         loop {
@@ -381,7 +402,7 @@ impl Shared {
                 queue = self.wake.wait(queue).unwrap_or_else(|e| e.into_inner());
                 continue;
             };
-            let due = oldest + self.policy.max_queue_delay;
+            let due = self.close_at(oldest, queue.rows.min(max));
             let now = Instant::now();
             if queue.rows >= max || queue.closed || queue.draining || now >= due {
                 let mut taken = Vec::new();
@@ -398,7 +419,11 @@ impl Shared {
                 if !queue.pieces.is_empty() {
                     self.wake.notify_one();
                 }
-                return Some(taken);
+                let ticket = self
+                    .schedule
+                    .as_ref()
+                    .map(|s| s.taken(now, self.signature.batch_for(rows), rows));
+                return Some((taken, ticket));
             }
             queue = self
                 .wake
@@ -408,9 +433,25 @@ impl Shared {
         }
     }
 
+    /// When a batch whose oldest piece was queued at `oldest`, now of `rows`
+    /// rows, closes: after `max_queue_delay`, or, while a [`GpuSchedule`]
+    /// predicts the GPU busy, when its copy would end as the GPU frees up
+    /// (at most the longest kernel time later than the delay).
+    fn close_at(&self, oldest: Instant, rows: usize) -> Instant {
+        let due = oldest + self.policy.max_queue_delay;
+        let Some(schedule) = &self.schedule else {
+            return due;
+        };
+        match schedule.close_at(rows) {
+            Some(fill) => fill.min(due + schedule.longest_kernels()),
+            None => due,
+        }
+    }
+
     /// Runs one batch, gathered into the executor's input buffers, and
-    /// answers its requests.
-    fn execute(&self, executor: &mut dyn Executor, pieces: Vec<Piece>) {
+    /// answers its requests; the batch's GPU stage times when it ran on the
+    /// GPU without error.
+    fn execute(&self, executor: &mut dyn Executor, pieces: Vec<Piece>) -> Option<StageTimes> {
         let now = Instant::now();
         let pieces: Vec<Piece> = pieces
             .into_iter()
@@ -429,7 +470,7 @@ impl Shared {
             })
             .collect();
         if pieces.is_empty() {
-            return;
+            return None;
         }
         let rows: usize = pieces.iter().map(|p| p.rows).sum();
         let batch = self.signature.batch_for(rows);
@@ -512,6 +553,7 @@ impl Shared {
             }
             row += p.rows;
         }
+        stages.filter(|_| outputs.is_ok())
     }
 
     /// The backend's outputs must have the signature's sizes for `rows`
@@ -639,6 +681,7 @@ mod tests {
             queue_capacity: capacity,
             instances: 1,
             concurrent_batches: 1,
+            fill_while_gpu_busy: false,
         };
         (
             Batcher::start("t", Arc::new(backend), policy, metrics).unwrap(),
@@ -766,6 +809,7 @@ mod tests {
             queue_capacity: 100,
             instances: 1,
             concurrent_batches: 1,
+            fill_while_gpu_busy: false,
         };
         let metrics = Metrics::new().unwrap().model("t");
         let backend = Arc::new(Record(signature, Arc::clone(&seen)));
@@ -836,6 +880,7 @@ mod tests {
             queue_capacity: 100,
             instances: 1,
             concurrent_batches: 1,
+            fill_while_gpu_busy: false,
         };
         let metrics = Metrics::new().unwrap().model("t");
         let backend = Arc::new(HalfRows(signature, Arc::clone(&seen)));
@@ -936,6 +981,7 @@ mod tests {
             queue_capacity: 8,
             instances: 3,
             concurrent_batches: 3,
+            fill_while_gpu_busy: false,
         };
         let b = Batcher::start("m", Arc::new(backend), policy, metrics.model("m")).unwrap();
         let out = b.submit(vec![vec![1.0].into()], 1, far()).unwrap();
@@ -977,9 +1023,12 @@ mod tests {
         rows: Mutex<Vec<usize>>,
         running: std::sync::atomic::AtomicUsize,
         most: std::sync::atomic::AtomicUsize,
+        stage_times: std::sync::atomic::AtomicBool,
     }
 
-    /// Sleeps 50 ms per batch, logging it.
+    const SLOW_BATCH: Duration = Duration::from_millis(50);
+
+    /// Sleeps [`SLOW_BATCH`] per batch, logging it.
     struct Slow {
         signature: Signature,
         log: Arc<SlowLog>,
@@ -999,9 +1048,21 @@ mod tests {
             let now = log.running.fetch_add(1, SeqCst) + 1;
             log.most.fetch_max(now, SeqCst);
             lock(&log.rows).push(rows);
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(SLOW_BATCH);
             log.running.fetch_sub(1, SeqCst);
             Ok(vec![vec![0.0; rows]])
+        }
+
+        /// As a GPU's would be, when the log asks for them: the sleep as
+        /// kernels, a copy of 0.01 ms a row.
+        fn last_stage_times(&self) -> Option<StageTimes> {
+            use std::sync::atomic::Ordering::SeqCst;
+            self.0.stage_times.load(SeqCst).then(|| StageTimes {
+                input_ms: 0.01,
+                turn_wait_ms: 0.0,
+                kernels_ms: SLOW_BATCH.as_secs_f32() * 1e3,
+                output_ms: 0.01,
+            })
         }
     }
 
@@ -1030,6 +1091,7 @@ mod tests {
             queue_capacity: 100,
             instances: 3,
             concurrent_batches: 1,
+            fill_while_gpu_busy: false,
         };
         let metrics = Metrics::new().unwrap().model("t");
         let b = Batcher::start("t", Arc::new(backend), policy, metrics).unwrap();
@@ -1052,5 +1114,63 @@ mod tests {
         assert_eq!(*lock(&log.rows), vec![1, 5]);
         assert_eq!(log.most.load(SeqCst), 1);
         b.shutdown();
+    }
+
+    /// Rows of each batch when, on two executors, one batch of one row runs
+    /// (after a first that taught the schedule its time) and three requests
+    /// arrive meanwhile, with `max_queue_delay` 0.
+    fn batches_while_one_runs(fill_while_gpu_busy: bool) -> Vec<usize> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let log = Arc::new(SlowLog::default());
+        log.stage_times.store(true, SeqCst);
+        let backend = Slow {
+            signature: xy_signature(1, vec![1, 2, 4, 8]),
+            log: Arc::clone(&log),
+        };
+        let policy = BatchPolicy {
+            max_queue_delay: Duration::ZERO,
+            queue_capacity: 100,
+            instances: 2,
+            concurrent_batches: 2,
+            fill_while_gpu_busy,
+        };
+        let metrics = Metrics::new().unwrap().model("t");
+        let b = Batcher::start("t", Arc::new(backend), policy, metrics).unwrap();
+        let one = || b.submit(vec![vec![1.0].into()], 1, far()).unwrap();
+        // Nothing on the GPU: the delay rule, so the first runs at once.
+        let started = Instant::now();
+        assert!(one().blocking_recv().unwrap().reply.is_ok());
+        assert!(
+            started.elapsed() < 4 * SLOW_BATCH,
+            "{:?}",
+            started.elapsed()
+        );
+        let running = one();
+        while log.running.load(SeqCst) == 0 {
+            assert!(started.elapsed() < Duration::from_secs(10));
+            std::thread::yield_now();
+        }
+        let rest: Vec<_> = (0..3)
+            .map(|_| {
+                std::thread::sleep(Duration::from_millis(3));
+                one()
+            })
+            .collect();
+        for rx in std::iter::once(running).chain(rest) {
+            assert!(rx.blocking_recv().unwrap().reply.is_ok());
+        }
+        b.shutdown();
+        let rows = lock(&log.rows).clone();
+        rows
+    }
+
+    #[test]
+    fn filling_while_the_gpu_is_busy_merges_what_arrives_during_a_batch() {
+        // The second executor keeps its batch open until the running one is
+        // predicted to end, so the three requests run as one batch.
+        assert_eq!(batches_while_one_runs(true), vec![1, 1, 3]);
+        // Without it the second executor takes the first of them at once.
+        let rows = batches_while_one_runs(false);
+        assert_eq!(rows[..3], [1, 1, 1], "{rows:?}");
     }
 }

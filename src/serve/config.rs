@@ -11,6 +11,7 @@
 //!   "instances": 1,               // executors pulling from the model's queue
 //!   "concurrent_batches": 1,      // at most this many of them run a batch at once (default: all)
 //!   "concurrent_kernels": 1,      // GPU: at most this many batches' kernels run at once, in turn (default: all)
+//!   "fill_while_gpu_busy": true,  // GPU, concurrent_kernels 1: keep a batch open while earlier ones hold the GPU
 //!   "queue_capacity": 1024,       // rows (images) the queue holds before answering 429 / RESOURCE_EXHAUSTED
 //!   "timeout_ms": 30000,          // per-request deadline (a request's own `timeout` parameter may shorten it)
 //!   "image": { "input": "input" }, // accept encoded JPEG/PNG as BYTES for this input (ImageNet transform)
@@ -65,6 +66,7 @@ struct ConfigFile {
     instances: Option<usize>,
     concurrent_batches: Option<usize>,
     concurrent_kernels: Option<usize>,
+    fill_while_gpu_busy: Option<bool>,
     queue_capacity: Option<usize>,
     timeout_ms: Option<u64>,
     image: Option<ImageInput>,
@@ -93,6 +95,12 @@ pub struct ModelConfig {
     /// others wait on the GPU for their turn, in the order they were
     /// submitted, while their input copies run. `instances`: no turns.
     pub concurrent_kernels: usize,
+    /// GPU, with `concurrent_kernels` 1: an executor taking a batch while
+    /// earlier batches' kernels hold the GPU keeps it open for more requests
+    /// until its input copy would end as the GPU frees up (predicted from
+    /// the batches that ran), instead of closing it after
+    /// `max_queue_delay` and waiting for its turn.
+    pub fill_while_gpu_busy: bool,
     pub queue_capacity: usize,
     pub timeout: Duration,
     pub image: Option<ImageInput>,
@@ -134,6 +142,7 @@ impl Default for ModelConfig {
             instances: 1,
             concurrent_batches: 1,
             concurrent_kernels: 1,
+            fill_while_gpu_busy: false,
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             timeout: DEFAULT_TIMEOUT,
             image: None,
@@ -229,6 +238,14 @@ impl ModelConfig {
                 "\"concurrent_kernels\" must be between 1 and \"instances\" ({instances})"
             )));
         }
+        let fill_while_gpu_busy = file.fill_while_gpu_busy.unwrap_or(false);
+        if fill_while_gpu_busy && concurrent_kernels != 1 {
+            return Err(ParseFailure::Invalid(format!(
+                "\"fill_while_gpu_busy\" predicts when the GPU frees up from batches whose \
+                 kernels run one at a time: it needs \"concurrent_kernels\": 1 (it is \
+                 {concurrent_kernels})"
+            )));
+        }
         let queue_capacity = file.queue_capacity.unwrap_or(defaults.queue_capacity);
         if queue_capacity == 0 {
             return Err(ParseFailure::Invalid(
@@ -263,6 +280,7 @@ impl ModelConfig {
             instances,
             concurrent_batches,
             concurrent_kernels,
+            fill_while_gpu_busy,
             queue_capacity,
             timeout,
             image: file.image,
@@ -335,7 +353,7 @@ mod tests {
         let c = parse(
             r#"{"backend": "cpu", "precision": "bf16", "batch_sizes": [16, 2, 2],
                 "max_queue_delay_us": 50000, "instances": 3, "concurrent_batches": 2,
-                "concurrent_kernels": 1, "queue_capacity": 7,
+                "concurrent_kernels": 1, "fill_while_gpu_busy": true, "queue_capacity": 7,
                 "timeout_ms": 100, "image": {"input": "x"}, "input_datatype": "FP16",
                 "gpu_wait": "spin", "pinned_rows": 5, "dense_cublaslt": true}"#,
         )
@@ -367,6 +385,8 @@ mod tests {
         assert_eq!(c.pinned_pool_rows(1 << 30), 5, "a set size is kept");
         assert!(c.dense_cublaslt);
         assert!(!ModelConfig::default().dense_cublaslt);
+        assert!(c.fill_while_gpu_busy);
+        assert!(!all.fill_while_gpu_busy);
     }
 
     #[test]
@@ -422,6 +442,14 @@ mod tests {
                 "\"concurrent_kernels\" must be between 1 and \"instances\" (3)",
             ),
             (r#"{"concurrent_kernels": 0}"#, "\"concurrent_kernels\""),
+            (
+                r#"{"instances": 3, "concurrent_kernels": 2, "fill_while_gpu_busy": true}"#,
+                "needs \"concurrent_kernels\": 1 (it is 2)",
+            ),
+            (
+                r#"{"instances": 2, "fill_while_gpu_busy": true}"#,
+                "needs \"concurrent_kernels\": 1 (it is 2)",
+            ),
             (r#"{"queue_capacity": 0}"#, "\"queue_capacity\""),
             (r#"{"timeout_ms": 0}"#, "\"timeout_ms\""),
             (r#"{"backend": "tpu"}"#, "unknown variant `tpu`"),

@@ -23,6 +23,7 @@ pub mod cpu_backend;
 pub mod datatype;
 pub mod error;
 pub mod gpu_backend;
+pub mod gpu_schedule;
 pub mod grpc;
 pub mod http;
 pub mod http_wire;

@@ -244,6 +244,7 @@ fn load_model(
         queue_capacity: config.queue_capacity,
         instances: config.instances,
         concurrent_batches: config.concurrent_batches,
+        fill_while_gpu_busy: config.fill_while_gpu_busy,
     };
     let batcher = Batcher::start(name, Arc::clone(&backend), policy, metrics.model(name))
         .map_err(|e| e.to_string())?;
