@@ -101,6 +101,40 @@ pub fn broadcast_is_identity(
     in_shape == out_shape && same_order(out_shape, out_layout, in_layout)
 }
 
+/// True when `v` consecutive output elements (physical, from a multiple of
+/// `v`) read `v` consecutive input elements from a multiple of `v`, so both
+/// move with one vector access: the output's innermost axis (stride 1) is
+/// the input's innermost axis too, not broadcast, with a multiple of `v`
+/// elements. Every other stride of a dense layout is then a multiple of
+/// that extent.
+pub fn moves_in_vectors(
+    out_shape: &[usize],
+    out_layout: Layout,
+    in_shape: &[usize],
+    in_layout: Layout,
+    v: usize,
+) -> bool {
+    let Some(axis) = innermost_axis(out_shape, out_layout) else {
+        return false;
+    };
+    let extent = out_shape[axis];
+    let Some(skipped) = out_shape.len().checked_sub(in_shape.len()) else {
+        return false;
+    };
+    if extent % v != 0 || axis < skipped {
+        return false;
+    }
+    let in_axis = axis - skipped;
+    in_shape[in_axis] == extent && innermost_axis(in_shape, in_layout) == Some(in_axis)
+}
+
+/// The axis of stride 1 and more than one element of a value of `shape` in
+/// `layout`; `None` when every axis has one element.
+fn innermost_axis(shape: &[usize], layout: Layout) -> Option<usize> {
+    let strides = strides(shape, layout);
+    (0..shape.len()).find(|&a| strides[a] == 1 && shape[a] > 1)
+}
+
 /// Body of `int src(int j)` for a copy between values with the same logical
 /// row-major order (Convert, Flatten, Reshape, Identity): output `j` →
 /// logical row-major index → input physical offset.
@@ -202,6 +236,45 @@ pub(crate) mod tests {
             }
         }
         panic!("no return in {body}");
+    }
+
+    /// Where [`moves_in_vectors`] says yes, `v` consecutive outputs from a
+    /// multiple of `v` read `v` consecutive inputs from a multiple of `v`.
+    #[test]
+    fn vector_moves_read_whole_aligned_vectors() {
+        use Layout::{ChannelsLast as Cl, RowMajor as Rm};
+        let cases: [(&[usize], Layout, &[usize], Layout, usize, bool); 10] = [
+            // ViT's position embedding, broadcast over the batch.
+            (&[4, 197, 768], Rm, &[1, 197, 768], Rm, 8, true),
+            (&[4, 197, 768], Rm, &[197, 768], Rm, 8, true),
+            (&[4, 197, 768], Rm, &[4, 197, 768], Rm, 8, true),
+            // A per-channel scale against channels-last activations.
+            (&[2, 16, 3, 3], Cl, &[16, 1, 1], Rm, 8, true),
+            (&[2, 16, 3, 3], Cl, &[2, 16, 3, 3], Cl, 4, true),
+            // The innermost axis broadcast, or not a multiple of v.
+            (&[4, 6, 8], Rm, &[4, 6, 1], Rm, 2, false),
+            (&[4, 6, 12], Rm, &[12], Rm, 8, false),
+            // Different innermost axes.
+            (&[2, 16, 3, 3], Cl, &[2, 16, 3, 3], Rm, 2, false),
+            (&[2, 4, 4, 4], Rm, &[2, 4, 4, 4], Cl, 4, false),
+            (&[3, 1], Rm, &[], Rm, 2, false),
+        ];
+        for (out, out_layout, input, in_layout, v, want) in cases {
+            let got = moves_in_vectors(out, out_layout, input, in_layout, v);
+            assert_eq!(got, want, "{out:?} {out_layout:?} <- {input:?} {in_layout:?} by {v}");
+            if !got {
+                continue;
+            }
+            let body = broadcast_src(out, out_layout, input, in_layout);
+            let total: usize = out.iter().product();
+            for first in (0..total as i64).step_by(v) {
+                let at = eval(&body, first);
+                assert_eq!(at % v as i64, 0, "{body} at {first}");
+                for e in 1..v as i64 {
+                    assert_eq!(eval(&body, first + e), at + e, "{body} at {first}+{e}");
+                }
+            }
+        }
     }
 
     #[test]

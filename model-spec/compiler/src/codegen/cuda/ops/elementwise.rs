@@ -9,7 +9,8 @@
 
 use super::config::{LinearConfig, LinearShape};
 use super::index_map::{
-    broadcast_is_identity, broadcast_src, channel_of, reshape_is_identity, reshape_src,
+    broadcast_is_identity, broadcast_src, channel_of, moves_in_vectors, reshape_is_identity,
+    reshape_src,
 };
 use super::reduce::finish;
 use super::source::{Arg, Instance, Params, Template};
@@ -57,26 +58,50 @@ impl EltShape {
         self.output.shape.iter().product()
     }
 
-    /// Elements per thread: 16 bytes where every map is the identity
-    /// (copies and unary ops only).
+    /// Elements per thread: up to 16 bytes where every map is the identity
+    /// (copies and unary ops), where each input of a Binary reads its
+    /// output's innermost axis unbroadcast ([`moves_in_vectors`]), and
+    /// where a Concat's inner block holds whole vectors.
     pub fn vector(&self) -> usize {
         let x = &self.inputs[0];
-        let identity = match self.kind {
-            EltKind::Copy { .. } => {
-                reshape_is_identity(&self.output.shape, self.output.layout, &x.shape, x.layout)
+        let out = &self.output;
+        let fits = |v: usize| -> bool {
+            match self.kind {
+                EltKind::Copy { .. } => {
+                    reshape_is_identity(&out.shape, out.layout, &x.shape, x.layout)
+                }
+                EltKind::Unary(_) => {
+                    broadcast_is_identity(&out.shape, out.layout, &x.shape, x.layout)
+                }
+                EltKind::Binary(_) => self.inputs.iter().all(|x| {
+                    moves_in_vectors(&out.shape, out.layout, &x.shape, x.layout, v)
+                }),
+                EltKind::Concat { axis } => {
+                    let inner: usize = out.shape[axis + 1..].iter().product();
+                    inner > 1 && inner % v == 0
+                }
+                EltKind::Sum | EltKind::BatchNorm { .. } => false,
             }
-            EltKind::Unary(_) => {
-                broadcast_is_identity(&self.output.shape, self.output.layout, &x.shape, x.layout)
-            }
-            _ => false,
         };
-        if !identity {
-            return 1;
-        }
-        let elem = x.dtype.size().max(self.output.dtype.size());
-        [8usize, 4, 2, 1]
+        let sizes: Vec<usize> = self
+            .inputs
+            .iter()
+            .chain([out])
+            .map(|o| o.dtype.size())
+            .collect();
+        let (copy_like, elem) = match self.kind {
+            EltKind::Copy { .. } | EltKind::Unary(_) => {
+                (true, x.dtype.size().max(out.dtype.size()))
+            }
+            _ => (false, sizes.iter().copied().max().unwrap_or(1)),
+        };
+        [8usize, 4, 2]
             .into_iter()
-            .find(|&v| v * elem <= 16 && self.total() % v == 0)
+            .find(|&v| {
+                // A vector access is 4, 8 or 16 bytes of every operand.
+                let accesses = copy_like || sizes.iter().all(|s| [4, 8, 16].contains(&(v * s)));
+                v * elem <= 16 && accesses && self.total() % v == 0 && fits(v)
+            })
             .unwrap_or(1)
     }
 

@@ -81,6 +81,7 @@ template <bool TF32> __device__ __forceinline__ float operand(float x) {
 // ---- vector memory access --------------------------------------------------
 
 template <int BYTES> struct RawBytes;
+template <> struct RawBytes<1> { typedef unsigned char type; };
 template <> struct RawBytes<2> { typedef unsigned short type; };
 template <> struct RawBytes<4> { typedef unsigned int type; };
 template <> struct RawBytes<8> { typedef uint2 type; };
