@@ -243,7 +243,9 @@ pub(crate) mod tests {
     #[test]
     fn vector_moves_read_whole_aligned_vectors() {
         use Layout::{ChannelsLast as Cl, RowMajor as Rm};
-        let cases: [(&[usize], Layout, &[usize], Layout, usize, bool); 10] = [
+        /// Output shape and layout, input shape and layout, vector, answer.
+        type Case<'a> = (&'a [usize], Layout, &'a [usize], Layout, usize, bool);
+        let cases: [Case; 10] = [
             // ViT's position embedding, broadcast over the batch.
             (&[4, 197, 768], Rm, &[1, 197, 768], Rm, 8, true),
             (&[4, 197, 768], Rm, &[197, 768], Rm, 8, true),
@@ -261,7 +263,10 @@ pub(crate) mod tests {
         ];
         for (out, out_layout, input, in_layout, v, want) in cases {
             let got = moves_in_vectors(out, out_layout, input, in_layout, v);
-            assert_eq!(got, want, "{out:?} {out_layout:?} <- {input:?} {in_layout:?} by {v}");
+            assert_eq!(
+                got, want,
+                "{out:?} {out_layout:?} <- {input:?} {in_layout:?} by {v}"
+            );
             if !got {
                 continue;
             }

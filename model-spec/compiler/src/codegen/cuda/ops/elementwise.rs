@@ -73,9 +73,10 @@ impl EltShape {
                 EltKind::Unary(_) => {
                     broadcast_is_identity(&out.shape, out.layout, &x.shape, x.layout)
                 }
-                EltKind::Binary(_) => self.inputs.iter().all(|x| {
-                    moves_in_vectors(&out.shape, out.layout, &x.shape, x.layout, v)
-                }),
+                EltKind::Binary(_) => self
+                    .inputs
+                    .iter()
+                    .all(|x| moves_in_vectors(&out.shape, out.layout, &x.shape, x.layout, v)),
                 EltKind::Concat { axis } => {
                     let inner: usize = out.shape[axis + 1..].iter().product();
                     inner > 1 && inner % v == 0
