@@ -47,7 +47,7 @@ def metric(text, name, label=""):
     found = re.findall(rf'^{name}{{(?=[^}}]*model="resnet50")(?=[^}}]*{label})[^}}]*}} ([0-9.e+-]+)$', text, re.M)
     return sum(float(v) for v in found) if found else float("nan")
 print(f"{'run':>3} {'img/s':>7} {'p50':>6} {'p99':>6} {'ratio':>6} {'batch':>5} {'pad%':>5} "
-      f"{'queue':>5} {'server':>6} {'gather':>6} {'turn':>5} {'kernels':>7} {'cpu':>5} {'gpu%':>4}  config")
+      f"{'recv':>5} {'queue':>5} {'hand':>5} {'server':>6} {'gather':>6} {'turn':>5} {'kernels':>7} {'cpu':>5} {'gpu%':>4}  config")
 for i in range(1, runs + 1):
     try:
         load = json.loads(open(f"{out}/serve_load_{i}.json").read().strip().splitlines()[-1])
@@ -68,13 +68,18 @@ for i in range(1, runs + 1):
              / metric(text, "aotune_queue_duration_seconds_count") * 1e3)
     server = (metric(text, "aotune_request_duration_seconds_sum", 'protocol="grpc"')
               / metric(text, "aotune_request_duration_seconds_count", 'protocol="grpc"') * 1e3)
+    def mean_ms(name, label=""):
+        return (metric(text, f"{name}_sum", label) / metric(text, f"{name}_count", label) * 1e3)
+    # Headers to message decoded, and executor's answer to handler resumed.
+    recv = mean_ms("aotune_receive_duration_seconds", 'protocol="grpc"')
+    hand = mean_ms("aotune_handoff_duration_seconds")
     ratio = re.search(r"^ +\d+ +[0-9.]+ +[0-9.]+ +\d+ +([0-9.]+)%", log, re.M)
     cpu = re.search(r"([0-9.]+) of \d+ cores busy", log)
     gpu = re.search(r"mean (\d+)%", log)
     config = re.search(r"^== serve_gpu: .* config (.*)$", log, re.M)
     print(f"{i:>3} {load['images_per_s']:>7.0f} {load['p50_ms']:>6.2f} {load['p99_ms']:>6.2f} "
           f"{(ratio.group(1) + '%') if ratio else '-':>6} {rows / batches:>5.1f} "
-          f"{100 * pad / (rows + pad):>5.1f} {queue:>5.2f} {server:>6.2f} {gather:>6.2f} {turn:>5.2f} {kernels:>7.2f} "
+          f"{100 * pad / (rows + pad):>5.1f} {recv:>5.2f} {queue:>5.2f} {hand:>5.2f} {server:>6.2f} {gather:>6.2f} {turn:>5.2f} {kernels:>7.2f} "
           f"{cpu.group(1) if cpu else '-':>5} {gpu.group(1) if gpu else '-':>4}  "
           f"{config.group(1) if config else ''}")
 PY
