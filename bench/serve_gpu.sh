@@ -30,8 +30,8 @@
 # config needs the GPU backend, else the model is not ready).
 # Env: MODEL, TUNING (empty: none), PRECISION, BATCH_SIZES, INSTANCES,
 # MAX_QUEUE_DELAY_US, CONCURRENT_BATCHES and CONCURRENT_KERNELS (unset: 2 and 1, the best
-# measured; empty: the server's default, every instance), FILL_WHILE_GPU_BUSY (true |
-# false; unset: the server's default, false),
+# measured; empty: the server's default, every instance), FILL_WHILE_GPU_BUSY (unset: true where CONCURRENT_KERNELS is 1,
+# the best measured; empty: the server's default, off),
 # INPUT_DATATYPE (FP16 | FP32), GPU_WAIT (spin | block; unset: the
 # server's default), PINNED_ROWS (the arrival copy's pinned buffers; 0: off; unset: the default), REUSE_BENCH, CONCURRENCY, EXTRA_CONCURRENCY (more load runs on the same
 # server, e.g. "128 256", reported below the bar's row), CONNECTIONS, LOAD_SECONDS, WARMUP_SECONDS,
@@ -66,7 +66,8 @@ PINNED_ROWS=${PINNED_ROWS:-}
 # where the instances allow them; set either to "" for the server's default (every instance).
 CONCURRENT_BATCHES=${CONCURRENT_BATCHES-$((INSTANCES < 2 ? INSTANCES : 2))}
 CONCURRENT_KERNELS=${CONCURRENT_KERNELS-1}
-FILL_WHILE_GPU_BUSY=${FILL_WHILE_GPU_BUSY:-}
+# Measured +6% over the same settings without it (BENCHMARKS.md "Filling batches while the GPU is busy").
+FILL_WHILE_GPU_BUSY=${FILL_WHILE_GPU_BUSY-$([ "$CONCURRENT_KERNELS" = 1 ] && echo true)}
 
 if ! $B serve --help >/dev/null 2>&1 || [ ! -x "$LOAD" ]; then
   echo "== serve_gpu: $B has no \`serve\` or $LOAD is missing: run \`bash bench/prepare_device.sh serve\` first"
