@@ -95,6 +95,7 @@ template <bool TF32> __device__ __forceinline__ float operand(float x) {
 // ---- vector memory access --------------------------------------------------
 
 template <int BYTES> struct RawBytes;
+template <> struct RawBytes<1> { typedef unsigned char type; };
 template <> struct RawBytes<2> { typedef unsigned short type; };
 template <> struct RawBytes<4> { typedef unsigned int type; };
 template <> struct RawBytes<8> { typedef uint2 type; };
@@ -2127,13 +2128,26 @@ template <int OP> __device__ __forceinline__ float binary_op(float a, float b) {
   }
 }
 
+// With V > 1 both inputs read V consecutive elements at src(i, first) (the
+// codegen's moves_in_vectors).
 template <class P>
 __device__ __forceinline__ void binary(const typename P::TA* __restrict__ a,
                                        const typename P::TB* __restrict__ b,
                                        typename P::TOut* __restrict__ y) {
-  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < P::TOTAL; j += gridDim.x * blockDim.x)
-    y[j] = from_f32<typename P::TOut>(
-        binary_op<P::OP>(to_f32(a[P::src(0, j)]), to_f32(b[P::src(1, j)])));
+  constexpr int V = P::V, TOTAL = P::TOTAL / V;
+  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < TOTAL; j += gridDim.x * blockDim.x) {
+    if (V > 1) {
+      float va[V], vb[V];
+      load_f32<V>(a + P::src(0, j * V), va);
+      load_f32<V>(b + P::src(1, j * V), vb);
+#pragma unroll
+      for (int e = 0; e < V; ++e) va[e] = binary_op<P::OP>(va[e], vb[e]);
+      store_f32<V>(y + j * V, va);
+    } else {
+      y[j] = from_f32<typename P::TOut>(
+          binary_op<P::OP>(to_f32(a[P::src(0, j)]), to_f32(b[P::src(1, j)])));
+    }
+  }
 }
 
 // n-ary Sum, accumulated left to right in f32 like the reference.
@@ -2165,21 +2179,24 @@ __device__ __forceinline__ void batch_norm(const typename P::TIn* __restrict__ x
 }
 
 // Row-major concat: output [OUTER, AXIS, INNER]; input i covers axis entries
-// [P::start(i), P::start(i) + P::len(i)).
+// [P::start(i), P::start(i) + P::len(i)). A thread moves V elements, which
+// INNER holds whole.
 template <class P, class TOut, class... TIn>
 __device__ __forceinline__ void concat(TOut* __restrict__ y, const TIn* __restrict__... xs) {
-  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < P::TOTAL; j += gridDim.x * blockDim.x) {
+  constexpr int V = P::V, TOTAL = P::TOTAL / V;
+  for (int jv = blockIdx.x * blockDim.x + threadIdx.x; jv < TOTAL; jv += gridDim.x * blockDim.x) {
+    const int j = jv * V;
     const int inner = j % P::INNER;
     const int a = (j / P::INNER) % P::AXIS;
     const int outer = j / (P::INNER * P::AXIS);
-    float v = 0.0f;
+    float v[V] = {};
     int i = 0;
-    ((v = (a >= P::start(i) && a < P::start(i) + P::len(i))
-              ? to_f32(xs[(outer * P::len(i) + a - P::start(i)) * P::INNER + inner])
-              : v,
+    ((((a >= P::start(i) && a < P::start(i) + P::len(i))
+           ? load_f32<V>(xs + (outer * P::len(i) + a - P::start(i)) * P::INNER + inner, v)
+           : (void)0),
       ++i),
      ...);
-    y[j] = from_f32<TOut>(v);
+    store_f32<V>(y + j, v);
   }
 }
 
